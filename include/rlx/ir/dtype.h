@@ -1,0 +1,64 @@
+// Element types (DType), their properties, f16/bf16 storage types and jnp type promotion.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace rlx {
+
+/// Element type of a tensor. The set mirrors the dtypes rlx runs on every backend.
+enum class DType : uint8_t { f32, f16, bf16, f64, i8, u8, i32, i64, bool_ };
+
+inline constexpr int kNumDTypes = 9;
+
+/// Broad class of a dtype; passes and inference ask for the category, not for a list of dtypes.
+enum class DTypeCategory : uint8_t { Float, SignedInt, UnsignedInt, Bool };
+
+/// Size of one element in bytes (bool is stored as one byte holding 0 or 1).
+int dtype_size(DType t);
+/// Canonical lower-case name as used in the text IR: "f32", "bf16", "i64", "bool", ...
+std::string_view dtype_name(DType t);
+/// Inverse of dtype_name; nullopt for an unknown name.
+std::optional<DType> parse_dtype(std::string_view name);
+DTypeCategory dtype_category(DType t);
+inline bool is_float(DType t) { return dtype_category(t) == DTypeCategory::Float; }
+inline bool is_integer(DType t) {
+  auto c = dtype_category(t);
+  return c == DTypeCategory::SignedInt || c == DTypeCategory::UnsignedInt;
+}
+inline bool is_bool(DType t) { return t == DType::bool_; }
+
+/// Result dtype of combining `a` and `b`, following jax.numpy's promotion lattice
+/// (jax.numpy.promote_types with x64 enabled, no weak types):
+///   bool < u8 < i16 < i32 < i64 < {bf16, f16} < f32 < f64, with i8 < i16, u8 < i16,
+///   bf16 + f16 -> f32 and any integer + float type -> that float type (jnp: i64 + f16 = f16).
+/// rlx has no i16/u16/u32/u64, so a jnp result of i16 is widened to i32 (the smallest
+/// rlx dtype holding every value of both operands): promote(u8, i8) = i32.
+DType promote_types(DType a, DType b);
+
+/// IEEE 754 binary16 storage type (bits only; arithmetic happens after conversion).
+struct f16 {
+  uint16_t bits = 0;
+};
+/// bfloat16 storage type: the upper 16 bits of an IEEE binary32.
+struct bf16 {
+  uint16_t bits = 0;
+};
+
+/// Rounds `x` to the nearest f16 value, ties to even; magnitudes beyond the f16 range become
+/// ±inf, NaN stays NaN (quiet). Rounds once from double, so there is no double rounding.
+f16 f16_from_double(double x);
+/// Rounds `x` to the nearest bf16 value, ties to even; overflow to ±inf, NaN stays NaN.
+bf16 bf16_from_double(double x);
+/// Exact widening conversions.
+float f16_to_float(f16 h);
+float bf16_to_float(bf16 h);
+inline f16 f16_from_float(float x) { return f16_from_double(x); }
+inline bf16 bf16_from_float(float x) { return bf16_from_double(x); }
+
+/// Rounds `x` to the value set of float dtype `t` (f64: identity, f32: cast, f16/bf16: RNE),
+/// returned as a double. Used by the reference evaluator so every float op rounds once.
+double round_to_dtype(double x, DType t);
+
+}  // namespace rlx

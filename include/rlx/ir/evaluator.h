@@ -1,0 +1,30 @@
+// The reference evaluator: naive, obviously correct evaluation of any graph on host tensors.
+// It is the oracle for every backend and pass. Floats are computed in double and rounded once
+// to the result dtype; integer arithmetic wraps (two's complement) like XLA.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+
+namespace rlx {
+
+/// Graph inputs and params by node name.
+using TensorMap = std::map<std::string, Tensor>;
+
+/// Evaluates `g` and returns its outputs in order. `feeds` must hold every input and param of
+/// the graph with exactly the declared dtype and shape; otherwise throws rlx::Error naming the
+/// input, the expected and the actual type. Feeds are not modified.
+std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds);
+
+/// Evaluates one node of kind `op` with `attrs` on operand tensors; result types are inferred.
+/// Used by constant folding and op-level tests.
+std::vector<Tensor> evaluate_op(OpKind op, const std::vector<Tensor>& operands,
+                                const AttrMap& attrs = {});
+
+/// True when the reference evaluator has a kernel for `op` (the coverage test asks this).
+bool has_evaluator(OpKind op);
+
+}  // namespace rlx

@@ -1,0 +1,38 @@
+// Internal: the reference evaluator's kernel table and the helpers its families share.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "rlx/ir/evaluator.h"
+
+namespace rlx::detail {
+
+/// What an evaluator kernel sees: the node (attrs, result types) and its operand values.
+struct EvalContext {
+  const Node& node;
+  std::span<const Tensor> operands;
+  const AttrMap& attrs() const { return node.attrs; }
+  const TensorType& result_type(size_t i = 0) const { return node.results[i]; }
+};
+
+/// Computes the results of one node; result dtypes/shapes must equal node.results.
+using EvalFn = std::vector<Tensor> (*)(const EvalContext& ctx);
+
+/// Registers `fn` for `op` (called from the register_eval_*() functions).
+void set_eval(OpKind op, EvalFn fn);
+
+// One per family file in src/ir/eval/.
+void register_eval_leaf();
+void register_eval_elementwise();
+void register_eval_linalg();
+void register_eval_reduce();
+void register_eval_shape();
+void register_eval_nn();
+void register_eval_fused();
+
+/// Multi-index helpers for naive loops over row-major tensors.
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape);
+int64_t ravel(std::span<const int64_t> index, const Shape& shape);
+
+}  // namespace rlx::detail

@@ -1,0 +1,112 @@
+// Reference evaluator driver: kernel table, feed checking, node-by-node evaluation.
+#include <array>
+#include <mutex>
+
+#include "eval.h"
+#include "rlx/ir/error.h"
+
+namespace rlx {
+namespace detail {
+namespace {
+std::array<EvalFn, kNumOps>& table() {
+  static std::array<EvalFn, kNumOps> t{};
+  return t;
+}
+const std::array<EvalFn, kNumOps>& kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_eval_leaf();
+    register_eval_elementwise();
+    register_eval_linalg();
+    register_eval_reduce();
+    register_eval_shape();
+    register_eval_nn();
+    register_eval_fused();
+  });
+  return table();
+}
+}  // namespace
+
+void set_eval(OpKind op, EvalFn fn) { table()[static_cast<size_t>(op)] = fn; }
+
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    idx[static_cast<size_t>(i)] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return idx;
+}
+
+int64_t ravel(std::span<const int64_t> index, const Shape& shape) {
+  int64_t flat = 0;
+  for (int i = 0; i < shape.rank(); ++i) flat = flat * shape[i] + index[static_cast<size_t>(i)];
+  return flat;
+}
+
+}  // namespace detail
+
+bool has_evaluator(OpKind op) { return detail::kernels()[static_cast<size_t>(op)] != nullptr; }
+
+namespace {
+
+std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
+  detail::EvalFn fn = detail::kernels()[static_cast<size_t>(n.op)];
+  check(fn != nullptr, "reference evaluator: no kernel for op '" + std::string(op_name(n.op)) + "'");
+  detail::EvalContext ctx{n, operands};
+  std::vector<Tensor> out = fn(ctx);
+  check(out.size() == n.results.size(),
+        "reference evaluator: op '" + std::string(op_name(n.op)) + "' produced " +
+            std::to_string(out.size()) + " results, expected " + std::to_string(n.results.size()));
+  for (size_t i = 0; i < out.size(); ++i)
+    check(out[i].type() == n.results[i],
+          "reference evaluator: op '" + std::string(op_name(n.op)) + "' (node %" + n.name +
+              ") produced " + out[i].type().to_string() + ", expected " + n.results[i].to_string());
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds) {
+  const auto& nodes = g.nodes();
+  for (const auto& [name, t] : feeds) {
+    int32_t id = g.find(name);
+    check(id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param),
+          "evaluate: '" + name + "' is not an input or param of graph '" + g.name() + "'");
+  }
+  std::vector<std::vector<Tensor>> values(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op == OpKind::Input || n.op == OpKind::Param) {
+      auto kind = n.op == OpKind::Input ? "input" : "param";
+      auto it = feeds.find(n.name);
+      check(it != feeds.end(), std::string("evaluate: missing ") + kind + " '" + n.name +
+                                   "' of type " + n.results[0].to_string());
+      check(it->second.type() == n.results[0],
+            std::string("evaluate: ") + kind + " '" + n.name + "' expects " +
+                n.results[0].to_string() + ", got " + it->second.type().to_string());
+      values[i] = {it->second};
+      continue;
+    }
+    std::vector<Tensor> operands;
+    operands.reserve(n.operands.size());
+    for (Value v : n.operands)
+      operands.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    values[i] = run_node(n, operands);
+  }
+  std::vector<Tensor> out;
+  for (Value v : g.outputs()) out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  return out;
+}
+
+std::vector<Tensor> evaluate_op(OpKind op, const std::vector<Tensor>& operands,
+                                const AttrMap& attrs) {
+  Graph g("op");
+  std::vector<Value> vs;
+  for (size_t i = 0; i < operands.size(); ++i)
+    vs.push_back(g.input("x" + std::to_string(i), operands[i].dtype(), operands[i].shape()));
+  auto rs = g.emit(op, vs, attrs);
+  return run_node(g.node(rs[0]), operands);
+}
+
+}  // namespace rlx

@@ -1,0 +1,46 @@
+// Internal: how op families fill the registry, and helpers shared by inference functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rlx/ir/error.h"
+#include "rlx/ir/op.h"
+
+namespace rlx::detail {
+
+/// Mutable registry entry; only register_*_ops() use it, during the one-time registry build.
+OpInfo& mutable_op_info(OpKind kind);
+/// Sets schema and inference of `kind` in one call.
+void define_op(OpKind kind, std::vector<AttrSpec> attrs, InferFn infer);
+
+// One per family file in src/ir/ops/.
+void register_leaf_ops();
+void register_elementwise_ops();
+void register_linalg_ops();
+void register_reduce_ops();
+void register_shape_ops();
+void register_nn_ops();
+void register_fused_ops();
+
+// ---- schema shorthands
+inline AttrSpec req(std::string name, AttrType t) { return {std::move(name), t, AttrPresence::Required}; }
+inline AttrSpec opt(std::string name, AttrType t) { return {std::move(name), t, AttrPresence::Optional}; }
+inline AttrSpec def(std::string name, AttrType t, Attr value, std::vector<std::string> choices = {}) {
+  return {std::move(name), t, AttrPresence::Default, std::move(value), std::move(choices)};
+}
+
+// ---- inference helpers (each fails through ctx with a located message)
+/// Broadcast shape of all operands' shapes (numpy rules).
+Shape broadcast_operands(const InferContext& ctx, size_t first = 0, size_t count = SIZE_MAX);
+/// Fails unless every operand (from `first`) has the same dtype; returns it.
+DType common_dtype(const InferContext& ctx, size_t first = 0, size_t count = SIZE_MAX);
+/// Fails unless dtype `t` of `what` satisfies `ok` ("float", "integer or bool", ...).
+void require_dtype(const InferContext& ctx, DType t, bool ok, const char* expected,
+                   const std::string& what);
+/// Normalises axes against rank (negative allowed), fails on out-of-range or duplicates.
+std::vector<int> normalize_axes(const InferContext& ctx, const std::vector<int64_t>& axes, int rank,
+                                const char* attr = "axes");
+int normalize_axis(const InferContext& ctx, int64_t axis, int rank, const char* attr = "axis");
+
+}  // namespace rlx::detail

@@ -1,0 +1,109 @@
+// Decomposition table and the recursive graph rewrite that expands composites.
+#include "decompose.h"
+
+#include <array>
+#include <mutex>
+
+#include "rlx/ir/error.h"
+
+namespace rlx {
+namespace detail {
+namespace {
+std::array<DecomposeFn, kNumOps>& table() {
+  static std::array<DecomposeFn, kNumOps> t{};
+  return t;
+}
+const std::array<DecomposeFn, kNumOps>& decompositions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_decompose_elementwise();
+    register_decompose_linalg();
+    register_decompose_reduce();
+    register_decompose_shape();
+    register_decompose_nn();
+    register_decompose_fused();
+  });
+  return table();
+}
+}  // namespace
+
+void set_decomposition(OpKind op, DecomposeFn fn) { table()[static_cast<size_t>(op)] = fn; }
+
+}  // namespace detail
+
+bool has_decomposition(OpKind op) {
+  return detail::decompositions()[static_cast<size_t>(op)] != nullptr;
+}
+
+std::vector<Value> decompose_node(Graph& dst, const Node& node, std::span<const Value> operands) {
+  DecomposeFn fn = detail::decompositions()[static_cast<size_t>(node.op)];
+  check(fn != nullptr, "op '" + std::string(op_name(node.op)) + "' (node %" + node.name +
+                           ") has no decomposition");
+  std::vector<Value> out = fn(dst, node, operands);
+  check(out.size() == node.results.size(),
+        "decomposition of '" + std::string(op_name(node.op)) + "' returned " +
+            std::to_string(out.size()) + " values for " + std::to_string(node.results.size()) +
+            " results");
+  for (size_t i = 0; i < out.size(); ++i)
+    check(dst.type(out[i]) == node.results[i],
+          "decomposition of '" + std::string(op_name(node.op)) + "' (node %" + node.name +
+              ") produced " + dst.type(out[i]).to_string() + " for result " + std::to_string(i) +
+              ", expected " + node.results[i].to_string());
+  return out;
+}
+
+namespace {
+
+// Copies `node` into dst (operands already mapped), expanding it when it is a composite that
+// is not kept. Recursion handles decompositions that emit further composites.
+std::vector<Value> expand(Graph& dst, const Node& node, std::span<const Value> operands,
+                          const std::function<bool(OpKind)>& keep) {
+  const OpInfo& info = op_info(node.op);
+  bool expand_it = info.has(kComposite) && !(keep && keep(node.op));
+  if (node.op == OpKind::Input || node.op == OpKind::Param)
+    return {dst.add_leaf(node.op, node.name, node.results[0])};
+  if (!expand_it)
+    return dst.emit(node.op, std::vector<Value>(operands.begin(), operands.end()), node.attrs,
+                    node.name);
+  // Decompose into a scratch graph whose leaves stand for the operands, then expand that
+  // graph's nodes (recursively) into dst.
+  Graph scratch("decompose");
+  std::vector<Value> leaves;
+  for (size_t i = 0; i < operands.size(); ++i)
+    leaves.push_back(scratch.input("operand" + std::to_string(i), dst.type(operands[i]).dtype,
+                                   dst.type(operands[i]).shape));
+  std::vector<Value> results = decompose_node(scratch, node, leaves);
+  std::vector<std::vector<Value>> map(scratch.nodes().size());
+  for (size_t i = 0; i < operands.size(); ++i) map[static_cast<size_t>(leaves[i].node)] = {operands[i]};
+  for (size_t i = 0; i < scratch.nodes().size(); ++i) {
+    const Node& n = scratch.nodes()[i];
+    if (n.op == OpKind::Input) continue;
+    std::vector<Value> ops;
+    for (Value v : n.operands) ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    Node renamed = n;
+    renamed.name = "";  // fresh names in dst
+    map[i] = expand(dst, renamed, ops, keep);
+  }
+  std::vector<Value> out;
+  for (Value v : results) out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  return out;
+}
+
+}  // namespace
+
+Graph decompose(const Graph& g, const std::function<bool(OpKind)>& keep) {
+  Graph dst(g.name());
+  std::vector<std::vector<Value>> map(g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    std::vector<Value> ops;
+    for (Value v : n.operands) ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    map[i] = expand(dst, n, ops, keep);
+  }
+  std::vector<Value> outs;
+  for (Value v : g.outputs()) outs.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  dst.set_outputs(outs);
+  return dst;
+}
+
+}  // namespace rlx

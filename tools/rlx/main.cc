@@ -1,0 +1,2 @@
+// rlx command-line tool.
+int main() { return 0; }
