@@ -29,6 +29,7 @@ const std::array<OpInfo, kNumOps>& registry() {
     detail::register_reduce_ops();
     detail::register_shape_ops();
     detail::register_nn_ops();
+    detail::register_conv_ops();
     detail::register_fused_ops();
   });
   return table();

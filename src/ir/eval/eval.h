@@ -29,6 +29,7 @@ void register_eval_linalg();
 void register_eval_reduce();
 void register_eval_shape();
 void register_eval_nn();
+void register_eval_conv();
 void register_eval_fused();
 
 /// Multi-index helpers for naive loops over row-major tensors.

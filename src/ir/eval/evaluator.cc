@@ -21,6 +21,7 @@ const std::array<EvalFn, kNumOps>& kernels() {
     register_eval_reduce();
     register_eval_shape();
     register_eval_nn();
+    register_eval_conv();
     register_eval_fused();
   });
   return table();

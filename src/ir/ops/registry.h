@@ -21,6 +21,7 @@ void register_linalg_ops();
 void register_reduce_ops();
 void register_shape_ops();
 void register_nn_ops();
+void register_conv_ops();
 void register_fused_ops();
 
 // ---- schema shorthands

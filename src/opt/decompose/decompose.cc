@@ -21,6 +21,7 @@ const std::array<DecomposeFn, kNumOps>& decompositions() {
     register_decompose_reduce();
     register_decompose_shape();
     register_decompose_nn();
+    register_decompose_conv();
     register_decompose_fused();
   });
   return table();

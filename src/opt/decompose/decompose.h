@@ -13,6 +13,7 @@ void register_decompose_linalg();
 void register_decompose_reduce();
 void register_decompose_shape();
 void register_decompose_nn();
+void register_decompose_conv();
 void register_decompose_fused();
 
 }  // namespace rlx::detail
