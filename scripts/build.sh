@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Configures and builds rlx into build/ (Ninja, RelWithDebInfo, warnings as errors).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -G Ninja -DRLX_WERROR=ON >/dev/null
+ninja -C build
