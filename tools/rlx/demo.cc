@@ -1,0 +1,57 @@
+// The pre-model main job: a BERT-style encoder block built with the graph builder.
+#include "demo.h"
+
+#include <random>
+
+namespace rlx::tools {
+
+Graph build_encoder_block(const BlockConfig& c) {
+  Graph g("encoder_block");
+  const int64_t dh = c.hidden / c.heads;
+  Value x = g.input("x", DType::f32, Shape{c.batch, c.seq, c.hidden});
+  auto linear = [&](Value in, const std::string& name, int64_t n_in, int64_t n_out) {
+    Value w = g.param(name + ".weight", DType::f32, Shape{n_in, n_out});
+    Value b = g.param(name + ".bias", DType::f32, Shape{n_out});
+    return g.add(g.matmul(in, w), b);
+  };
+  // [B,S,H] -> [B,heads,S,dh]
+  auto split_heads = [&](Value t) {
+    return g.transpose(g.reshape(t, {c.batch, c.seq, c.heads, dh}), {0, 2, 1, 3});
+  };
+  Value q = split_heads(linear(x, "attention.q", c.hidden, c.hidden));
+  Value k = split_heads(linear(x, "attention.k", c.hidden, c.hidden));
+  Value v = split_heads(linear(x, "attention.v", c.hidden, c.hidden));
+  Graph::AttentionOptions opts;
+  opts.mask = c.causal ? "causal" : "none";
+  Value a = g.attention(q, k, v, opts);
+  a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {c.batch, c.seq, c.hidden});
+  Value o = linear(a, "attention.out", c.hidden, c.hidden);
+  auto norm = [&](Value t, const std::string& name) {
+    Value s = g.param(name + ".weight", DType::f32, Shape{c.hidden});
+    Value b = g.param(name + ".bias", DType::f32, Shape{c.hidden});
+    return g.layer_norm(t, s, b, -1, 1e-12);
+  };
+  Value h = norm(g.add(x, o), "attention.norm");
+  Value f = g.gelu(linear(h, "ffn.in", c.hidden, c.ffn));
+  Value y = norm(g.add(h, linear(f, "ffn.out", c.ffn, c.hidden)), "ffn.norm");
+  g.set_outputs({y});
+  return g;
+}
+
+TensorMap random_feeds(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-0.5, 0.5);
+  TensorMap feeds;
+  for (auto ids : {g.inputs(), g.params()}) {
+    for (int32_t id : ids) {
+      const Node& n = g.node(id);
+      Tensor t(n.results[0].dtype, n.results[0].shape);
+      bool is_scale = n.name.find("norm.weight") != std::string::npos;
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, (is_scale ? 1.0 : 0.0) + dist(rng));
+      feeds.emplace(n.name, t);
+    }
+  }
+  return feeds;
+}
+
+}  // namespace rlx::tools
