@@ -1,7 +1,111 @@
-// Fused ops: schemas, shape/dtype inference and builder methods. (filled in by the op-family work)
+// Fused ops (fused_matmul_bias_act, fused_residual_{layer,rms}_norm, elementwise_region):
+// attribute schemas and shape/dtype inference. Their builders are in src/ir/builder.cc.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "registry.h"
 #include "rlx/ir/graph.h"
 
 namespace rlx::detail {
-void register_fused_ops() {}
+namespace {
+
+// numpy matmul result shape: [..batch, M, N] from x [..., M, K] and w [..., K, N]; a 1-D x is
+// [K] (M squeezed) and a 1-D w is [K] (N squeezed).
+Shape matmul_shape(const InferContext& ctx, const Shape& x, const Shape& w) {
+  if (x.rank() == 0 || w.rank() == 0)
+    ctx.fail("matmul operands must have rank >= 1, got shapes " + x.to_string() + " and " +
+             w.to_string());
+  int64_t kx = x[x.rank() - 1];
+  int64_t kw = w.rank() == 1 ? w[0] : w[w.rank() - 2];
+  if (kx != kw)
+    ctx.fail("matmul contracting dims differ: x " + x.to_string() + " has K = " +
+             std::to_string(kx) + ", w " + w.to_string() + " has K = " + std::to_string(kw));
+  Shape xb(std::vector<int64_t>(x.dims().begin(), x.dims().end() - std::min(x.rank(), 2)));
+  Shape wb(std::vector<int64_t>(w.dims().begin(), w.dims().end() - std::min(w.rank(), 2)));
+  auto batch = broadcast_shapes(xb, wb);
+  if (!batch)
+    ctx.fail("matmul batch dims " + xb.to_string() + " and " + wb.to_string() +
+             " do not broadcast");
+  Shape out = *batch;
+  if (x.rank() >= 2) out.dims().push_back(x[x.rank() - 2]);
+  if (w.rank() >= 2) out.dims().push_back(w[w.rank() - 1]);
+  return out;
+}
+
+std::vector<TensorType> infer_matmul_bias_act(const InferContext& ctx) {
+  DType t = common_dtype(ctx);
+  require_dtype(ctx, t, is_float(t), "float", "operands");
+  Shape out = matmul_shape(ctx, ctx.operands[0].shape, ctx.operands[1].shape);
+  const Shape& bias = ctx.operands[2].shape;
+  auto b = broadcast_shapes(out, bias);
+  if (!b || *b != out)
+    ctx.fail("bias " + bias.to_string() + " must broadcast to the matmul result " +
+             out.to_string());
+  return {{t, out}};
+}
+
+// Shared by both residual norms: x and residual of one type, per-feature params of shape
+// x.shape[axis:].
+std::vector<TensorType> infer_residual_norm(const InferContext& ctx) {
+  const TensorType& x = ctx.operands[0];
+  const TensorType& r = ctx.operands[1];
+  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "x");
+  if (r != x)
+    ctx.fail("residual must have the type of x, " + x.to_string() + ", got " + r.to_string());
+  int axis = normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());
+  Shape feat(std::vector<int64_t>(x.shape.dims().begin() + axis, x.shape.dims().end()));
+  const char* names[] = {"", "", "scale", "bias"};
+  for (size_t i = 2; i < ctx.operands.size(); ++i) {
+    const TensorType& p = ctx.operands[i];
+    if (p.dtype != x.dtype || p.shape != feat)
+      ctx.fail(std::string(names[i]) + " must be " + TensorType{x.dtype, feat}.to_string() +
+               " (x.shape[axis:]), got " + p.to_string());
+  }
+  return {x, x};
+}
+
+std::vector<TensorType> infer_elementwise_region(const InferContext& ctx) {
+  const Graph& body = ctx.attrs.get_graph("body");
+  std::vector<int32_t> ins = body.inputs();
+  if (ins.size() != ctx.operands.size())
+    ctx.fail("body has " + std::to_string(ins.size()) + " inputs but the region has " +
+             std::to_string(ctx.operands.size()) + " operands");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const TensorType& want = body.node(ins[i]).results[0];
+    if (want != ctx.operands[i])
+      ctx.fail("operand " + std::to_string(i) + " has type " + ctx.operands[i].to_string() +
+               " but body input " + std::to_string(i) + " (%" + body.node(ins[i]).name +
+               ") is " + want.to_string());
+  }
+  for (const Node& n : body.nodes()) {
+    bool ok = n.op == OpKind::Input || n.op == OpKind::Constant ||
+              (op_info(n.op).has(kElementwise) && n.op != OpKind::ElementwiseRegion);
+    if (!ok)
+      ctx.fail("body node %" + n.name + " is a '" + std::string(op_name(n.op)) +
+               "'; a region body may hold only inputs, constants and elementwise ops "
+               "(no params, no nested regions)");
+  }
+  if (body.outputs().empty()) ctx.fail("body has no outputs; a region needs at least one");
+  std::vector<TensorType> out;
+  for (Value v : body.outputs()) out.push_back(body.type(v));
+  return out;
+}
+
+}  // namespace
+
+void register_fused_ops() {
+  define_op(OpKind::FusedMatMulBiasAct,
+            {def("activation", AttrType::String, std::string("none"),
+                 {"none", "relu", "gelu", "gelu_tanh", "silu"})},
+            infer_matmul_bias_act);
+  define_op(OpKind::FusedResidualLayerNorm,
+            {def("axis", AttrType::Int, int64_t{-1}), def("eps", AttrType::Float, 1e-5)},
+            infer_residual_norm);
+  define_op(OpKind::FusedResidualRmsNorm,
+            {def("axis", AttrType::Int, int64_t{-1}), def("eps", AttrType::Float, 1e-6)},
+            infer_residual_norm);
+  define_op(OpKind::ElementwiseRegion, {req("body", AttrType::Graph)}, infer_elementwise_region);
+}
+
 }  // namespace rlx::detail

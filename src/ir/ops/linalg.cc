@@ -1,7 +1,144 @@
-// Linalg ops: schemas, shape/dtype inference and builder methods. (filled in by the op-family work)
+// Linalg ops (dot_general, matmul): schemas and shape/dtype inference.
+#include <string>
+#include <vector>
+
 #include "registry.h"
-#include "rlx/ir/graph.h"
 
 namespace rlx::detail {
-void register_linalg_ops() {}
+namespace {
+
+std::string ints_to_string(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Checks that every dim of `batch` and `contract` indexes `shape` and that no dim is used twice
+// (a dim is either batch, contracting or free). `side` is "lhs" or "rhs".
+void check_dims(const InferContext& ctx, const char* side, const Shape& shape,
+                const std::vector<int64_t>& batch, const std::vector<int64_t>& contract) {
+  std::vector<bool> used(static_cast<size_t>(shape.rank()), false);
+  auto visit = [&](const std::vector<int64_t>& dims, const char* kind) {
+    for (int64_t d : dims) {
+      if (d < 0 || d >= shape.rank())
+        ctx.fail(std::string(side) + "_" + kind + " " + ints_to_string(dims) + ": dim " +
+                 std::to_string(d) + " is out of range for " + side + " shape " +
+                 shape.to_string() + " (expected 0 <= dim < " + std::to_string(shape.rank()) +
+                 ")");
+      if (used[static_cast<size_t>(d)])
+        ctx.fail(std::string(side) + " dim " + std::to_string(d) +
+                 " appears more than once in " + side + "_batch " + ints_to_string(batch) +
+                 " / " + side + "_contract " + ints_to_string(contract));
+      used[static_cast<size_t>(d)] = true;
+    }
+  };
+  visit(batch, "batch");
+  visit(contract, "contract");
+}
+
+// Checks that paired dims of lhs and rhs have equal sizes; `kind` is "batch" or "contract".
+void check_pairs(const InferContext& ctx, const char* kind, const std::vector<int64_t>& l,
+                 const std::vector<int64_t>& r) {
+  const Shape& ls = ctx.operands[0].shape;
+  const Shape& rs = ctx.operands[1].shape;
+  for (size_t i = 0; i < l.size(); ++i) {
+    int64_t a = ls[static_cast<int>(l[i])], b = rs[static_cast<int>(r[i])];
+    if (a != b)
+      ctx.fail(std::string(kind) + " dims differ in size: lhs dim " + std::to_string(l[i]) +
+               " of " + ls.to_string() + " has size " + std::to_string(a) + ", rhs dim " +
+               std::to_string(r[i]) + " of " + rs.to_string() + " has size " +
+               std::to_string(b));
+  }
+}
+
+// lax.dot_general: result [batch..., lhs free..., rhs free...].
+std::vector<TensorType> infer_dot_general(const InferContext& ctx) {
+  const auto& lb = ctx.attrs.get_ints("lhs_batch");
+  const auto& rb = ctx.attrs.get_ints("rhs_batch");
+  const auto& lc = ctx.attrs.get_ints("lhs_contract");
+  const auto& rc = ctx.attrs.get_ints("rhs_contract");
+  DType t = common_dtype(ctx);
+  require_dtype(ctx, t, !is_bool(t), "numeric", "operand dtype");
+  if (lb.size() != rb.size())
+    ctx.fail("lhs_batch " + ints_to_string(lb) + " and rhs_batch " + ints_to_string(rb) +
+             " must have the same length");
+  if (lc.size() != rc.size())
+    ctx.fail("lhs_contract " + ints_to_string(lc) + " and rhs_contract " + ints_to_string(rc) +
+             " must have the same length");
+  const Shape& ls = ctx.operands[0].shape;
+  const Shape& rs = ctx.operands[1].shape;
+  check_dims(ctx, "lhs", ls, lb, lc);
+  check_dims(ctx, "rhs", rs, rb, rc);
+  check_pairs(ctx, "batch", lb, rb);
+  check_pairs(ctx, "contracting", lc, rc);
+
+  DType out = t;
+  if (ctx.attrs.has("preferred")) {
+    DType p = ctx.attrs.get_dtype("preferred");
+    // Float operands accumulate in a float type; integer operands may widen to an integer or
+    // become float. A float -> integer result would silently truncate, so it is rejected.
+    bool ok = is_float(p) || (is_integer(p) && is_integer(t));
+    if (!ok)
+      ctx.fail("preferred dtype " + std::string(dtype_name(p)) + " is not allowed for " +
+               std::string(dtype_name(t)) +
+               " operands (expected a float dtype, or an integer dtype for integer operands)");
+    out = p;
+  }
+
+  Shape result;
+  for (int64_t d : lb) result.dims().push_back(ls[static_cast<int>(d)]);
+  auto append_free = [&](const Shape& s, const std::vector<int64_t>& b,
+                         const std::vector<int64_t>& c) {
+    for (int i = 0; i < s.rank(); ++i) {
+      bool bound = false;
+      for (int64_t d : b) bound = bound || d == i;
+      for (int64_t d : c) bound = bound || d == i;
+      if (!bound) result.dims().push_back(s[i]);
+    }
+  };
+  append_free(ls, lb, lc);
+  append_free(rs, rb, rc);
+  return {{out, result}};
+}
+
+// numpy.matmul: 1-D operands are promoted ([k] -> [1,k] on the left, [k,1] on the right) and
+// the added dim removed from the result; leading (batch) dims broadcast.
+std::vector<TensorType> infer_matmul(const InferContext& ctx) {
+  DType t = common_dtype(ctx);
+  require_dtype(ctx, t, !is_bool(t), "numeric", "operand dtype");
+  const Shape& x = ctx.operands[0].shape;
+  const Shape& y = ctx.operands[1].shape;
+  if (x.rank() == 0 || y.rank() == 0)
+    ctx.fail("matmul operands must have rank >= 1, got shapes " + x.to_string() + " and " +
+             y.to_string());
+  int64_t xk = x[x.rank() - 1];
+  int64_t yk = y.rank() == 1 ? y[0] : y[y.rank() - 2];
+  if (xk != yk)
+    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() +
+             ": contracting sizes differ (" + std::to_string(xk) + " vs " + std::to_string(yk) +
+             ")");
+  Shape xb, yb;
+  for (int i = 0; i + 2 < x.rank(); ++i) xb.dims().push_back(x[i]);
+  for (int i = 0; i + 2 < y.rank(); ++i) yb.dims().push_back(y[i]);
+  auto batch = broadcast_shapes(xb, yb);
+  if (!batch)
+    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() + ": batch dims " +
+             xb.to_string() + " and " + yb.to_string() + " do not broadcast");
+  Shape result = *batch;
+  if (x.rank() >= 2) result.dims().push_back(x[x.rank() - 2]);
+  if (y.rank() >= 2) result.dims().push_back(y[y.rank() - 1]);
+  return {{t, result}};
+}
+
+}  // namespace
+
+void register_linalg_ops() {
+  define_op(OpKind::DotGeneral,
+            {req("lhs_batch", AttrType::Ints), req("rhs_batch", AttrType::Ints),
+             req("lhs_contract", AttrType::Ints), req("rhs_contract", AttrType::Ints),
+             opt("preferred", AttrType::DType)},
+            infer_dot_general);
+  define_op(OpKind::MatMul, {}, infer_matmul);
+}
+
 }  // namespace rlx::detail
