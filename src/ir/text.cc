@@ -46,12 +46,9 @@ void print_tensor(const Tensor& t, std::string& out) {
   bool splat = t.numel() > 1 && all_elements_equal(t);
   out += splat ? "splat<" : "dense<";
   out += t.type().to_string();
-  out += ':';
+  out += ": ";
   int64_t shown = splat ? 1 : t.numel();
-  for (int64_t i = 0; i < shown; ++i) {
-    out += i ? ", " : " ";
-    out += format_element(t, i);
-  }
+  for (int64_t i = 0; i < shown; ++i) out += (i ? ", " : "") + format_element(t, i);
   out += '>';
 }
 
@@ -67,20 +64,35 @@ void print_graph(const Graph& g, int indent, std::string& out);
 // `indent` is the indentation of the statement holding the attribute (for nested graphs).
 void print_attr(const Attr& a, int indent, std::string& out) {
   switch (attr_type(a)) {
-    case AttrType::Int: out += std::to_string(std::get<int64_t>(a)); return;
-    case AttrType::Float: out += format_float(std::get<double>(a), DType::f64); return;
-    case AttrType::Bool: out += std::get<bool>(a) ? "true" : "false"; return;
-    case AttrType::String: out += quote(std::get<std::string>(a)); return;
+    case AttrType::Int:
+      out += std::to_string(std::get<int64_t>(a));
+      return;
+    case AttrType::Float:
+      out += format_float(std::get<double>(a), DType::f64);
+      return;
+    case AttrType::Bool:
+      out += std::get<bool>(a) ? "true" : "false";
+      return;
+    case AttrType::String:
+      out += quote(std::get<std::string>(a));
+      return;
     case AttrType::Ints: {
       const auto& v = std::get<std::vector<int64_t>>(a);
       out += '[';
-      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+      // No spaces, like the dims of a type: shape=[2,3] next to f32[2,3].
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
       out += ']';
       return;
     }
-    case AttrType::DType: out += dtype_name(std::get<DType>(a)); return;
-    case AttrType::Tensor: print_tensor(std::get<Tensor>(a), out); return;
-    case AttrType::Graph: print_graph(*std::get<std::shared_ptr<const Graph>>(a), indent, out); return;
+    case AttrType::DType:
+      out += dtype_name(std::get<DType>(a));
+      return;
+    case AttrType::Tensor:
+      print_tensor(std::get<Tensor>(a), out);
+      return;
+    case AttrType::Graph:
+      print_graph(*std::get<std::shared_ptr<const Graph>>(a), indent, out);
+      return;
   }
 }
 
@@ -218,9 +230,10 @@ class Lexer {
       size_t n = 1;
       while (is_name_char(at(pos_ + n))) ++n;
       if (n == 1)
-        fail_at(line, col, std::string("expected a name after '") + c + "', found " +
-                               (pos_ + 1 < src_.size() ? "'" + std::string(1, at(pos_ + 1)) + "'"
-                                                       : std::string("end of input")));
+        fail_at(line, col,
+                std::string("expected a name after '") + c + "', found " +
+                    (pos_ + 1 < src_.size() ? "'" + std::string(1, at(pos_ + 1)) + "'"
+                                            : std::string("end of input")));
       Token t = make(c == '%' ? Tok::Value : Tok::Global, n, line, col);
       t.str = std::string(t.text.substr(1));
       return t;
@@ -323,6 +336,10 @@ class TextParser {
 
   // graph := 'graph' '@' NAME '{' stmt* 'return' [value (',' value)*] '}'
   Graph parse_graph() {
+    // Nesting recurses on the native stack; bound it so hostile input cannot overflow it.
+    // Real bodies nest once (elementwise_region bodies may not hold regions).
+    if (++depth_ > kMaxNesting)
+      fail_at(lex_.peek(), "graphs nested more than " + std::to_string(kMaxNesting) + " deep");
     expect_keyword("graph");
     Token name = lex_.take();
     if (name.kind != Tok::Global) fail_expected(name, "'@' and a graph name");
@@ -340,6 +357,7 @@ class TextParser {
     }
     expect_punct('}');
     g.set_outputs(std::move(outs));
+    --depth_;
     return g;
   }
 
@@ -461,8 +479,8 @@ class TextParser {
     }
     if (e.kind != Tok::Float && e.kind != Tok::Int) fail_expected(e, "a float element");
     // f32 is read directly as float: reading a double first could round twice.
-    double v = d == DType::f32 ? static_cast<double>(float_value<float>(e, d))
-                               : float_value<double>(e, d);
+    double v =
+        d == DType::f32 ? static_cast<double>(float_value<float>(e, d)) : float_value<double>(e, d);
     t.set_f64(i, v);
     if (std::isinf(t.get_f64(i)) && !std::isinf(v))
       fail_at(e, std::string(e.text) + " is out of range for " + std::string(dtype_name(d)));
@@ -503,9 +521,12 @@ class TextParser {
   Attr parse_attr(AttrType want) {
     const Token& t = lex_.peek();
     switch (t.kind) {
-      case Tok::Int: return int_value(lex_.take());
-      case Tok::Float: return float_value<double>(lex_.take(), DType::f64);
-      case Tok::String: return lex_.take().str;
+      case Tok::Int:
+        return int_value(lex_.take());
+      case Tok::Float:
+        return float_value<double>(lex_.take(), DType::f64);
+      case Tok::String:
+        return lex_.take().str;
       case Tok::Punct: {
         if (!is_punct(t, '[')) break;
         lex_.take();
@@ -528,7 +549,8 @@ class TextParser {
         if (want == AttrType::DType) fail_at(t, "unknown dtype '" + std::string(t.text) + "'");
         break;
       }
-      default: break;
+      default:
+        break;
     }
     fail_expected(t, "an attribute value");
   }
@@ -605,8 +627,8 @@ class TextParser {
       if (!operands.empty() || has_attrs)
         fail_at(op_tok, "'" + std::string(info.name) + "' takes no operands or attributes");
       if (count != 1)
-        fail_at(res, "'" + std::string(info.name) + "' has 1 result, but %" + name +
-                         " declares " + std::to_string(count));
+        fail_at(res, "'" + std::string(info.name) + "' has 1 result, but %" + name + " declares " +
+                         std::to_string(count));
       try {
         g.add_leaf(*op, name, types[0]);
       } catch (const Error& e) {
@@ -629,7 +651,9 @@ class TextParser {
                             " does not match the inferred type " + types_to_string(inferred));
   }
 
+  static constexpr int kMaxNesting = 64;
   Lexer lex_;
+  int depth_ = 0;
 };
 
 }  // namespace

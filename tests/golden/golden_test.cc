@@ -128,6 +128,9 @@ void expect_outputs(const GoldenCase& c, const std::vector<Tensor>& got, const c
   }
 }
 
+// gtest prints a failing parameter with this instead of its bytes.
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
+
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(Golden, EvaluatorAndDecomposition) {

@@ -61,9 +61,9 @@ TEST(Conv, OneDimStridePadDilation) {
   Tensor out = run_conv(x_pattern({2, 3, 7}), w_pattern({4, 3, 3}), {2}, {1}, {2}, {2}, 1);
   EXPECT_TRUE(all_close(
       out,
-      expected(DType::f32, {2, 4, 3},
-               {-0.5, -1.25, -0.625, 1.25, -2.25, 1.375, -0.5, 3.75, -0.125, -0.5, -0.75, 1.0,
-                -3.5, 2.375, -1.25, 0.125, 3.625, 0.0, 1.125, -3.875, -2.25, 3.0, 0.0, 0.75}),
+      expected(DType::f32, {2, 4, 3}, {-0.5,   -1.25, -0.625, 1.25,   -2.25, 1.375, -0.5,  3.75,
+                                       -0.125, -0.5,  -0.75,  1.0,    -3.5,  2.375, -1.25, 0.125,
+                                       3.625,  0.0,   1.125,  -3.875, -2.25, 3.0,   0.0,   0.75}),
       0, 0));
 }
 
@@ -72,39 +72,38 @@ TEST(Conv, TwoDimGroupsAsymmetricPadding) {
       run_conv(x_pattern({1, 4, 5, 6}), w_pattern({6, 2, 3, 2}), {2, 1}, {1, 0}, {0, 2}, {1, 2}, 2);
   EXPECT_TRUE(all_close(
       out,
-      expected(DType::f32, {1, 6, 2, 6},
-               {-1.875, 1.125,  -1.375, -2.5,   0.125,  -1.375, -0.875, -2.25,  -0.875,
-                -0.875, -1.0,   3.625,  4.5,    1.5,    -0.125, 1.0,    -0.625, 0.375,
-                4.0,    0.375,  -0.5,   0.0,    0.25,   -3.5,   -4.0,   -0.75,  1.125,
-                -2.5,   1.25,   1.25,   -2.5,   1.25,   -1.875, -0.875, 1.5,    2.5,
-                -1.5,   -1.625, -0.375, -0.5,   0.125,  -0.875, -1.625, -2.25,  -0.125,
-                2.0,    -1.375, 3.625,  1.0,    1.0,    1.0,    -1.75,  -1.0,   0.5,
-                2.0,    -0.125, -2.25,  -1.625, 0.625,  -0.625, 0.0,    0.125,  -1.125,
-                3.125,  -0.375, 0.125,  -1.375, -2.375, 3.5,    5.25,   0.0,    -1.375}),
+      expected(
+          DType::f32, {1, 6, 2, 6},
+          {-1.875, 1.125,  -1.375, -2.5,   0.125,  -1.375, -0.875, -2.25,  -0.875, -0.875, -1.0,
+           3.625,  4.5,    1.5,    -0.125, 1.0,    -0.625, 0.375,  4.0,    0.375,  -0.5,   0.0,
+           0.25,   -3.5,   -4.0,   -0.75,  1.125,  -2.5,   1.25,   1.25,   -2.5,   1.25,   -1.875,
+           -0.875, 1.5,    2.5,    -1.5,   -1.625, -0.375, -0.5,   0.125,  -0.875, -1.625, -2.25,
+           -0.125, 2.0,    -1.375, 3.625,  1.0,    1.0,    1.0,    -1.75,  -1.0,   0.5,    2.0,
+           -0.125, -2.25,  -1.625, 0.625,  -0.625, 0.0,    0.125,  -1.125, 3.125,  -0.375, 0.125,
+           -1.375, -2.375, 3.5,    5.25,   0.0,    -1.375}),
       0, 0));
 }
 
 TEST(Conv, DepthwiseWithChannelMultiplier) {
   // groups == C == 3, two output channels per input channel.
   Tensor out = run_conv(x_pattern({1, 3, 3, 3}), w_pattern({6, 1, 2, 2}), {}, {}, {}, {}, 3);
-  EXPECT_TRUE(all_close(
-      out,
-      expected(DType::f32, {1, 6, 2, 2},
-               {2.125, -0.5,  -1.625, -0.125, -2.625, 1.5,    1.5,  1.5,
-                -0.5,  2.125, -0.875, 1.75,   -0.75,  2.5,    -0.625, 1.25,
-                0.0,   -2.375, 1.125, 1.5,    1.25,   -1.875, 1.5,  1.125}),
-      0, 0));
+  EXPECT_TRUE(all_close(out,
+                        expected(DType::f32, {1, 6, 2, 2},
+                                 {2.125, -0.5,   -1.625, -0.125, -2.625, 1.5,    1.5,    1.5,
+                                  -0.5,  2.125,  -0.875, 1.75,   -0.75,  2.5,    -0.625, 1.25,
+                                  0.0,   -2.375, 1.125,  1.5,    1.25,   -1.875, 1.5,    1.125}),
+                        0, 0));
 }
 
 TEST(Conv, SamePaddingF64) {
   Tensor out = run_conv(x_pattern({1, 2, 3, 3}, DType::f64), w_pattern({2, 2, 3, 3}, DType::f64),
                         {}, {1, 1}, {1, 1}, {}, 1);
-  EXPECT_TRUE(all_close(out,
-                        expected(DType::f64, {1, 2, 3, 3},
-                                 {-2.75, 1.625, -0.25, -0.625, -4.125, -1.5, 2.5, -1.75, -4.75,
-                                  0.125, -1.875, -2.25, 0.25, -4.375, -2.25, -1.125, 4.875,
-                                  -3.625}),
-                        0, 0));
+  EXPECT_TRUE(
+      all_close(out,
+                expected(DType::f64, {1, 2, 3, 3},
+                         {-2.75, 1.625, -0.25, -0.625, -4.125, -1.5, 2.5, -1.75, -4.75, 0.125,
+                          -1.875, -2.25, 0.25, -4.375, -2.25, -1.125, 4.875, -3.625}),
+                0, 0));
 }
 
 TEST(Conv, F16AccumulatesInDouble) {
@@ -165,8 +164,7 @@ TEST(Conv, ErrorNegativeOutputSize) {
   Value w = g.input("w", DType::f32, {1, 1, 5});
   std::string e = error_of([&] { g.conv(x, w); });
   EXPECT_NE(e.find("negative output size -2 in spatial dim 0"), std::string::npos) << e;
-  EXPECT_NE(e.find("padded input 2 is smaller than the dilated kernel extent 5"),
-            std::string::npos)
+  EXPECT_NE(e.find("padded input 2 is smaller than the dilated kernel extent 5"), std::string::npos)
       << e;
   // Dilation counts: kernel 2 dilated by 4 spans 5.
   Value w2 = g.input("w2", DType::f32, {1, 1, 2});
@@ -197,6 +195,13 @@ TEST(Conv, ErrorBadOperandsAndAttributes) {
   EXPECT_NE(e.find("kernel must be OIHW (rank 4) to match the input rank, got shape [3,2,3]"),
             std::string::npos)
       << e;
+  Value w0 = g.input("w0", DType::f32, {3, 2, 0, 3});
+  e = error_of([&] { g.conv(x, w0); });
+  EXPECT_NE(e.find("kernel spatial dims must be >= 1, got kernel shape [3,2,0,3]"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { g.conv(x, w, {}, {int64_t{1} << 62, 0}, {int64_t{1} << 62, 0}); });
+  EXPECT_NE(e.find("window geometry overflows int64"), std::string::npos) << e;
   Value x5 = g.input("x5", DType::f32, {1, 2, 3, 3, 3});
   e = error_of([&] { g.conv(x5, w); });
   EXPECT_NE(e.find("input must be NCW (rank 3) or NCHW (rank 4), got shape [1,2,3,3,3]"),
@@ -234,28 +239,28 @@ TEST(Pool, AvgPool2DCountIncludePad) {
 
 TEST(Pool, AvgPool2DExcludePad) {
   Tensor out = run_pool(false, x_pattern({1, 2, 4, 5}), {2, 3}, {2, 2}, {1, 1}, {0, 1}, false);
-  EXPECT_TRUE(all_close(out,
-                        expected(DType::f32, {1, 2, 2, 3},
-                                 {-0.375, 0.4166666666666667, 0.75, -0.3125, -0.20833333333333334,
-                                  0.125, 0.25, -0.3333333333333333, 0.0, 0.3125,
-                                  -0.041666666666666664, 0.0625}),
-                        testing::default_rtol(DType::f32), 0));
+  EXPECT_TRUE(
+      all_close(out,
+                expected(DType::f32, {1, 2, 2, 3},
+                         {-0.375, 0.4166666666666667, 0.75, -0.3125, -0.20833333333333334, 0.125,
+                          0.25, -0.3333333333333333, 0.0, 0.3125, -0.041666666666666664, 0.0625}),
+                testing::default_rtol(DType::f32), 0));
 }
 
 TEST(Pool, OneDimAllKinds) {
   Tensor x = x_pattern({1, 1, 5});
   EXPECT_TRUE(all_close(run_pool(true, x, {3}, {1}, {1}, {1}),
                         expected(DType::f32, {1, 1, 5}, {0.5, 0.5, 1.25, 1.25, 1.25}), 0, 0));
-  EXPECT_TRUE(all_close(run_pool(false, x, {3}, {1}, {1}, {1}, true),
-                        expected(DType::f32, {1, 1, 5},
-                                 {-0.25, -0.4166666666666667, 0.4166666666666667,
-                                  0.3333333333333333, 0.5}),
-                        testing::default_rtol(DType::f32), 0));
-  EXPECT_TRUE(all_close(run_pool(false, x, {3}, {1}, {1}, {1}, false),
-                        expected(DType::f32, {1, 1, 5},
-                                 {-0.375, -0.4166666666666667, 0.4166666666666667,
-                                  0.3333333333333333, 0.75}),
-                        testing::default_rtol(DType::f32), 0));
+  EXPECT_TRUE(
+      all_close(run_pool(false, x, {3}, {1}, {1}, {1}, true),
+                expected(DType::f32, {1, 1, 5},
+                         {-0.25, -0.4166666666666667, 0.4166666666666667, 0.3333333333333333, 0.5}),
+                testing::default_rtol(DType::f32), 0));
+  EXPECT_TRUE(all_close(
+      run_pool(false, x, {3}, {1}, {1}, {1}, false),
+      expected(DType::f32, {1, 1, 5},
+               {-0.375, -0.4166666666666667, 0.4166666666666667, 0.3333333333333333, 0.75}),
+      testing::default_rtol(DType::f32), 0));
 }
 
 TEST(Pool, WindowsWhollyInPadding) {

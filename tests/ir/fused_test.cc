@@ -30,7 +30,9 @@ std::string error_of(F f) {
   return "";
 }
 
-Tensor f64(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::f64, std::move(s), v); }
+Tensor f64(Shape s, std::vector<double> v) {
+  return Tensor::from_doubles(DType::f64, std::move(s), v);
+}
 
 // The unfused form of activation(x @ w + b) built from the separate ops.
 Value unfused_matmul_bias_act(Graph& g, Value x, Value w, Value b, const std::string& act) {
@@ -64,12 +66,12 @@ TEST(FusedMatMulBiasAct, HandValuesEachActivation) {
   Tensor b = f64({3}, {-6, 0, 1});
   for (const auto& [act, want] : cases) {
     Graph g;
-    Value out = g.fused_matmul_bias_act(g.input("x", DType::f64, {2, 2}),
-                                        g.input("w", DType::f64, {2, 3}),
-                                        g.input("b", DType::f64, {3}), act);
+    Value out =
+        g.fused_matmul_bias_act(g.input("x", DType::f64, {2, 2}), g.input("w", DType::f64, {2, 3}),
+                                g.input("b", DType::f64, {3}), act);
     g.set_outputs({out});
-    EXPECT_TRUE(all_close(evaluate(g, {{"x", x}, {"w", w}, {"b", b}})[0], f64({2, 3}, want),
-                          1e-14, 1e-15))
+    EXPECT_TRUE(
+        all_close(evaluate(g, {{"x", x}, {"w", w}, {"b", b}})[0], f64({2, 3}, want), 1e-14, 1e-15))
         << act;
   }
 }
@@ -167,11 +169,11 @@ TEST(FusedResidualLayerNorm, HandValues) {
                         {"r", f64({2, 4}, {0.5, 0, 1, -0.25, 0, 0.5, -0.5, 1})},
                         {"scale", f64({4}, {1, 2, 0.5, -1})},
                         {"bias", f64({4}, {0, 1, 0, -0.5})}});
-  EXPECT_TRUE(all_close(r[0],
-                        f64({2, 4}, {-1.3416354199689269, 0.105576386687382, 0.2236059033281545,
-                                     -1.8416354199689269, -1.414207277021387, 1.0, 0.0,
-                                     -1.914207277021387}),
-                        1e-14, 1e-15));
+  EXPECT_TRUE(all_close(
+      r[0],
+      f64({2, 4}, {-1.3416354199689269, 0.105576386687382, 0.2236059033281545, -1.8416354199689269,
+                   -1.414207277021387, 1.0, 0.0, -1.914207277021387}),
+      1e-14, 1e-15));
   EXPECT_TRUE(all_close(r[1], f64({2, 4}, {1, 2, 3, 4, -1, 0.5, 0.5, 2}), 0, 0));
 }
 
@@ -221,9 +223,9 @@ TEST(FusedResidualRmsNorm, HandValuesAndUnfused) {
   auto r = evaluate(g, {{"x", f64({2, 4}, {0.5, 2, 2, 4.25, -1, 0, 1, 1})},
                         {"r", f64({2, 4}, {0.5, 0, 1, -0.25, 0, 0.5, -0.5, 1})},
                         {"scale", f64({4}, {1, 2, 0.5, -1})}});
-  Tensor want = f64({2, 4}, {0.3651483473268884, 1.4605933893075536, 0.5477225209903326,
-                             -1.4605933893075536, -0.8528025553124781, 0.8528025553124781,
-                             0.21320063882811952, -1.7056051106249561});
+  Tensor want = f64(
+      {2, 4}, {0.3651483473268884, 1.4605933893075536, 0.5477225209903326, -1.4605933893075536,
+               -0.8528025553124781, 0.8528025553124781, 0.21320063882811952, -1.7056051106249561});
   EXPECT_TRUE(all_close(r[0], want, 1e-14, 1e-15));
   EXPECT_TRUE(all_close(r[1], f64({2, 4}, {1, 2, 3, 4, -1, 0.5, 0.5, 2}), 0, 0));
   EXPECT_TRUE(all_close(r[2], want, 1e-14, 1e-15));
@@ -235,8 +237,7 @@ TEST(FusedResidualNorm, Errors) {
   Value r = g.input("r", DType::f32, {3, 4});
   Value s = g.input("s", DType::f32, {4});
   std::string e = error_of([&] { g.fused_residual_layer_norm(x, r, s, s); });
-  EXPECT_NE(e.find("residual must have the type of x, f32[2,3,4], got f32[3,4]"),
-            std::string::npos)
+  EXPECT_NE(e.find("residual must have the type of x, f32[2,3,4], got f32[3,4]"), std::string::npos)
       << e;
   Value rh = g.input("rh", DType::f16, {2, 3, 4});
   e = error_of([&] { g.fused_residual_rms_norm(x, rh, s); });
@@ -261,24 +262,21 @@ TEST(ElementwiseRegion, BroadcastOperandTwoOutputs) {
   Value b = body.input("b", DType::f32, {3});
   body.set_outputs({body.add(body.mul(a, b), body.scalar(2.0, DType::f32)), body.max(a, b)});
   Graph g;
-  std::vector<Value> outs = g.elementwise_region(
-      {g.input("x", DType::f32, {2, 3}), g.input("y", DType::f32, {3})}, body);
+  std::vector<Value> outs =
+      g.elementwise_region({g.input("x", DType::f32, {2, 3}), g.input("y", DType::f32, {3})}, body);
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_EQ(g.type(outs[1]).to_string(), "f32[2,3]");
   g.set_outputs(outs);
-  auto r = evaluate(g, {{"x", Tensor::from_doubles(DType::f32, {2, 3},
-                                                   std::vector<double>{1, 2, 3, 4, 5, 6})},
-                        {"y", Tensor::from_doubles(DType::f32, {3},
-                                                   std::vector<double>{10, -1, 0.5})}});
+  auto r = evaluate(
+      g, {{"x", Tensor::from_doubles(DType::f32, {2, 3}, std::vector<double>{1, 2, 3, 4, 5, 6})},
+          {"y", Tensor::from_doubles(DType::f32, {3}, std::vector<double>{10, -1, 0.5})}});
   // By hand: a * b + 2 and max(a, b) with b broadcast over rows.
-  EXPECT_TRUE(all_close(r[0],
-                        Tensor::from_doubles(DType::f32, {2, 3},
-                                             std::vector<double>{12, 0, 3.5, 42, -3, 5}),
-                        0, 0));
-  EXPECT_TRUE(all_close(r[1],
-                        Tensor::from_doubles(DType::f32, {2, 3},
-                                             std::vector<double>{10, 2, 3, 10, 5, 6}),
-                        0, 0));
+  EXPECT_TRUE(all_close(
+      r[0], Tensor::from_doubles(DType::f32, {2, 3}, std::vector<double>{12, 0, 3.5, 42, -3, 5}), 0,
+      0));
+  EXPECT_TRUE(all_close(
+      r[1], Tensor::from_doubles(DType::f32, {2, 3}, std::vector<double>{10, 2, 3, 10, 5, 6}), 0,
+      0));
 }
 
 TEST(ElementwiseRegion, OutputMayBeAnInputAndResultTypeIsBroadcast) {

@@ -99,16 +99,16 @@ TEST(DotGeneral, BatchDimNotLeadingAndNoRhsFreeDims) {
   // lhs [3,2,4] batch dim 1, rhs [4,2] batch dim 1; result [batch=2, lhs free=3].
   // jax.lax.dot_general(arange(24).reshape(3,2,4), arange(8).reshape(4,2),
   //                     (((2,),(0,)),((1,),(1,))))
-  Tensor out = dot(arange(DType::f32, {3, 2, 4}), arange(DType::f32, {4, 2}),
-                   dims({1}, {1}, {2}, {0}));
+  Tensor out =
+      dot(arange(DType::f32, {3, 2, 4}), arange(DType::f32, {4, 2}), dims({1}, {1}, {2}, {0}));
   EXPECT_EQ(out.shape(), (Shape{2, 3}));
   EXPECT_EQ(values(out), (std::vector<double>{28, 124, 220, 98, 226, 354}));
 }
 
 TEST(DotGeneral, OuterProductAndEmptyContraction) {
   // No contracting dims: an outer product [2] x [3] -> [2,3].
-  Tensor out = dot(t_of(DType::f32, {2}, {1, 2}), t_of(DType::f32, {3}, {3, 4, 5}),
-                   dims({}, {}, {}, {}));
+  Tensor out =
+      dot(t_of(DType::f32, {2}, {1, 2}), t_of(DType::f32, {3}, {3, 4, 5}), dims({}, {}, {}, {}));
   EXPECT_EQ(values(out), (std::vector<double>{3, 4, 5, 6, 8, 10}));
   // Contracting a size-0 dim sums nothing: zeros.
   Tensor z = dot(Tensor(DType::f32, {2, 0}), Tensor(DType::f32, {0, 3}), dims({}, {}, {1}, {0}));
@@ -152,8 +152,8 @@ TEST(DotGeneral, PreferredF32KeepsTheExactSumOfBf16Operands) {
   // preferred_element_type=float32.
   AttrMap a = dims({}, {}, {0}, {0});
   a.set("preferred", DType::f32);
-  Tensor out = dot(t_of(DType::bf16, {2}, {1, std::ldexp(1.0, -10)}),
-                   t_of(DType::bf16, {2}, {1, 1}), a);
+  Tensor out =
+      dot(t_of(DType::bf16, {2}, {1, std::ldexp(1.0, -10)}), t_of(DType::bf16, {2}, {1, 1}), a);
   EXPECT_EQ(out.type().to_string(), "f32[]");
   EXPECT_EQ(out.get_f64(0), 1.0 + std::ldexp(1.0, -10));
   // Integer operands with a float preferred dtype.
@@ -213,7 +213,8 @@ TEST(DotGeneral, Errors) {
 
 TEST(MatMul, TwoD) {
   // numpy: arange(6).reshape(2,3) @ arange(6).reshape(3,2) = [[10,13],[28,40]].
-  Tensor out = evaluate_op(OpKind::MatMul, {arange(DType::f32, {2, 3}), arange(DType::f32, {3, 2})})[0];
+  Tensor out =
+      evaluate_op(OpKind::MatMul, {arange(DType::f32, {2, 3}), arange(DType::f32, {3, 2})})[0];
   EXPECT_EQ(out.type().to_string(), "f32[2,2]");
   EXPECT_EQ(values(out), (std::vector<double>{10, 13, 28, 40}));
 }
@@ -238,7 +239,8 @@ TEST(MatMul, BroadcastsBatchDims) {
 TEST(MatMul, OneDimensionalOperands) {
   // numpy: arange(3) @ [4,5,6] = 17 (a scalar); arange(3) @ arange(6).reshape(3,2) = [10,13];
   // arange(6).reshape(2,3) @ [1,-1,2] = [3,9].
-  Tensor v = evaluate_op(OpKind::MatMul, {arange(DType::f64, {3}), t_of(DType::f64, {3}, {4, 5, 6})})[0];
+  Tensor v =
+      evaluate_op(OpKind::MatMul, {arange(DType::f64, {3}), t_of(DType::f64, {3}, {4, 5, 6})})[0];
   EXPECT_EQ(v.type().to_string(), "f64[]");
   EXPECT_EQ(v.get_f64(0), 17);
   Tensor a = evaluate_op(OpKind::MatMul, {arange(DType::f64, {3}), arange(DType::f64, {3, 2})})[0];
@@ -268,9 +270,11 @@ TEST(MatMul, IntegersWrapAndSizeZero) {
   Tensor y = t_of(DType::i32, {2, 1}, {1, 1});
   EXPECT_EQ(evaluate_op(OpKind::MatMul, {x, y})[0].get_i64(0), -2147483648LL);
   // k = 0: zeros; batch of size 0: an empty result.
-  Tensor z = evaluate_op(OpKind::MatMul, {Tensor(DType::f32, {2, 0}), Tensor(DType::f32, {0, 3})})[0];
+  Tensor z =
+      evaluate_op(OpKind::MatMul, {Tensor(DType::f32, {2, 0}), Tensor(DType::f32, {0, 3})})[0];
   EXPECT_EQ(values(z), std::vector<double>(6, 0.0));
-  Tensor e = evaluate_op(OpKind::MatMul, {Tensor(DType::f32, {0, 2, 3}), Tensor(DType::f32, {3, 4})})[0];
+  Tensor e =
+      evaluate_op(OpKind::MatMul, {Tensor(DType::f32, {0, 2, 3}), Tensor(DType::f32, {3, 4})})[0];
   EXPECT_EQ(e.shape(), (Shape{0, 2, 4}));
 }
 

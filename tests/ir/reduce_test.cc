@@ -140,7 +140,8 @@ TEST(Reduce, IntegersWrap) {
   // i32 65536 * 65536 * 3 = 3 * 2^32 -> 0; i64 max + 1 -> min.
   EXPECT_EQ(reduce(OpKind::ReduceSum, t_of(DType::i8, {3}, {100, 100, 100}), {0}).get_i64(0), 44);
   EXPECT_EQ(reduce(OpKind::ReduceSum, t_of(DType::u8, {2}, {200, 100}), {0}).get_i64(0), 44);
-  EXPECT_EQ(reduce(OpKind::ReduceProd, t_of(DType::i32, {3}, {65536, 65536, 3}), {0}).get_i64(0), 0);
+  EXPECT_EQ(reduce(OpKind::ReduceProd, t_of(DType::i32, {3}, {65536, 65536, 3}), {0}).get_i64(0),
+            0);
   Tensor big = Tensor::from_ints(DType::i64, {2},
                                  std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 1});
   EXPECT_EQ(reduce(OpKind::ReduceSum, big, {0}).get_i64(0), std::numeric_limits<int64_t>::min());
@@ -203,7 +204,8 @@ TEST(Reduce, Errors) {
 }
 
 TEST(ArgMax, FirstIndexOfTheExtremum) {
-  // jnp.argmax([[1,3,3,2],[5,5,1,0]], axis=1) = [1,0]; jnp.argmin([[1,3,1,2],[5,5,0,0]], 1) = [0,2].
+  // jnp.argmax([[1,3,3,2],[5,5,1,0]], axis=1) = [1,0]; jnp.argmin([[1,3,1,2],[5,5,0,0]], 1) =
+  // [0,2].
   Tensor a = t_of(DType::i32, {2, 4}, {1, 3, 3, 2, 5, 5, 1, 0});
   Tensor am = arg(OpKind::ArgMax, a, 1);
   EXPECT_EQ(am.type().to_string(), "i32[2]");

@@ -73,7 +73,7 @@ TEST(Text, PrintsCanonicalForm) {
   %0 = add %x, %c : f32[2,4]
   %top:2 = top_k %0 {k=2} : f32[2,2], i32[2,2]
   %1 = convert %top#1 {dtype=f32} : f32[2,2]
-  %2 = reduce_sum %x {axes=[0, 1], keepdims=true} : f32[1,1]
+  %2 = reduce_sum %x {axes=[0,1], keepdims=true} : f32[1,1]
   %3 = leaky_relu %x {alpha=0.2} : f32[2,4]
   %4 = fused_matmul_bias_act %x, %w, %b {activation="gelu"} : f32[2,3]
   %r:2 = elementwise_region %x, %s {body=graph @body {
@@ -104,9 +104,9 @@ TEST(Text, LeafOnlyGraphPrintsExactly) {
   const char* want = R"(graph @leaves {
   %in.0/x-1 = input : bf16[]
   %w = param : u8[0,3]
-  %0 = iota {dtype=i64, shape=[2, 3], dimension=1} : i64[2,3]
+  %0 = iota {dtype=i64, shape=[2,3], dimension=1} : i64[2,3]
   %1 = constant {value=dense<i8[3]: -128, 0, 127>} : i8[3]
-  %empty = constant {value=dense<f64[0]:>} : f64[0]
+  %empty = constant {value=dense<f64[0]: >} : f64[0]
   %2 = constant {value=dense<f32[]: -0.0>} : f32[]
   %t = constant {value=splat<bool[2]: true>} : bool[2]
   return %0, %1, %empty, %2, %t, %0
@@ -134,11 +134,14 @@ Graph sample(OpKind kind) {
     return g;
   };
   switch (kind) {
-    case OpKind::Input: return out(f32("x", {2, 3}));
-    case OpKind::Param: return out(g.param("w", DType::bf16, {3}));
+    case OpKind::Input:
+      return out(f32("x", {2, 3}));
+    case OpKind::Param:
+      return out(g.param("w", DType::bf16, {3}));
     case OpKind::Constant:
       return out(g.constant(Tensor::from_doubles(DType::f16, {2}, std::vector<double>{1.5, -2})));
-    case OpKind::Iota: return out(g.iota(DType::i32, {2, 3}, 1));
+    case OpKind::Iota:
+      return out(g.iota(DType::i32, {2, 3}, 1));
     case OpKind::Neg:
     case OpKind::Abs:
     case OpKind::Sign:
@@ -162,10 +165,14 @@ Graph sample(OpKind kind) {
     case OpKind::Gelu:
     case OpKind::GeluTanh:
     case OpKind::Silu:
-    case OpKind::Softplus: return out(g.emit1(kind, {f32("x", {2, 3})}));
-    case OpKind::Not: return out(g.logical_not(g.input("p", DType::bool_, {2})));
-    case OpKind::Convert: return out(g.convert(f32("x", {2, 3}), DType::i8));
-    case OpKind::LeakyRelu: return out(g.leaky_relu(f32("x", {2, 3}), 0.1));
+    case OpKind::Softplus:
+      return out(g.emit1(kind, {f32("x", {2, 3})}));
+    case OpKind::Not:
+      return out(g.logical_not(g.input("p", DType::bool_, {2})));
+    case OpKind::Convert:
+      return out(g.convert(f32("x", {2, 3}), DType::i8));
+    case OpKind::LeakyRelu:
+      return out(g.leaky_relu(f32("x", {2, 3}), 0.1));
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:
@@ -179,32 +186,44 @@ Graph sample(OpKind kind) {
     case OpKind::Lt:
     case OpKind::Le:
     case OpKind::Gt:
-    case OpKind::Ge: return out(g.emit1(kind, {f32("x", {2, 3}), f32("y", {3})}));
+    case OpKind::Ge:
+      return out(g.emit1(kind, {f32("x", {2, 3}), f32("y", {3})}));
     case OpKind::And:
     case OpKind::Or:
     case OpKind::Xor:
       return out(g.emit1(kind, {g.input("p", DType::bool_, {2}), g.input("q", DType::bool_, {2})}));
     case OpKind::Select:
       return out(g.select(g.input("p", DType::bool_, {2, 3}), f32("a", {2, 3}), f32("b", {})));
-    case OpKind::Clamp: return out(g.clamp(f32("lo", {}), f32("x", {2, 3}), f32("hi", {})));
+    case OpKind::Clamp:
+      return out(g.clamp(f32("lo", {}), f32("x", {2, 3}), f32("hi", {})));
     case OpKind::DotGeneral:
       return out(g.dot_general(f32("l", {2, 3, 4}), f32("r", {2, 4, 5}), {0}, {0}, {2}, {1}));
-    case OpKind::MatMul: return out(g.matmul(f32("a", {2, 3}), f32("b", {3, 4})));
+    case OpKind::MatMul:
+      return out(g.matmul(f32("a", {2, 3}), f32("b", {3, 4})));
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:
     case OpKind::ReduceProd:
       return out(g.emit1(kind, {f32("x", {2, 3})}, {{"axes", Ints{1}}, {"keepdims", true}}));
-    case OpKind::ArgMax: return out(g.argmax(f32("x", {2, 3}), 1, false, DType::i64));
-    case OpKind::ArgMin: return out(g.argmin(f32("x", {2, 3}), -1, true));
-    case OpKind::CumSum: return out(g.cumsum(f32("x", {2, 3}), 1, true, false));
-    case OpKind::Reshape: return out(g.reshape(f32("x", {2, 3}), {3, 2}));
-    case OpKind::Transpose: return out(g.transpose(f32("x", {2, 3, 4}), {2, 0, 1}));
-    case OpKind::BroadcastInDim: return out(g.broadcast_in_dim(f32("x", {3}), {2, 3}, {1}));
-    case OpKind::Expand: return out(g.expand(f32("x", {3}), {2, 3}));
-    case OpKind::Slice: return out(g.slice(f32("x", {4, 6}), {1, 0}, {3, 6}, {1, 2}));
-    case OpKind::Concatenate: return out(g.concatenate({f32("a", {2, 3}), f32("b", {1, 3})}, 0));
+    case OpKind::ArgMax:
+      return out(g.argmax(f32("x", {2, 3}), 1, false, DType::i64));
+    case OpKind::ArgMin:
+      return out(g.argmin(f32("x", {2, 3}), -1, true));
+    case OpKind::CumSum:
+      return out(g.cumsum(f32("x", {2, 3}), 1, true, false));
+    case OpKind::Reshape:
+      return out(g.reshape(f32("x", {2, 3}), {3, 2}));
+    case OpKind::Transpose:
+      return out(g.transpose(f32("x", {2, 3, 4}), {2, 0, 1}));
+    case OpKind::BroadcastInDim:
+      return out(g.broadcast_in_dim(f32("x", {3}), {2, 3}, {1}));
+    case OpKind::Expand:
+      return out(g.expand(f32("x", {3}), {2, 3}));
+    case OpKind::Slice:
+      return out(g.slice(f32("x", {4, 6}), {1, 0}, {3, 6}, {1, 2}));
+    case OpKind::Concatenate:
+      return out(g.concatenate({f32("a", {2, 3}), f32("b", {1, 3})}, 0));
     case OpKind::Pad:
       return out(g.pad(f32("x", {2, 3}), f32("v", {}), {1, 0}, {0, 2}, {0, 1}));
     case OpKind::Gather:
@@ -212,16 +231,22 @@ Graph sample(OpKind kind) {
     case OpKind::TakeAlongAxis:
       return out(g.take_along_axis(f32("x", {2, 3}), g.input("i", DType::i32, {2, 1}), 1));
     case OpKind::ScatterAdd:
-      return out(g.scatter_add(f32("x", {5, 3}), g.input("i", DType::i32, {2}), f32("u", {2, 3}),
-                               0));
-    case OpKind::Reverse: return out(g.reverse(f32("x", {2, 3}), {0}));
-    case OpKind::Squeeze: return out(g.squeeze(f32("x", {2, 1, 3}), {1}));
-    case OpKind::ExpandDims: return out(g.expand_dims(f32("x", {2, 3}), {0}));
-    case OpKind::Softmax: return out(g.softmax(f32("x", {2, 3}), -1));
-    case OpKind::LogSoftmax: return out(g.log_softmax(f32("x", {2, 3}), 0));
+      return out(
+          g.scatter_add(f32("x", {5, 3}), g.input("i", DType::i32, {2}), f32("u", {2, 3}), 0));
+    case OpKind::Reverse:
+      return out(g.reverse(f32("x", {2, 3}), {0}));
+    case OpKind::Squeeze:
+      return out(g.squeeze(f32("x", {2, 1, 3}), {1}));
+    case OpKind::ExpandDims:
+      return out(g.expand_dims(f32("x", {2, 3}), {0}));
+    case OpKind::Softmax:
+      return out(g.softmax(f32("x", {2, 3}), -1));
+    case OpKind::LogSoftmax:
+      return out(g.log_softmax(f32("x", {2, 3}), 0));
     case OpKind::LayerNorm:
       return out(g.layer_norm(f32("x", {2, 4}), f32("s", {4}), f32("b", {4}), -1, 1e-5));
-    case OpKind::RmsNorm: return out(g.rms_norm(f32("x", {2, 4}), f32("s", {4}), -1, 1e-6));
+    case OpKind::RmsNorm:
+      return out(g.rms_norm(f32("x", {2, 4}), f32("s", {4}), -1, 1e-6));
     case OpKind::Attention: {
       Graph::AttentionOptions o;
       o.mask = "causal";
@@ -234,7 +259,8 @@ Graph sample(OpKind kind) {
     case OpKind::Conv:
       return out(g.conv(f32("x", {1, 2, 5, 5}), f32("w", {4, 2, 3, 3}), {1, 1}, {1, 1}, {1, 1},
                         {1, 1}, 1));
-    case OpKind::MaxPool: return out(g.max_pool(f32("x", {1, 2, 4, 4}), {2, 2}, {2, 2}));
+    case OpKind::MaxPool:
+      return out(g.max_pool(f32("x", {1, 2, 4, 4}), {2, 2}, {2, 2}));
     case OpKind::AvgPool:
       return out(g.avg_pool(f32("x", {1, 2, 4, 4}), {2, 2}, {1, 1}, {1, 1}, {0, 0}, false));
     case OpKind::TopK: {
@@ -245,7 +271,8 @@ Graph sample(OpKind kind) {
     case OpKind::SoftmaxCrossEntropy:
       return out(g.softmax_cross_entropy(f32("logits", {2, 5}), g.input("y", DType::i32, {2})));
     case OpKind::FusedMatMulBiasAct:
-      return out(g.fused_matmul_bias_act(f32("x", {2, 3}), f32("w", {3, 4}), f32("b", {4}), "silu"));
+      return out(
+          g.fused_matmul_bias_act(f32("x", {2, 3}), f32("w", {3, 4}), f32("b", {4}), "silu"));
     case OpKind::FusedResidualLayerNorm: {
       auto [norm, h] = g.fused_residual_layer_norm(f32("x", {2, 4}), f32("r", {2, 4}),
                                                    f32("s", {4}), f32("b", {4}), -1, 1e-3);
@@ -301,7 +328,8 @@ uint64_t bits_of(const Tensor& t, int64_t i) {
 
 TEST(Text, SpecialFloatsRoundTripBitExactly) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> vals{nan, INFINITY, -INFINITY, 1e-5, 0.1, -0.0, 65504.0, 3.0e38, 1.4e-45, 5e-324};
+  std::vector<double> vals{nan,  INFINITY, -INFINITY, 1e-5,    0.1,
+                           -0.0, 65504.0,  3.0e38,    1.4e-45, 5e-324};
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     Graph g;
@@ -363,8 +391,9 @@ TEST(Text, ParsesSplatScalarDenseAndIntElements) {
   std::string text = g.to_string();
   EXPECT_NE(text.find("%a = constant {value=dense<f32[]: 0.5>} : f32[]"), std::string::npos);
   EXPECT_NE(text.find("%b = constant {value=splat<i32[2,2]: -7>} : i32[2,2]"), std::string::npos);
-  EXPECT_NE(text.find("%c = constant {value=dense<f32[2]: 1.0, -2.0>} : f32[2]"), std::string::npos);
-  EXPECT_NE(text.find("%e = constant {value=dense<i8[0]:>} : i8[0]"), std::string::npos);
+  EXPECT_NE(text.find("%c = constant {value=dense<f32[2]: 1.0, -2.0>} : f32[2]"),
+            std::string::npos);
+  EXPECT_NE(text.find("%e = constant {value=dense<i8[0]: >} : i8[0]"), std::string::npos);
   expect_round_trip(g);
 }
 
@@ -466,7 +495,8 @@ const ErrorCase kErrorCases[] = {
      "line 2:32: integer 99999999999999999999 does not fit in int64"},
     {"missing 'return'", "graph @g {\n  %x = input : f32[2]\n}",
      "line 3:1: expected a statement or 'return', found '}'"},
-    {"trailing garbage", "graph @g {\n  return\n} extra", "line 3:3: expected end of input, found 'extra'"},
+    {"trailing garbage", "graph @g {\n  return\n} extra",
+     "line 3:3: expected end of input, found 'extra'"},
     {"unknown attribute",
      "graph @g {\n  %y = iota {dtype=i32, shape=[2], dimension=0, axis=1} : i32[2]\n  return %y\n}",
      "line 2:49: unknown attribute 'axis' for op 'iota' (known: dtype, shape, dimension)"},
@@ -486,7 +516,8 @@ const ErrorCase kErrorCases[] = {
      "(none)"},
     {"missing required attribute", "graph @g {\n  %c = constant : f32[]\n  return %c\n}",
      "line 2:8: op 'constant' (node %c): missing required attribute 'value' (tensor)"},
-    {"wrong element count", "graph @g {\n  %c = constant {value=dense<f32[3]: 1.0, 2.0>} : f32[3]\n}",
+    {"wrong element count",
+     "graph @g {\n  %c = constant {value=dense<f32[3]: 1.0, 2.0>} : f32[3]\n}",
      "line 2:24: dense<f32[3]> needs 3 elements, found 2"},
     {"element out of range",
      "graph @g {\n  %c = constant {value=dense<i8[2]: 1, 128>} : i8[2]\n  return %c\n}",
@@ -544,6 +575,12 @@ TEST(Text, NestedGraphHasItsOwnNames) {
   return %r
 })");
   EXPECT_EQ(msg, "line 5:18: use of undefined value %x");
+}
+
+TEST(Text, DeepNestingIsAnErrorNotACrash) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "graph @g {\n%r = elementwise_region {body=";
+  EXPECT_EQ(parse_error(text), "line 65:31: graphs nested more than 64 deep");
 }
 
 // Each tests/ir/invalid/*.rlx holds one invalid program; its first line is

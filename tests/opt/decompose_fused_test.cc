@@ -83,13 +83,12 @@ TEST(DecomposeFused, ElementwiseRegionInlinesBody) {
   Value t = body.gelu(body.mul(body.sub(a, b), body.scalar(0.5, DType::f32)));
   body.set_outputs({t, body.max(t, b), a});
   Graph g;
-  auto outs = g.elementwise_region(
-      {g.input("x", DType::f32, {2, 3}), g.input("y", DType::f32, {3})}, body);
+  auto outs =
+      g.elementwise_region({g.input("x", DType::f32, {2, 3}), g.input("y", DType::f32, {3})}, body);
   g.set_outputs(outs);
-  expect_decomposition_matches(g,
-                               {{"x", random_tensor(DType::f32, {2, 3}, 51)},
-                                {"y", random_tensor(DType::f32, {3}, 52)}},
-                               default_rtol(DType::f32), 1e-7);
+  expect_decomposition_matches(
+      g, {{"x", random_tensor(DType::f32, {2, 3}, 51)}, {"y", random_tensor(DType::f32, {3}, 52)}},
+      default_rtol(DType::f32), 1e-7);
   Graph d = decompose(g);
   for (const Node& n : d.nodes()) EXPECT_NE(n.op, OpKind::ElementwiseRegion);
 }

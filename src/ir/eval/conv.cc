@@ -112,8 +112,7 @@ std::vector<Tensor> eval_avg_pool(const EvalContext& ctx) {
     double sum = 0;
     for (double v : vals) sum += v;
     // A window lying wholly in the padding divides 0 by 0 (NaN) when padding is not counted.
-    return sum / static_cast<double>(include_pad ? window_size
-                                                 : static_cast<int64_t>(vals.size()));
+    return sum / static_cast<double>(include_pad ? window_size : static_cast<int64_t>(vals.size()));
   })};
 }
 

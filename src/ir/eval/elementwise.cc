@@ -113,8 +113,10 @@ std::vector<Tensor> unary(const EvalContext& ctx, FF ff, FI fi) {
   const Tensor& x = ctx.operands[0];
   Tensor out = make_result(ctx);
   for (int64_t i = 0; i < out.numel(); ++i) {
-    if (is_float(x.dtype())) out.set_f64(i, ff(x.get_f64(i)));
-    else out.set_i64(i, fi(x.get_i64(i)));
+    if (is_float(x.dtype()))
+      out.set_f64(i, ff(x.get_f64(i)));
+    else
+      out.set_i64(i, fi(x.get_i64(i)));
   }
   return {out};
 }
@@ -138,8 +140,10 @@ std::vector<Tensor> binary(const EvalContext& ctx, FF ff, FI fi) {
   bool fl = is_float(x.dtype());
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t a = ix(i), b = iy(i);
-    if (fl) out.set_f64(i, ff(x.get_f64(a), y.get_f64(b)));
-    else out.set_i64(i, fi(x.get_i64(a), y.get_i64(b)));
+    if (fl)
+      out.set_f64(i, ff(x.get_f64(a), y.get_f64(b)));
+    else
+      out.set_i64(i, fi(x.get_i64(a), y.get_i64(b)));
   }
   return {out};
 }
@@ -147,7 +151,8 @@ std::vector<Tensor> binary(const EvalContext& ctx, FF ff, FI fi) {
 // Bitwise/logical ops on integers or bool (bool elements read as 0/1 and stay 0/1).
 template <class FI>
 std::vector<Tensor> binary_int(const EvalContext& ctx, FI fi) {
-  return binary(ctx, [](double, double) { return 0.0; }, fi);
+  return binary(
+      ctx, [](double, double) { return 0.0; }, fi);
 }
 
 // Compare ops with a generic predicate applied to doubles (floats) or int64 (integers, bool).
@@ -178,9 +183,12 @@ std::vector<Tensor> eval_convert(const EvalContext& ctx) {
   DType to = out.dtype();
   bool narrow_float = is_float(to) && to != DType::f64;
   for (int64_t i = 0; i < out.numel(); ++i) {
-    if (is_float(x.dtype())) out.set_f64(i, x.get_f64(i));
-    else if (narrow_float) out.set_f64(i, to_double_round_odd(x.get_i64(i)));
-    else out.set_i64(i, x.get_i64(i));
+    if (is_float(x.dtype()))
+      out.set_f64(i, x.get_f64(i));
+    else if (narrow_float)
+      out.set_f64(i, to_double_round_odd(x.get_i64(i)));
+    else
+      out.set_i64(i, x.get_i64(i));
   }
   return {out};
 }
@@ -228,10 +236,14 @@ std::vector<Tensor> eval_clamp(const EvalContext& ctx) {
 void register_eval_elementwise() {
   using C = const EvalContext&;
   // ---- unary
-  set_eval(OpKind::Neg, [](C c) { return unary(c, [](double x) { return -x; }, wrap_neg); });
+  set_eval(OpKind::Neg, [](C c) {
+    return unary(
+        c, [](double x) { return -x; }, wrap_neg);
+  });
   set_eval(OpKind::Abs, [](C c) {
-    return unary(c, [](double x) { return std::fabs(x); },
-                 [](int64_t x) { return x < 0 ? wrap_neg(x) : x; });
+    return unary(
+        c, [](double x) { return std::fabs(x); },
+        [](int64_t x) { return x < 0 ? wrap_neg(x) : x; });
   });
   set_eval(OpKind::Sign, [](C c) {
     return unary(c, sign_float, [](int64_t x) -> int64_t { return (x > 0) - (x < 0); });
@@ -263,25 +275,41 @@ void register_eval_elementwise() {
 
   // ---- activations
   set_eval(OpKind::Relu, [](C c) {
-    return unary(c, [](double x) { return max_nan(x, 0.0); },
-                 [](int64_t x) { return std::max<int64_t>(x, 0); });
+    return unary(
+        c, [](double x) { return max_nan(x, 0.0); },
+        [](int64_t x) { return std::max<int64_t>(x, 0); });
   });
   set_eval(OpKind::Gelu, [](C c) { return unary_float(c, gelu); });
   set_eval(OpKind::GeluTanh, [](C c) { return unary_float(c, gelu_tanh); });
-  set_eval(OpKind::Silu, [](C c) { return unary_float(c, [](double x) { return x * logistic(x); }); });
+  set_eval(OpKind::Silu,
+           [](C c) { return unary_float(c, [](double x) { return x * logistic(x); }); });
   set_eval(OpKind::Softplus, [](C c) { return unary_float(c, softplus); });
   set_eval(OpKind::LeakyRelu, eval_leaky_relu);
 
   // ---- binary arithmetic
-  set_eval(OpKind::Add, [](C c) { return binary(c, [](double a, double b) { return a + b; }, wrap_add); });
-  set_eval(OpKind::Sub, [](C c) { return binary(c, [](double a, double b) { return a - b; }, wrap_sub); });
-  set_eval(OpKind::Mul, [](C c) { return binary(c, [](double a, double b) { return a * b; }, wrap_mul); });
-  set_eval(OpKind::Div, [](C c) { return binary(c, [](double a, double b) { return a / b; }, int_div); });
+  set_eval(OpKind::Add, [](C c) {
+    return binary(
+        c, [](double a, double b) { return a + b; }, wrap_add);
+  });
+  set_eval(OpKind::Sub, [](C c) {
+    return binary(
+        c, [](double a, double b) { return a - b; }, wrap_sub);
+  });
+  set_eval(OpKind::Mul, [](C c) {
+    return binary(
+        c, [](double a, double b) { return a * b; }, wrap_mul);
+  });
+  set_eval(OpKind::Div, [](C c) {
+    return binary(
+        c, [](double a, double b) { return a / b; }, int_div);
+  });
   set_eval(OpKind::Pow, [](C c) {
-    return binary(c, [](double a, double b) { return std::pow(a, b); }, int_pow);
+    return binary(
+        c, [](double a, double b) { return std::pow(a, b); }, int_pow);
   });
   set_eval(OpKind::Rem, [](C c) {
-    return binary(c, [](double a, double b) { return std::fmod(a, b); }, int_rem);
+    return binary(
+        c, [](double a, double b) { return std::fmod(a, b); }, int_rem);
   });
   set_eval(OpKind::Max, [](C c) {
     return binary(c, max_nan, [](int64_t a, int64_t b) { return std::max(a, b); });
@@ -291,9 +319,12 @@ void register_eval_elementwise() {
   });
 
   // ---- bitwise / logical (bool is 0/1, so the bitwise forms are the logical ones)
-  set_eval(OpKind::And, [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a & b; }); });
-  set_eval(OpKind::Or, [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a | b; }); });
-  set_eval(OpKind::Xor, [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a ^ b; }); });
+  set_eval(OpKind::And,
+           [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a & b; }); });
+  set_eval(OpKind::Or,
+           [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a | b; }); });
+  set_eval(OpKind::Xor,
+           [](C c) { return binary_int(c, [](int64_t a, int64_t b) { return a ^ b; }); });
 
   // ---- compare (IEEE: every comparison with NaN is false except ne)
   set_eval(OpKind::Eq, [](C c) { return compare(c, [](auto a, auto b) { return a == b; }); });

@@ -21,8 +21,10 @@ class DotAccumulator {
     }
   }
   void store(Tensor& out, int64_t i) const {
-    if (float_) out.set_f64(i, f_);
-    else out.set_i64(i, static_cast<int64_t>(i_));
+    if (float_)
+      out.set_f64(i, f_);
+    else
+      out.set_i64(i, static_cast<int64_t>(i_));
   }
 
  private:

@@ -16,17 +16,22 @@ enum class ReduceKind { kSum, kProd, kMax, kMin, kMean };
 // Smallest and largest value of integer dtype `t` (the identities of integer max/min).
 std::pair<int64_t, int64_t> int_limits(DType t) {
   switch (t) {
-    case DType::i8: return {-128, 127};
-    case DType::u8: return {0, 255};
-    case DType::i32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case DType::i8:
+      return {-128, 127};
+    case DType::u8:
+      return {0, 255};
+    case DType::i32:
+      return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    default:
+      return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
   }
 }
 
 // Mask of the reduced dims (axes were range- and duplicate-checked by inference).
 std::vector<bool> reduced_mask(const EvalContext& ctx, int rank) {
   std::vector<bool> mask(static_cast<size_t>(rank), false);
-  for (int64_t a : ctx.attrs().get_ints("axes")) mask[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
+  for (int64_t a : ctx.attrs().get_ints("axes"))
+    mask[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
   return mask;
 }
 
@@ -54,10 +59,8 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
   double f_init = 0;
   uint64_t i_init = 0;
   if constexpr (kKind == ReduceKind::kProd) f_init = 1, i_init = 1;
-  if constexpr (kKind == ReduceKind::kMax)
-    f_init = -INFINITY, i_init = static_cast<uint64_t>(imin);
-  if constexpr (kKind == ReduceKind::kMin)
-    f_init = INFINITY, i_init = static_cast<uint64_t>(imax);
+  if constexpr (kKind == ReduceKind::kMax) f_init = -INFINITY, i_init = static_cast<uint64_t>(imin);
+  if constexpr (kKind == ReduceKind::kMin) f_init = INFINITY, i_init = static_cast<uint64_t>(imax);
   std::vector<double> facc(static_cast<size_t>(n_out), f_init);
   std::vector<uint64_t> iacc(static_cast<size_t>(n_out), i_init);
 
@@ -72,23 +75,29 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
       if constexpr (kKind == ReduceKind::kSum || kKind == ReduceKind::kMean) a += v;
       if constexpr (kKind == ReduceKind::kProd) a *= v;
       // NaN propagates (lax.max/min): once the accumulator is NaN it stays NaN.
-      if constexpr (kKind == ReduceKind::kMax) a = std::isnan(a) || std::isnan(v) ? NAN : std::max(a, v);
-      if constexpr (kKind == ReduceKind::kMin) a = std::isnan(a) || std::isnan(v) ? NAN : std::min(a, v);
+      if constexpr (kKind == ReduceKind::kMax)
+        a = std::isnan(a) || std::isnan(v) ? NAN : std::max(a, v);
+      if constexpr (kKind == ReduceKind::kMin)
+        a = std::isnan(a) || std::isnan(v) ? NAN : std::min(a, v);
     } else {
       int64_t v = x.get_i64(i);
       uint64_t& a = iacc[o];
       if constexpr (kKind == ReduceKind::kSum) a += static_cast<uint64_t>(v);
       if constexpr (kKind == ReduceKind::kProd) a *= static_cast<uint64_t>(v);
-      if constexpr (kKind == ReduceKind::kMax) a = static_cast<uint64_t>(std::max(static_cast<int64_t>(a), v));
-      if constexpr (kKind == ReduceKind::kMin) a = static_cast<uint64_t>(std::min(static_cast<int64_t>(a), v));
+      if constexpr (kKind == ReduceKind::kMax)
+        a = static_cast<uint64_t>(std::max(static_cast<int64_t>(a), v));
+      if constexpr (kKind == ReduceKind::kMin)
+        a = static_cast<uint64_t>(std::min(static_cast<int64_t>(a), v));
     }
   }
   for (int64_t o = 0; o < n_out; ++o) {
     auto oo = static_cast<size_t>(o);
     if (fl) {
       // Mean over zero elements is 0/0 = NaN, as jnp.mean.
-      if constexpr (kKind == ReduceKind::kMean) out.set_f64(o, facc[oo] / static_cast<double>(count));
-      else out.set_f64(o, facc[oo]);
+      if constexpr (kKind == ReduceKind::kMean)
+        out.set_f64(o, facc[oo] / static_cast<double>(count));
+      else
+        out.set_f64(o, facc[oo]);
     } else {
       out.set_i64(o, static_cast<int64_t>(iacc[oo]));
     }
@@ -103,9 +112,12 @@ struct AxisSplit {
 AxisSplit split_at(const Shape& shape, int axis) {
   AxisSplit s;
   for (int i = 0; i < shape.rank(); ++i) {
-    if (i < axis) s.outer *= shape[i];
-    else if (i == axis) s.size = shape[i];
-    else s.inner *= shape[i];
+    if (i < axis)
+      s.outer *= shape[i];
+    else if (i == axis)
+      s.size = shape[i];
+    else
+      s.inner *= shape[i];
   }
   return s;
 }
@@ -164,12 +176,16 @@ std::vector<Tensor> eval_cumsum(const EvalContext& ctx) {
         int64_t j = reverse ? s.size - 1 - step : step;
         int64_t i = (o * s.size + j) * s.inner + in;
         auto store = [&] {
-          if (fl) out.set_f64(i, f);
-          else out.set_i64(i, static_cast<int64_t>(u));
+          if (fl)
+            out.set_f64(i, f);
+          else
+            out.set_i64(i, static_cast<int64_t>(u));
         };
         if (exclusive) store();
-        if (fl) f += x.get_f64(i);
-        else u += static_cast<uint64_t>(x.get_i64(i));
+        if (fl)
+          f += x.get_f64(i);
+        else
+          u += static_cast<uint64_t>(x.get_i64(i));
         if (!exclusive) store();
       }
     }
@@ -199,13 +215,14 @@ std::vector<Tensor> eval_top_k(const EvalContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     std::iota(order.begin(), order.end(), int64_t{0});
     // Stable sort: equal elements keep index order, so ties go to the lower index.
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return top_k_greater(x, r * n + a, r * n + b);
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return top_k_greater(x, r * n + a, r * n + b); });
     for (int64_t j = 0; j < k; ++j) {
       int64_t src = r * n + order[static_cast<size_t>(j)];
-      if (is_float(x.dtype())) values.set_f64(r * k + j, x.get_f64(src));
-      else values.set_i64(r * k + j, x.get_i64(src));
+      if (is_float(x.dtype()))
+        values.set_f64(r * k + j, x.get_f64(src));
+      else
+        values.set_i64(r * k + j, x.get_i64(src));
       indices.set_i64(r * k + j, order[static_cast<size_t>(j)]);
     }
   }

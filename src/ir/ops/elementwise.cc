@@ -13,20 +13,28 @@ enum class Accepts { Float, Numeric, IntOrBool, Any };
 
 bool accepts(Accepts a, DType t) {
   switch (a) {
-    case Accepts::Float: return is_float(t);
-    case Accepts::Numeric: return is_float(t) || is_integer(t);
-    case Accepts::IntOrBool: return is_integer(t) || is_bool(t);
-    case Accepts::Any: return true;
+    case Accepts::Float:
+      return is_float(t);
+    case Accepts::Numeric:
+      return is_float(t) || is_integer(t);
+    case Accepts::IntOrBool:
+      return is_integer(t) || is_bool(t);
+    case Accepts::Any:
+      return true;
   }
   return false;
 }
 
 const char* accepts_name(Accepts a) {
   switch (a) {
-    case Accepts::Float: return "a float type (f32, f16, bf16, f64)";
-    case Accepts::Numeric: return "a float or integer type (not bool)";
-    case Accepts::IntOrBool: return "bool or an integer type";
-    case Accepts::Any: return "any type";
+    case Accepts::Float:
+      return "a float type (f32, f16, bf16, f64)";
+    case Accepts::Numeric:
+      return "a float or integer type (not bool)";
+    case Accepts::IntOrBool:
+      return "bool or an integer type";
+    case Accepts::Any:
+      return "any type";
   }
   return "?";
 }
@@ -71,10 +79,11 @@ std::vector<TensorType> infer_clamp(const InferContext& ctx) {
 
 void register_elementwise_ops() {
   constexpr auto kFloatUnary = infer_unary<Accepts::Float>;
-  for (OpKind k : {OpKind::Exp, OpKind::Expm1, OpKind::Log, OpKind::Log1p, OpKind::Sqrt,
-                   OpKind::Rsqrt, OpKind::Sin, OpKind::Cos, OpKind::Tan, OpKind::Tanh,
-                   OpKind::Atan, OpKind::Logistic, OpKind::Erf, OpKind::Floor, OpKind::Ceil,
-                   OpKind::Round, OpKind::Gelu, OpKind::GeluTanh, OpKind::Silu, OpKind::Softplus})
+  for (OpKind k :
+       {OpKind::Exp,   OpKind::Expm1,    OpKind::Log,      OpKind::Log1p, OpKind::Sqrt,
+        OpKind::Rsqrt, OpKind::Sin,      OpKind::Cos,      OpKind::Tan,   OpKind::Tanh,
+        OpKind::Atan,  OpKind::Logistic, OpKind::Erf,      OpKind::Floor, OpKind::Ceil,
+        OpKind::Round, OpKind::Gelu,     OpKind::GeluTanh, OpKind::Silu,  OpKind::Softplus})
     define_op(k, {}, kFloatUnary);
   for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Sign, OpKind::Relu})
     define_op(k, {}, infer_unary<Accepts::Numeric>);

@@ -75,8 +75,8 @@ std::vector<TensorType> infer_elementwise_region(const InferContext& ctx) {
     const TensorType& want = body.node(ins[i]).results[0];
     if (want != ctx.operands[i])
       ctx.fail("operand " + std::to_string(i) + " has type " + ctx.operands[i].to_string() +
-               " but body input " + std::to_string(i) + " (%" + body.node(ins[i]).name +
-               ") is " + want.to_string());
+               " but body input " + std::to_string(i) + " (%" + body.node(ins[i]).name + ") is " +
+               want.to_string());
   }
   for (const Node& n : body.nodes()) {
     bool ok = n.op == OpKind::Input || n.op == OpKind::Constant ||

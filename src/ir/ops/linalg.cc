@@ -23,12 +23,11 @@ void check_dims(const InferContext& ctx, const char* side, const Shape& shape,
       if (d < 0 || d >= shape.rank())
         ctx.fail(std::string(side) + "_" + kind + " " + ints_to_string(dims) + ": dim " +
                  std::to_string(d) + " is out of range for " + side + " shape " +
-                 shape.to_string() + " (expected 0 <= dim < " + std::to_string(shape.rank()) +
-                 ")");
+                 shape.to_string() + " (expected 0 <= dim < " + std::to_string(shape.rank()) + ")");
       if (used[static_cast<size_t>(d)])
-        ctx.fail(std::string(side) + " dim " + std::to_string(d) +
-                 " appears more than once in " + side + "_batch " + ints_to_string(batch) +
-                 " / " + side + "_contract " + ints_to_string(contract));
+        ctx.fail(std::string(side) + " dim " + std::to_string(d) + " appears more than once in " +
+                 side + "_batch " + ints_to_string(batch) + " / " + side + "_contract " +
+                 ints_to_string(contract));
       used[static_cast<size_t>(d)] = true;
     }
   };
@@ -46,8 +45,7 @@ void check_pairs(const InferContext& ctx, const char* kind, const std::vector<in
     if (a != b)
       ctx.fail(std::string(kind) + " dims differ in size: lhs dim " + std::to_string(l[i]) +
                " of " + ls.to_string() + " has size " + std::to_string(a) + ", rhs dim " +
-               std::to_string(r[i]) + " of " + rs.to_string() + " has size " +
-               std::to_string(b));
+               std::to_string(r[i]) + " of " + rs.to_string() + " has size " + std::to_string(b));
   }
 }
 

@@ -13,8 +13,10 @@ Shape reduced_shape(const Shape& in, const std::vector<int>& axes, bool keepdims
   for (int i = 0; i < in.rank(); ++i) {
     bool reduced = false;
     for (int a : axes) reduced = reduced || a == i;
-    if (!reduced) out.dims().push_back(in[i]);
-    else if (keepdims) out.dims().push_back(1);
+    if (!reduced)
+      out.dims().push_back(in[i]);
+    else if (keepdims)
+      out.dims().push_back(1);
   }
   return out;
 }

@@ -38,8 +38,8 @@ PoolGeometry pool_geometry(const Node& node) {
 // the slice at offset d holds, for every output position j, the padded input at j*s + d.
 // Needs every output spatial dim >= 1 (see empty_spatial).
 template <class Combine>
-Value reduce_windows(Graph& g, const Node& node, Value x, const PoolGeometry& p,
-                     double pad_value, Combine combine) {
+Value reduce_windows(Graph& g, const Node& node, Value x, const PoolGeometry& p, double pad_value,
+                     Combine combine) {
   const Shape& out = node.results[0].shape;
   size_t sp = p.window.size();
   Value padded = x;
@@ -76,7 +76,8 @@ bool empty_spatial(const Node& node) {
 }
 
 std::vector<Value> decompose_max_pool(Graph& g, const Node& node, std::span<const Value> ops) {
-  if (empty_spatial(node)) return {g.constant(Tensor(node.results[0].dtype, node.results[0].shape))};
+  if (empty_spatial(node))
+    return {g.constant(Tensor(node.results[0].dtype, node.results[0].shape))};
   PoolGeometry p = pool_geometry(node);
   return {reduce_windows(g, node, ops[0], p, -std::numeric_limits<double>::infinity(),
                          [&g](Value a, Value b) { return g.max(a, b); })};
@@ -105,10 +106,11 @@ Value window_counts(Graph& g, const Node& node, const Shape& in, const PoolGeome
 }
 
 std::vector<Value> decompose_avg_pool(Graph& g, const Node& node, std::span<const Value> ops) {
-  if (empty_spatial(node)) return {g.constant(Tensor(node.results[0].dtype, node.results[0].shape))};
+  if (empty_spatial(node))
+    return {g.constant(Tensor(node.results[0].dtype, node.results[0].shape))};
   PoolGeometry p = pool_geometry(node);
-  Value sum = reduce_windows(g, node, ops[0], p, 0.0,
-                             [&g](Value a, Value b) { return g.add(a, b); });
+  Value sum =
+      reduce_windows(g, node, ops[0], p, 0.0, [&g](Value a, Value b) { return g.add(a, b); });
   if (p.padded && !node.attrs.get_bool("count_include_pad"))
     return {g.div(sum, window_counts(g, node, g.shape(ops[0]), p))};
   int64_t size = 1;

@@ -23,9 +23,7 @@ std::vector<Value> decompose_matmul(Graph& g, const Node& node, std::span<const 
   auto to_batch = [&](Value v) {
     const Shape& s = g.shape(v);
     int r = s.rank();
-    if (std::equal(batch.begin(), batch.end(), s.dims().begin(), s.dims().end() - 2) &&
-        r - 2 == nb)
-      return v;
+    if (r - 2 == nb && std::equal(batch.begin(), batch.end(), s.dims().begin())) return v;
     std::vector<int64_t> target = batch;
     target.push_back(s[r - 2]);
     target.push_back(s[r - 1]);

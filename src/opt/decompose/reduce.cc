@@ -27,8 +27,6 @@ std::vector<Value> decompose_reduce_mean(Graph& g, const Node& node,
 
 }  // namespace
 
-void register_decompose_reduce() {
-  set_decomposition(OpKind::ReduceMean, decompose_reduce_mean);
-}
+void register_decompose_reduce() { set_decomposition(OpKind::ReduceMean, decompose_reduce_mean); }
 
 }  // namespace rlx::detail
