@@ -326,8 +326,8 @@ def gen_unary():
             if op in ("round", "floor", "ceil"):
                 x = to_dtype(rng.integers(-10, 10, (3, 4)) / 2.0, dt)  # ties and integers
             case(f"{op}/{dt}", op, [(dt, x)], fn)
-        case(f"{op}/f32/special", op, [("f32", arr("f32", SPECIAL))], fn)
-        case(f"{op}/f64/special", op, [("f64", arr("f64", SPECIAL))], fn)
+        for dt in FLOATS:
+            case(f"{op}/{dt}/special", op, [(dt, arr(dt, SPECIAL))], fn)
         case(f"{op}/f32/rank0", op, [("f32", rand("f32", (), lo, hi))], fn)
         case(f"{op}/f32/size0", op, [("f32", rand("f32", (0, 3)))], fn)
     # f16 overflow and underflow of exp; tiny arguments of expm1/log1p.
@@ -340,6 +340,12 @@ def gen_unary():
         x = rand(dt, (2, 3), -5, 5) if dt in FLOATS else irand(dt, (2, 3))
         for op, fn in [("neg", jnp.negative), ("abs", jnp.abs), ("sign", jnp.sign)]:
             case(f"{op}/{dt}", op, [(dt, x)], fn)
+    for op, fn in [("neg", jnp.negative), ("abs", jnp.abs), ("sign", jnp.sign), ("relu", jax.nn.relu)]:
+        case(f"{op}/u8", op, [("u8", arr("u8", [0, 1, 127, 128, 255, 7]))], fn,
+             note="neg of an unsigned value wraps (256 - x)" if op == "neg" else None)
+    for dt in SINTS:
+        info = np.iinfo(NP[dt])
+        case(f"relu/{dt}", "relu", [(dt, arr(dt, [info.min, -1, 0, 1, info.max, 5]))], jax.nn.relu)
     for dt in SINTS:
         info = np.iinfo(NP[dt])
         x = arr(dt, [info.min, info.max, 0, -1, 1, info.min + 1])
@@ -621,8 +627,8 @@ def gen_binary():
         case(f"{op}/f32/special", op, [("f32", arr("f32", sx)), ("f32", arr("f32", sy))], fn)
         case(f"{op}/f32/broadcast", op, [("f32", rand("f32", (2, 3))), ("f32", arr("f32", 0.0, ()))], fn)
         case(f"{op}/i32/size0", op, [("i32", np.zeros((2, 0), np.int32)), ("i32", np.zeros((1, 0), np.int32))], fn)
-        if op in ("eq", "ne"):
-            case(f"{op}/bool", op, [("bool", rand("bool", (2, 4))), ("bool", rand("bool", (2, 4)))], fn)
+        bx, by = arr("bool", [False, False, True, True]), arr("bool", [False, True, False, True])
+        case(f"{op}/bool", op, [("bool", bx), ("bool", by)], fn, note="false < true")
 
     for dt in ALL:
         vals = lambda s: rand(dt, s) if dt in FLOATS + ["bool"] else irand(dt, s)  # noqa: E731
@@ -688,6 +694,13 @@ def gen_linalg():
          note="i8 accumulation wraps")
     case("dot_general/i8/preferred_i32", "dot_general", [("i8", x8), ("i8", y8)],
          dot([], [], [1], [0], jnp.int32), {**base, "preferred": Dt("i32")})
+    xu, yu = arr("u8", [[255, 255, 3]]), arr("u8", [[255], [255], [2]])
+    case("dot_general/u8/preferred_i32", "dot_general", [("u8", xu), ("u8", yu)], dot([], [], [1], [0], jnp.int32),
+         {**base, "preferred": Dt("i32")})
+    case("dot_general/u8/wrap", "dot_general", [("u8", xu), ("u8", yu)], dot([], [], [1], [0]), base)
+    case("dot_general/i32/preferred_i64", "dot_general",
+         [("i32", arr("i32", [[2**30, 2**30, 5]])), ("i32", arr("i32", [[4], [4], [-1]]))],
+         dot([], [], [1], [0], jnp.int64), {**base, "preferred": Dt("i64")})
     for dt in ["bf16", "f16"]:
         x, y = rand(dt, (3, 8)), rand(dt, (8, 2))
         case(f"dot_general/{dt}/preferred_f32", "dot_general", [(dt, x), (dt, y)],
@@ -765,6 +778,13 @@ def gen_reduce():
              note="no axes: identity")
     case("reduce_sum/i8/wrap", "reduce_sum", [("i8", arr("i8", [100, 100, 100, -50]))], REDUCE["reduce_sum"]([0], False),
          {"axes": [0], "keepdims": False}, note="i8 sum wraps")
+    case("reduce_sum/f32/cancellation", "reduce_sum", [("f32", arr("f32", [1e8, 1.0, -1e8, 1.0, 3e-8]))],
+         REDUCE["reduce_sum"]([0], False), {"axes": [0], "keepdims": False},
+         note="sums accumulate in double and round once (docs: reference evaluator)")
+    case("reduce_sum/f32/long", "reduce_sum", [("f32", rand("f32", (3, 700), 0, 1))], REDUCE["reduce_sum"]([1], False),
+         {"axes": [1], "keepdims": False})
+    case("reduce_sum/f16/long", "reduce_sum", [("f16", rand("f16", (400,), 0, 1))], REDUCE["reduce_sum"]([0], False),
+         {"axes": [0], "keepdims": False})
     case("reduce_mean/f16/large", "reduce_mean", [("f16", arr("f16", [60000.0, 60000.0, 60000.0, 60000.0]))],
          mean_fn([0], False), {"axes": [0], "keepdims": False},
          note="the sum 240000 exceeds f16 but the mean is exact (accumulation is wider than f16)")
@@ -920,6 +940,8 @@ def gen_shape():
         case(f"gather/f32/idx_{idt}_clamp", "gather", [("f32", x), (idt, i)],
              lambda a, b: jnp.take(a, jnp.clip(b.astype(jnp.int64), 0, 3), axis=1), {"axis": 1},
              note="indices clamped into [0, n-1]; negative indices clamp to 0 (not Python wrap)")
+    case("gather/i64/rank1_2d_indices", "gather", [("i64", irand("i64", (5,))), ("i32", arr("i32", [[4, 0, 2], [1, 1, 3]]))],
+         lambda a, b: jnp.take(a, b, axis=0), {"axis": 0})
     case("gather/f32/neg_axis", "gather", [("f32", x), ("i32", arr("i32", [1, 0, 1]))],
          lambda a, b: jnp.take(a, b, axis=2), {"axis": -1})
     case("gather/f32/rank0_index", "gather", [("f32", x), ("i32", arr("i32", 2, ()))],
@@ -1084,6 +1106,8 @@ def gen_nn():
         sp = arr("f32", [[-INF, -INF, -INF], [1000.0, 1001.0, 999.0], [-INF, 0.0, 1.0], [-1000.0, -1000.0, -1001.0]])
         case(f"{op}/f32/special", op, [("f32", sp)], lambda x, jf=jf: jf(x, axis=-1), {"axis": -1},
              note="an all -inf row is NaN; large inputs do not overflow (max-subtracted)")
+        case(f"{op}/f16/large", op, [("f16", arr("f16", [[60000.0, 59990.0, 60000.0], [-60000.0, -65504.0, -59000.0]]))],
+             lambda x, jf=jf: jf(x, axis=-1), {"axis": -1}, note="max-subtracted: no overflow in f16")
         case(f"{op}/f32/size0", op, [("f32", np.zeros((0, 4), np.float32))], lambda x, jf=jf: jf(x, axis=-1), {"axis": -1})
         case(f"{op}/f32/rank1", op, [("f32", rand("f32", (6,)))], lambda x, jf=jf: jf(x, axis=0), {"axis": 0})
 
@@ -1165,6 +1189,11 @@ def gen_nn():
         case(f"rope/f32/{layout}/partial", "rope", [("f32", x), ("f32", to_dtype(np.cos(ang), "f32")),
                                                     ("f32", to_dtype(np.sin(ang), "f32"))], rope_ref(layout),
              {"layout": layout}, note="R = 4 of D = 6: the last 2 dims pass through")
+        ang = rng.uniform(-3, 3, (2, 1, 4, 2))
+        case(f"rope/f32/{layout}/batched_tables", "rope", [("f32", rand("f32", (2, 3, 4, 4))),
+                                                          ("f32", to_dtype(np.cos(ang), "f32")),
+                                                          ("f32", to_dtype(np.sin(ang), "f32"))],
+             rope_ref(layout), {"layout": layout}, note="cos/sin [B,1,S,R/2] broadcast over heads")
         case(f"rope/f32/{layout}/rank2", "rope", [("f32", rand("f32", (3, 4))), ("f32", rand("f32", (3, 2))),
                                                   ("f32", rand("f32", (3, 2)))], rope_ref(layout), {"layout": layout})
 
@@ -1349,6 +1378,10 @@ def gen_region():
                                                   ("i32", irand("i32", (5,)))],
                 ["%0 = select %p0, %p1, %p2 : i32[5]", "%1 = mul %0, %p1 : i32[5]"], ["%1"],
                 lambda c, a, b: jnp.where(c, a, b) * a)
+    region_case("elementwise_region/f32/broadcast_const", [("f32", rand("f32", (2, 3))), ("f32", rand("f32", (3,)))],
+                ["%c = constant {value=splat<f32[]: 0.5>} : f32[]", "%0 = add %p0, %p1 : f32[2,3]",
+                 "%1 = mul %0, %c : f32[2,3]", "%2 = max %1, %p1 : f32[2,3]"], ["%2"],
+                lambda a, b: jnp.maximum((a + b) * 0.5, b), note="the body broadcasts [3] against [2,3] itself")
     region_case("elementwise_region/f32/rank0", [("f32", arr("f32", 0.25, ()))],
                 ["%0 = sqrt %p0 : f32[]"], ["%0"], jnp.sqrt)
 

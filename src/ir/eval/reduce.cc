@@ -35,6 +35,17 @@ std::vector<bool> reduced_mask(const EvalContext& ctx, int rank) {
   return mask;
 }
 
+// Identity of a reduction as (float accumulator, integer accumulator); integer max/min start
+// at the dtype's min/max so an empty reduction yields them.
+template <ReduceKind kKind>
+std::pair<double, uint64_t> identity(DType t) {
+  auto [lo, hi] = int_limits(t);
+  if constexpr (kKind == ReduceKind::kProd) return {1.0, 1};
+  if constexpr (kKind == ReduceKind::kMax) return {-INFINITY, static_cast<uint64_t>(lo)};
+  if constexpr (kKind == ReduceKind::kMin) return {INFINITY, static_cast<uint64_t>(hi)};
+  return {0.0, 0};
+}
+
 // One kernel for the five reductions: each input element is folded into the accumulator of its
 // output element (input index with reduced dims set to 0). Floats fold in double and are
 // rounded once on store; integers fold in uint64 so sums and products wrap without UB.
@@ -54,13 +65,7 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
   Tensor out(t.dtype, t.shape);
   int64_t n_out = out.numel();
   bool fl = is_float(x.dtype());
-  auto [imin, imax] = int_limits(x.dtype());
-
-  double f_init = 0;
-  uint64_t i_init = 0;
-  if constexpr (kKind == ReduceKind::kProd) f_init = 1, i_init = 1;
-  if constexpr (kKind == ReduceKind::kMax) f_init = -INFINITY, i_init = static_cast<uint64_t>(imin);
-  if constexpr (kKind == ReduceKind::kMin) f_init = INFINITY, i_init = static_cast<uint64_t>(imax);
+  auto [f_init, i_init] = identity<kKind>(x.dtype());
   std::vector<double> facc(static_cast<size_t>(n_out), f_init);
   std::vector<uint64_t> iacc(static_cast<size_t>(n_out), i_init);
 
