@@ -21,6 +21,8 @@ void check_name(std::string_view name) {
 
 }  // namespace
 
+Graph::Graph(std::string name) : name_(std::move(name)) { check_name(name_); }
+
 const TensorType& Graph::type(Value v) const {
   check(v.node >= 0 && static_cast<size_t>(v.node) < nodes_.size(),
         "value refers to node " + std::to_string(v.node) + ", but graph '" + name_ + "' has " +

@@ -17,7 +17,14 @@ std::string TensorType::to_string() const {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = shape_.numel();
   size_t bytes = nbytes();
-  data_ = std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]());
+  check(numel_ <= (int64_t{1} << 62) / dtype_size(dtype_),
+        "tensor " + type().to_string() + " is too large to allocate");
+  try {
+    data_ = std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]());
+  } catch (const std::bad_alloc&) {
+    throw Error("cannot allocate " + std::to_string(bytes) + " bytes for tensor " +
+                type().to_string());
+  }
 }
 
 Tensor Tensor::from_doubles(DType dtype, Shape shape, std::span<const double> values) {

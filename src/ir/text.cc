@@ -256,7 +256,7 @@ class Lexer {
     size_t p = pos_;
     if (at(p) == '-') {
       ++p;
-      if (src_.substr(p, 3) == "inf" && !is_ident_char(at(p + 3)))
+      if ((src_.substr(p, 3) == "inf" || src_.substr(p, 3) == "nan") && !is_ident_char(at(p + 3)))
         return make(Tok::Float, 4, line, col);
       if (!is_digit(at(p))) fail_at(line, col, "unexpected character '-'");
     }
@@ -409,6 +409,7 @@ class TextParser {
     if (t.text == "nan") return std::numeric_limits<F>::quiet_NaN();
     if (t.text == "inf") return std::numeric_limits<F>::infinity();
     if (t.text == "-inf") return -std::numeric_limits<F>::infinity();
+    if (t.text == "-nan") return -std::numeric_limits<F>::quiet_NaN();
     F v = 0;
     auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
     if (ec == std::errc::result_out_of_range)

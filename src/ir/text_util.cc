@@ -9,7 +9,7 @@
 namespace rlx {
 
 std::string format_float(double v, DType t) {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";  // payload bits are not kept
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::to_chars_result r;

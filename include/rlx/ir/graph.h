@@ -37,7 +37,8 @@ struct Node {
 /// ops themselves require equal dtypes. Copying a Graph is a deep copy of its node list.
 class Graph {
  public:
-  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+  /// Throws rlx::Error if `name` is empty or has characters outside [A-Za-z0-9_./-].
+  explicit Graph(std::string name = "main");
 
   const std::string& name() const { return name_; }
   const std::vector<Node>& nodes() const { return nodes_; }

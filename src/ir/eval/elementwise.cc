@@ -151,8 +151,11 @@ std::vector<Tensor> binary(const EvalContext& ctx, FF ff, FI fi) {
 // Bitwise/logical ops on integers or bool (bool elements read as 0/1 and stay 0/1).
 template <class FI>
 std::vector<Tensor> binary_int(const EvalContext& ctx, FI fi) {
-  return binary(
-      ctx, [](double, double) { return 0.0; }, fi);
+  const Tensor &x = ctx.operands[0], &y = ctx.operands[1];
+  Tensor out = make_result(ctx);
+  BroadcastIndexer ix(x.shape(), out.shape()), iy(y.shape(), out.shape());
+  for (int64_t i = 0; i < out.numel(); ++i) out.set_i64(i, fi(x.get_i64(ix(i)), y.get_i64(iy(i))));
+  return {out};
 }
 
 // Compare ops with a generic predicate applied to doubles (floats) or int64 (integers, bool).
@@ -176,7 +179,8 @@ std::vector<Tensor> eval_not(const EvalContext& ctx) {
 
 // Float sources go through set_f64 (saturating to ints, NaN -> 0, RNE to narrow floats);
 // integer and bool sources through set_i64 (wrapping), except that integers bound for a
-// narrow float are pre-rounded to odd so the final rounding is the only one.
+// narrow float are pre-rounded to odd so the final rounding is the only one. (XLA on CPU
+// converts i64 -> bf16 through f32 and can differ here in the last bit for |x| > 2^24.)
 std::vector<Tensor> eval_convert(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   Tensor out = make_result(ctx);
