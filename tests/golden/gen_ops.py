@@ -149,12 +149,8 @@ class Dt(str):
     """A dtype attribute (printed bare, not quoted)."""
 
 
-class Raw(str):
-    """Attribute text written as is (dense<...>, nested graphs)."""
-
-
 def fmt_attr(v):
-    if isinstance(v, (Dt, Raw)):
+    if isinstance(v, Dt):
         return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -181,9 +177,9 @@ def fmt_elem(v, dt):
     return repr(float(v))
 
 
-def one_op_ir(mnem, args, attrs, outs, names=None):
-    """Text of a graph with inputs `args` [(dt, array)] feeding one `mnem` node."""
-    names = names or [chr(ord("a") + i) for i in range(len(args))]
+def one_op_ir(mnem, args, attrs, outs):
+    """Text of a graph with inputs `args` [(dt, array)] named a, b, ... feeding one `mnem` node."""
+    names = [chr(ord("a") + i) for i in range(len(args))]
     lines = ["graph @main {"]
     for n, (dt, a) in zip(names, args):
         lines.append(f"  %{n} = input : {ty(dt, a)}")

@@ -33,11 +33,16 @@ struct Tolerance {
 };
 Tolerance default_tolerance(DType t) {
   switch (t) {
-    case DType::f64: return {1e-12, 1e-12};
-    case DType::f32: return {2e-6, 1e-6};
-    case DType::f16: return {2e-3, 1e-3};
-    case DType::bf16: return {1.6e-2, 8e-3};
-    default: return {0, 0};
+    case DType::f64:
+      return {1e-12, 1e-12};
+    case DType::f32:
+      return {2e-6, 1e-6};
+    case DType::f16:
+      return {2e-3, 1e-3};
+    case DType::bf16:
+      return {1.6e-2, 8e-3};
+    default:
+      return {0, 0};
   }
 }
 
@@ -73,9 +78,12 @@ Tensor json_tensor(const json& j) {
         "golden: " + std::to_string(data.size()) + " values for " + t.type().to_string());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const json& v = data[static_cast<size_t>(i)];
-    if (is_float(*dt)) t.set_f64(i, json_double(v));  // exact: values are of the dtype
-    else if (is_bool(*dt)) t.set_i64(i, v.get<bool>() ? 1 : 0);
-    else t.set_i64(i, v.get<int64_t>());
+    if (is_float(*dt))
+      t.set_f64(i, json_double(v));  // exact: values are of the dtype
+    else if (is_bool(*dt))
+      t.set_i64(i, v.get<bool>() ? 1 : 0);
+    else
+      t.set_i64(i, v.get<int64_t>());
   }
   return t;
 }
@@ -236,15 +244,20 @@ void check_half_conversions(const char* section, Half (*convert)(double), uint16
     auto want = e[1].get<uint16_t>();
     uint16_t got = convert(x).bits;
     if (std::isnan(x)) {
-      EXPECT_TRUE((got & exp_mask) == exp_mask && (got & ~exp_mask & 0x7fff) != 0) << section << "(nan)";
+      EXPECT_TRUE((got & exp_mask) == exp_mask && (got & ~exp_mask & 0x7fff) != 0)
+          << section << "(nan)";
       continue;
     }
     EXPECT_EQ(got, want) << section << "(" << e[0].dump() << ")";
   }
 }
 
-TEST(GoldenDType, F16FromDouble) { check_half_conversions("f16_from_double", f16_from_double, 0x7c00); }
-TEST(GoldenDType, Bf16FromDouble) { check_half_conversions("bf16_from_double", bf16_from_double, 0x7f80); }
+TEST(GoldenDType, F16FromDouble) {
+  check_half_conversions("f16_from_double", f16_from_double, 0x7c00);
+}
+TEST(GoldenDType, Bf16FromDouble) {
+  check_half_conversions("bf16_from_double", bf16_from_double, 0x7f80);
+}
 
 }  // namespace
 }  // namespace rlx
