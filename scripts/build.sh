@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds rlx into build/ (Ninja, RelWithDebInfo, warnings as errors).
+# Arguments are Ninja targets (default: everything, tests included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DRLX_WERROR=ON >/dev/null
-ninja -C build
+ninja -C build "$@"

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "rlx/ir/evaluator.h"
+#include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 
 namespace rlx {
@@ -35,6 +38,18 @@ TEST(Coverage, MnemonicsAreUniqueAndResolve) {
     EXPECT_EQ(op_from_name(op_name(op)), op) << op_name(op);
   }
   EXPECT_EQ(op_from_name("no_such_op"), std::nullopt);
+}
+
+TEST(Coverage, PublishedTableIsCurrent) {
+  std::ifstream in(RLX_TEST_DATA_DIR "/../docs/ops.md");
+  ASSERT_TRUE(in) << "docs/ops.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string doc = ss.str(), table = op_coverage_table(true);
+  ASSERT_GE(doc.size(), table.size());
+  EXPECT_EQ(doc.substr(doc.size() - table.size()), table)
+      << "docs/ops.md is out of date: regenerate the table with ./build/rlx ops --markdown";
+  std::printf("%s", op_coverage_table(false).c_str());
 }
 
 }  // namespace

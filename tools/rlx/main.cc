@@ -9,6 +9,7 @@
 
 #include "demo.h"
 #include "rlx/ir/error.h"
+#include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 
 namespace {
@@ -51,25 +52,18 @@ int run_check(const std::string& path) {
   try {
     g = Graph::parse(ss.str());
   } catch (const Error& e) {
-    throw Error(path + ":" + std::string(e.what()));
+    std::string msg = e.what();  // "line L:C: ..." -> "FILE:L:C: ..." as compilers print it
+    if (msg.rfind("line ", 0) == 0) msg = msg.substr(5);
+    throw Error(path + ":" + msg);
   }
   auto diags = g.verify();
   for (const auto& d : diags) std::cerr << path << ": " << d << "\n";
-  std::cout << g.to_string();
+  std::cout << g.to_string() << "\n";
   return diags.empty() ? 0 : 1;
 }
 
-int run_ops() {
-  std::printf("%-26s %-9s %-5s %-4s %-9s\n", "op", "operands", "infer", "eval", "decompose");
-  for (int i = 0; i < kNumOps; ++i) {
-    const OpInfo& info = op_info(static_cast<OpKind>(i));
-    bool leaf = info.kind == OpKind::Input || info.kind == OpKind::Param;
-    std::string arity = info.num_operands < 0 ? "variadic" : std::to_string(info.num_operands);
-    std::printf("%-26s %-9s %-5s %-4s %-9s\n", std::string(info.name).c_str(), arity.c_str(),
-                leaf ? "decl" : info.infer ? "yes" : "NO",
-                leaf ? "feed" : has_evaluator(info.kind) ? "yes" : "NO",
-                info.has(kComposite) ? (has_decomposition(info.kind) ? "yes" : "NO") : "-");
-  }
+int run_ops(bool markdown) {
+  std::cout << op_coverage_table(markdown);
   return 0;
 }
 
@@ -84,21 +78,25 @@ int main(int argc, char** argv) {
   bool quiet = false;
   auto* demo = app.add_subcommand(
       "demo", "Build a BERT-style encoder block, print its IR, evaluate it on random input");
-  demo->add_option("--batch", cfg.batch, "batch size")->check(CLI::PositiveNumber);
-  demo->add_option("--seq", cfg.seq, "sequence length")->check(CLI::PositiveNumber);
-  demo->add_option("--hidden", cfg.hidden, "hidden size")->check(CLI::PositiveNumber);
+  demo->add_option("--batch", cfg.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--seq", cfg.seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--hidden", cfg.hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
   demo->add_option("--heads", cfg.heads, "attention heads (must divide hidden)")
-      ->check(CLI::PositiveNumber);
-  demo->add_option("--ffn", cfg.ffn, "FFN size")->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  demo->add_option("--ffn", cfg.ffn, "FFN size")->capture_default_str()->check(CLI::PositiveNumber);
   demo->add_flag("--causal", cfg.causal, "causal attention mask");
-  demo->add_option("--seed", seed, "random seed for weights and input");
+  demo->add_option("--seed", seed, "random seed for weights and input")->capture_default_str();
   demo->add_flag("--quiet", quiet, "do not print the IR");
 
   std::string path;
   auto* chk = app.add_subcommand("check", "Parse and verify a text IR file, print it canonically");
   chk->add_option("file", path, "graph in the rlx text form (docs/ir.md)")->required();
 
-  auto* ops = app.add_subcommand("ops", "List every op with its inference/evaluator/decomposition");
+  bool markdown = false;
+  auto* ops = app.add_subcommand(
+      "ops", "List every op: arity, attributes, inference/evaluator/decomposition coverage");
+  ops->add_flag("--markdown", markdown, "print a Markdown table (as in docs/ops.md)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -109,7 +107,7 @@ int main(int argc, char** argv) {
       return run_demo(cfg, seed, !quiet);
     }
     if (*chk) return run_check(path);
-    if (*ops) return run_ops();
+    if (*ops) return run_ops(markdown);
   } catch (const Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
     return 1;
