@@ -58,19 +58,25 @@ Value Graph::le(Value x, Value y) { return binary(OpKind::Le, x, y); }
 Value Graph::gt(Value x, Value y) { return binary(OpKind::Gt, x, y); }
 Value Graph::ge(Value x, Value y) { return binary(OpKind::Ge, x, y); }
 
+// The promoting builders emit converts before the op; atomically() removes them again when the
+// op itself is ill-typed, so a failed call leaves the graph unchanged.
 Value Graph::select(Value pred, Value on_true, Value on_false) {
-  DType t = promote_types(dtype(on_true), dtype(on_false));
-  if (dtype(on_true) != t) on_true = convert(on_true, t);
-  if (dtype(on_false) != t) on_false = convert(on_false, t);
-  return emit1(OpKind::Select, {pred, on_true, on_false});
+  return atomically([&] {
+    DType t = promote_types(dtype(on_true), dtype(on_false));
+    if (dtype(on_true) != t) on_true = convert(on_true, t);
+    if (dtype(on_false) != t) on_false = convert(on_false, t);
+    return emit1(OpKind::Select, {pred, on_true, on_false});
+  });
 }
 
 Value Graph::clamp(Value lo, Value x, Value hi) {
-  DType t = promote_types(promote_types(dtype(lo), dtype(x)), dtype(hi));
-  if (dtype(lo) != t) lo = convert(lo, t);
-  if (dtype(x) != t) x = convert(x, t);
-  if (dtype(hi) != t) hi = convert(hi, t);
-  return emit1(OpKind::Clamp, {lo, x, hi});
+  return atomically([&] {
+    DType t = promote_types(promote_types(dtype(lo), dtype(x)), dtype(hi));
+    if (dtype(lo) != t) lo = convert(lo, t);
+    if (dtype(x) != t) x = convert(x, t);
+    if (dtype(hi) != t) hi = convert(hi, t);
+    return emit1(OpKind::Clamp, {lo, x, hi});
+  });
 }
 
 // ---- linear algebra
@@ -85,10 +91,12 @@ Value Graph::dot_general(Value lhs, Value rhs, Ints lhs_batch, Ints rhs_batch, I
 }
 
 Value Graph::matmul(Value x, Value y) {
-  DType t = promote_types(dtype(x), dtype(y));
-  if (dtype(x) != t) x = convert(x, t);
-  if (dtype(y) != t) y = convert(y, t);
-  return emit1(OpKind::MatMul, {x, y});
+  return atomically([&] {
+    DType t = promote_types(dtype(x), dtype(y));
+    if (dtype(x) != t) x = convert(x, t);
+    if (dtype(y) != t) y = convert(y, t);
+    return emit1(OpKind::MatMul, {x, y});
+  });
 }
 
 // ---- reductions

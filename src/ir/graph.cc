@@ -14,9 +14,11 @@ bool valid_name_char(char c) {
 
 void check_name(std::string_view name) {
   check(!name.empty(), "node names must not be empty");
+  // The message is built only on failure: building it per character is quadratic.
   for (char c : name)
-    check(valid_name_char(c), "invalid node name '" + std::string(name) +
-                                  "': names use letters, digits, '_', '.', '-' and '/'");
+    if (!valid_name_char(c))
+      throw Error("invalid node name '" + std::string(name) +
+                  "': names use letters, digits, '_', '.', '-' and '/'");
 }
 
 }  // namespace
@@ -24,13 +26,15 @@ void check_name(std::string_view name) {
 Graph::Graph(std::string name) : name_(std::move(name)) { check_name(name_); }
 
 const TensorType& Graph::type(Value v) const {
-  check(v.node >= 0 && static_cast<size_t>(v.node) < nodes_.size(),
-        "value refers to node " + std::to_string(v.node) + ", but graph '" + name_ + "' has " +
-            std::to_string(nodes_.size()) + " nodes");
+  // Called for every dtype()/shape() query: messages are built only on failure.
+  if (v.node < 0 || static_cast<size_t>(v.node) >= nodes_.size())
+    throw Error("value refers to node " + std::to_string(v.node) + ", but graph '" + name_ +
+                "' has " + std::to_string(nodes_.size()) + " nodes");
   const Node& n = nodes_[static_cast<size_t>(v.node)];
-  check(v.index >= 0 && static_cast<size_t>(v.index) < n.results.size(),
-        "value %" + n.name + "#" + std::to_string(v.index) + " does not exist: op '" +
-            std::string(op_name(n.op)) + "' has " + std::to_string(n.results.size()) + " results");
+  if (v.index < 0 || static_cast<size_t>(v.index) >= n.results.size())
+    throw Error("value %" + n.name + "#" + std::to_string(v.index) + " does not exist: op '" +
+                std::string(op_name(n.op)) + "' has " + std::to_string(n.results.size()) +
+                " results");
   return n.results[static_cast<size_t>(v.index)];
 }
 
@@ -78,7 +82,16 @@ std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap a
   const OpInfo& info = op_info(op);
   check(op != OpKind::Input && op != OpKind::Param,
         "op '" + std::string(info.name) + "' is created with Graph::input/param/add_leaf");
-  std::string nm = unique_name(std::move(name));
+  // unique_name() may advance next_id_; a failed emit must not change the graph at all, so
+  // not even the name the next node gets.
+  return atomically([&] {
+    return emit_named(op, std::move(operands), std::move(attrs), unique_name(std::move(name)));
+  });
+}
+
+std::vector<Value> Graph::emit_named(OpKind op, std::vector<Value> operands, AttrMap attrs,
+                                     std::string nm) {
+  const OpInfo& info = op_info(op);
   auto where = "op '" + std::string(info.name) + "' (node %" + nm + "): ";
   if (info.num_operands >= 0 && static_cast<int>(operands.size()) != info.num_operands)
     throw Error(where + "expected " + std::to_string(info.num_operands) + " operands, got " +
@@ -99,6 +112,15 @@ std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap a
   if (info.num_results >= 0 && static_cast<int>(results.size()) != info.num_results)
     throw Error(where + "inference returned " + std::to_string(results.size()) +
                 " results, expected " + std::to_string(info.num_results));
+  // A result whose element count overflows int64 could be built and printed but never parsed
+  // back or allocated; reject it here, located, for every op.
+  for (const TensorType& t : results) {
+    try {
+      t.shape.numel();
+    } catch (const Error& e) {
+      ctx.fail("result " + t.to_string() + ": " + e.what());
+    }
+  }
   auto id = static_cast<int32_t>(nodes_.size());
   nodes_.push_back(Node{op, nm, std::move(operands), std::move(attrs), std::move(results)});
   by_name_[nm] = id;
@@ -109,10 +131,12 @@ std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap a
 }
 
 Value Graph::emit1(OpKind op, std::vector<Value> operands, AttrMap attrs, std::string name) {
-  auto r = emit(op, std::move(operands), std::move(attrs), std::move(name));
-  check(r.size() == 1, "op '" + std::string(op_name(op)) + "' has " + std::to_string(r.size()) +
-                           " results; use emit() for multi-result ops");
-  return r[0];
+  return atomically([&] {
+    auto r = emit(op, std::move(operands), std::move(attrs), std::move(name));
+    check(r.size() == 1, "op '" + std::string(op_name(op)) + "' has " + std::to_string(r.size()) +
+                             " results; use emit() for multi-result ops");
+    return r[0];
+  });
 }
 
 Value Graph::add_leaf(OpKind op, std::string name, TensorType type) {
@@ -122,8 +146,9 @@ Value Graph::add_leaf(OpKind op, std::string name, TensorType type) {
   check(!by_name_.count(name), std::string(op_name(op)) + " '" + name +
                                    "': a node of that name already exists in graph '" + name_ + "'");
   for (int64_t d : type.shape.dims())
-    check(d >= 0, std::string(op_name(op)) + " '" + name + "': negative dim in shape " +
-                      type.shape.to_string());
+    if (d < 0)
+      throw Error(std::string(op_name(op)) + " '" + name + "': negative dim in shape " +
+                  type.shape.to_string());
   type.shape.numel();  // rejects overflow
   auto id = static_cast<int32_t>(nodes_.size());
   nodes_.push_back(Node{op, name, {}, {}, {std::move(type)}});
@@ -148,10 +173,20 @@ Value Graph::scalar(double v, DType dtype) {
 }
 
 Value Graph::binary(OpKind op, Value x, Value y) {
-  DType t = promote_types(dtype(x), dtype(y));
-  if (dtype(x) != t) x = convert(x, t);
-  if (dtype(y) != t) y = convert(y, t);
-  return emit1(op, {x, y});
+  return atomically([&] {
+    DType t = promote_types(dtype(x), dtype(y));
+    if (dtype(x) != t) x = convert(x, t);
+    if (dtype(y) != t) y = convert(y, t);
+    return emit1(op, {x, y});
+  });
+}
+
+void Graph::truncate(size_t num_nodes, int64_t next_id) {
+  while (nodes_.size() > num_nodes) {
+    by_name_.erase(nodes_.back().name);
+    nodes_.pop_back();
+  }
+  next_id_ = next_id;
 }
 
 std::vector<std::string> Graph::verify() const {

@@ -8,10 +8,15 @@
 namespace rlx {
 
 int64_t Shape::numel() const {
+  // Messages are built only on failure: building one per dim is quadratic in the rank.
+  for (int64_t d : dims_)
+    if (d < 0) throw Error("shape " + to_string() + " has a negative dim");
+  // Any 0 dim makes the shape empty, wherever it is: [2^62,4,0] is as valid as [0,2^62,4].
+  for (int64_t d : dims_)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : dims_) {
-    check(d >= 0, "shape " + to_string() + " has a negative dim");
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+    if (n > std::numeric_limits<int64_t>::max() / d)
       throw Error("shape " + to_string() + " has more than 2^63 elements");
     n *= d;
   }
@@ -20,7 +25,10 @@ int64_t Shape::numel() const {
 
 std::vector<int64_t> Shape::strides() const {
   std::vector<int64_t> s(dims_.size(), 1);
-  for (int i = rank() - 2; i >= 0; --i) s[i] = s[i + 1] * dims_[i + 1];
+  // An empty shape may have dims whose product overflows ([0,2^62,4]); its strides are never
+  // used to address an element, so an overflowing stride is left 0 instead of being UB.
+  for (int i = rank() - 2; i >= 0; --i)
+    if (__builtin_mul_overflow(s[i + 1], dims_[i + 1], &s[i])) s[i] = 0;
   return s;
 }
 

@@ -506,7 +506,12 @@ class TextParser {
     if (!splat && static_cast<int64_t>(elems.size()) != numel)
       fail_at(kw, "dense<" + type.to_string() + "> needs " + std::to_string(numel) +
                       " elements, found " + std::to_string(elems.size()));
-    Tensor t(type.dtype, type.shape);
+    Tensor t;
+    try {
+      t = Tensor(type.dtype, type.shape);
+    } catch (const Error& e) {
+      fail_at(kw, e.what());  // a splat too large to allocate
+    }
     if (splat) {
       Tensor one(type.dtype, Shape{});
       set_element(one, 0, elems[0]);  // validates the literal even when the tensor is empty

@@ -221,7 +221,24 @@ class Graph {
  private:
   friend class GraphParser;
   std::string unique_name(std::string hint);
+  std::vector<Value> emit_named(OpKind op, std::vector<Value> operands, AttrMap attrs,
+                                std::string name);
   Value binary(OpKind op, Value x, Value y);
+  /// Drops the nodes after the first `num_nodes` and restores next_id_ (undoes a builder call).
+  void truncate(size_t num_nodes, int64_t next_id);
+  /// Runs `build` (a builder that may emit several nodes, e.g. converts and then the op); if it
+  /// throws, the graph is restored to its state before the call.
+  template <class F>
+  auto atomically(F&& build) {
+    size_t num_nodes = nodes_.size();
+    int64_t next_id = next_id_;
+    try {
+      return build();
+    } catch (...) {
+      truncate(num_nodes, next_id);
+      throw;
+    }
+  }
   Value reduce(OpKind op, Value x, std::vector<int64_t> axes, bool keepdims);
 
   std::string name_;

@@ -95,8 +95,15 @@ std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds) {
       operands.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
     values[i] = run_node(n, operands);
   }
+  // Tensor copies share storage. An output that is a feed or a constant is cloned, so writing
+  // to a returned tensor can never modify the caller's feeds or the graph's constants.
   std::vector<Tensor> out;
-  for (Value v : g.outputs()) out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  for (Value v : g.outputs()) {
+    const Tensor& t = values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    OpKind op = g.node(v).op;
+    bool shared = op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
+    out.push_back(shared ? t.clone() : t);
+  }
   return out;
 }
 

@@ -96,7 +96,9 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
   int64_t nb = q.shape()[0], hq = q.shape()[1], sq = q.shape()[2], d = q.shape()[3];
   int64_t hkv = k.shape()[1], sk = k.shape()[2], dv = v.shape()[3];
   int64_t group = hq / hkv;
-  int64_t window = ctx.attrs().get_int("window");
+  // A window >= Sk sees every key up to the query's position, so it is clamped to Sk: same
+  // mask, and pos - window cannot overflow for a huge window.
+  int64_t window = std::min(ctx.attrs().get_int("window"), sk);
   double scale = ctx.attrs().has("scale") ? ctx.attrs().get_float("scale")
                                           : 1.0 / std::sqrt(static_cast<double>(d));
   Shape scores{nb, hq, sq, sk};

@@ -1,6 +1,7 @@
 // Fused ops (fused_matmul_bias_act, fused_residual_{layer,rms}_norm, elementwise_region):
 // attribute schemas and shape/dtype inference. Their builders are in src/ir/builder.cc.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ std::vector<TensorType> infer_residual_norm(const InferContext& ctx) {
   if (r != x)
     ctx.fail("residual must have the type of x, " + x.to_string() + ", got " + r.to_string());
   int axis = normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());
+  // Same rule as layer_norm / rms_norm, which the decomposition emits.
+  double eps = ctx.attrs.get_float("eps");
+  if (!(eps >= 0) || std::isinf(eps))
+    ctx.fail("eps must be finite and >= 0, got " + std::to_string(eps));
   Shape feat(std::vector<int64_t>(x.shape.dims().begin() + axis, x.shape.dims().end()));
   const char* names[] = {"", "", "scale", "bias"};
   for (size_t i = 2; i < ctx.operands.size(); ++i) {

@@ -87,12 +87,12 @@ std::vector<TensorType> infer_dot_general(const InferContext& ctx) {
   for (int64_t d : lb) result.dims().push_back(ls[static_cast<int>(d)]);
   auto append_free = [&](const Shape& s, const std::vector<int64_t>& b,
                          const std::vector<int64_t>& c) {
-    for (int i = 0; i < s.rank(); ++i) {
-      bool bound = false;
-      for (int64_t d : b) bound = bound || d == i;
-      for (int64_t d : c) bound = bound || d == i;
-      if (!bound) result.dims().push_back(s[i]);
-    }
+    // A flag per dim keeps this linear in the rank (check_dims validated every entry).
+    std::vector<bool> bound(static_cast<size_t>(s.rank()), false);
+    for (int64_t d : b) bound[static_cast<size_t>(d)] = true;
+    for (int64_t d : c) bound[static_cast<size_t>(d)] = true;
+    for (int i = 0; i < s.rank(); ++i)
+      if (!bound[static_cast<size_t>(i)]) result.dims().push_back(s[i]);
   };
   append_free(ls, lb, lc);
   append_free(rs, rb, rc);

@@ -121,8 +121,9 @@ std::vector<TensorType> infer_rope(const InferContext& ctx) {
   int64_t d = x.shape[x.shape.rank() - 1];
   if (half < 1)
     ctx.fail("rotary dims R = 2 * cos.shape[-1] must be > 0, got cos " + cs.to_string());
-  if (2 * half > d)
-    ctx.fail("rotary dims R = 2 * cos.shape[-1] = " + std::to_string(2 * half) +
+  if (half > d / 2)  // 2 * half > d, without overflowing for a huge cos dim
+    ctx.fail("rotary dims R = 2 * cos.shape[-1] = " +
+             (half <= INT64_MAX / 2 ? std::to_string(2 * half) : "2 * " + std::to_string(half)) +
              " exceed the head dim D = " + std::to_string(d) + " of x " + x.shape.to_string());
   std::vector<int64_t> target_dims = x.shape.dims();
   target_dims.back() = half;

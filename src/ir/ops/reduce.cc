@@ -9,10 +9,12 @@ namespace {
 
 // Result shape of reducing `in` over `axes` (already normalised).
 Shape reduced_shape(const Shape& in, const std::vector<int>& axes, bool keepdims) {
+  // A flag per dim keeps this linear in the rank (a text file can declare a huge rank).
+  std::vector<bool> is_reduced(static_cast<size_t>(in.rank()), false);
+  for (int a : axes) is_reduced[static_cast<size_t>(a)] = true;
   Shape out;
   for (int i = 0; i < in.rank(); ++i) {
-    bool reduced = false;
-    for (int a : axes) reduced = reduced || a == i;
+    bool reduced = is_reduced[static_cast<size_t>(i)];
     if (!reduced)
       out.dims().push_back(in[i]);
     else if (keepdims)

@@ -24,8 +24,8 @@ int64_t mul_dims(const InferContext& ctx, int64_t a, int64_t b) {
   return r;
 }
 
-// Every result goes through here: emit() does not check the element count, and a result whose
-// numel overflows int64 would only fail later, unlocated, when a tensor is allocated.
+// Every result goes through here, so a result whose numel overflows int64 fails with the
+// op's own message (emit() checks it again for every op).
 std::vector<TensorType> result(const InferContext& ctx, DType t, Shape s) {
   int64_t n = 1;
   for (int64_t d : s.dims()) {

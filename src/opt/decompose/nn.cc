@@ -1,5 +1,6 @@
 // Decompositions of composite nn ops (softmax, log_softmax, layer_norm, rms_norm, attention,
 // rope, softmax_cross_entropy) into reductions, elementwise ops, shape ops and dot_general.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -75,7 +76,8 @@ std::vector<Value> decompose_attention(Graph& g, const Node& node, std::span<con
   int64_t hkv = ks[1], sk = ks[2], dv = vs[3], group = hq / hkv;
   DType dt = g.dtype(q);
   const std::string& kind = node.attrs.get_string("mask");
-  int64_t window = node.attrs.get_int("window");
+  // As in the evaluator: a window >= Sk is the same mask as window Sk.
+  int64_t window = std::min(node.attrs.get_int("window"), ks[2]);
   double scale = node.attrs.has("scale") ? node.attrs.get_float("scale")
                                          : 1.0 / std::sqrt(static_cast<double>(d));
 
