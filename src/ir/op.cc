@@ -158,5 +158,40 @@ int normalize_axis(const InferContext& ctx, int64_t axis, int rank, const char* 
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+int64_t checked_add(const InferContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) ctx.fail("shape arithmetic overflows int64");
+  return r;
+}
+
+int64_t checked_mul(const InferContext& ctx, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) ctx.fail("shape arithmetic overflows int64");
+  return r;
+}
+
+Shape matmul_shape(const InferContext& ctx, const Shape& x, const Shape& y) {
+  if (x.rank() == 0 || y.rank() == 0)
+    ctx.fail("matmul operands must have rank >= 1, got shapes " + x.to_string() + " and " +
+             y.to_string());
+  int64_t xk = x[x.rank() - 1];
+  int64_t yk = y.rank() == 1 ? y[0] : y[y.rank() - 2];
+  if (xk != yk)
+    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() +
+             ": contracting sizes differ (" + std::to_string(xk) + " vs " + std::to_string(yk) +
+             ")");
+  Shape xb, yb;
+  for (int i = 0; i + 2 < x.rank(); ++i) xb.dims().push_back(x[i]);
+  for (int i = 0; i + 2 < y.rank(); ++i) yb.dims().push_back(y[i]);
+  auto batch = broadcast_shapes(xb, yb);
+  if (!batch)
+    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() + ": batch dims " +
+             xb.to_string() + " and " + yb.to_string() + " do not broadcast");
+  Shape result = *batch;
+  if (x.rank() >= 2) result.dims().push_back(x[x.rank() - 2]);
+  if (y.rank() >= 2) result.dims().push_back(y[y.rank() - 1]);
+  return result;
+}
+
 }  // namespace detail
 }  // namespace rlx

@@ -7,10 +7,22 @@
 #include <random>
 #include <string>
 
+#include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/ir/tensor.h"
 
 namespace rlx::testing {
+
+/// The message of the rlx::Error that `fn` throws, or "" when it throws nothing.
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// Uniform random values in [lo, hi) (integers: rounded), converted to `dtype`.
 inline Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, double lo = -2.0,

@@ -16,6 +16,8 @@
 namespace rlx {
 namespace {
 
+using testing::error_of;
+
 using Ints = std::vector<int64_t>;
 using testing::all_close;
 
@@ -44,17 +46,6 @@ Tensor run_conv(const Tensor& x, const Tensor& w, Ints strides, Ints lo, Ints hi
 
 Tensor expected(DType t, Shape s, std::vector<double> v) {
   return Tensor::from_doubles(t, std::move(s), v);
-}
-
-// Message of the rlx::Error thrown by `f` (empty when nothing is thrown).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Conv, OneDimStridePadDilation) {
@@ -201,7 +192,7 @@ TEST(Conv, ErrorBadOperandsAndAttributes) {
             std::string::npos)
       << e;
   e = error_of([&] { g.conv(x, w, {}, {int64_t{1} << 62, 0}, {int64_t{1} << 62, 0}); });
-  EXPECT_NE(e.find("window geometry overflows int64"), std::string::npos) << e;
+  EXPECT_NE(e.find("shape arithmetic overflows int64"), std::string::npos) << e;
   Value x5 = g.input("x5", DType::f32, {1, 2, 3, 3, 3});
   e = error_of([&] { g.conv(x5, w); });
   EXPECT_NE(e.find("input must be NCW (rank 3) or NCHW (rank 4), got shape [1,2,3,3,3]"),

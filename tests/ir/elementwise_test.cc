@@ -16,6 +16,8 @@
 namespace rlx {
 namespace {
 
+using testing::error_of;
+
 using testing::all_close;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -50,17 +52,6 @@ std::vector<int64_t> ints(const Tensor& t) {
 // Exact float comparison where NaN matches NaN (all_close with zero tolerance).
 ::testing::AssertionResult same(const Tensor& got, const Tensor& want) {
   return all_close(got, want, 0.0, 0.0);
-}
-
-// The message of the rlx::Error thrown by `f`, or "" when nothing is thrown.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---------------------------------------------------------------- unary math

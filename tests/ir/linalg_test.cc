@@ -15,6 +15,8 @@
 namespace rlx {
 namespace {
 
+using testing::error_of;
+
 using Ints = std::vector<int64_t>;
 
 Tensor t_of(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
@@ -38,16 +40,6 @@ AttrMap dims(Ints lb, Ints rb, Ints lc, Ints rc) {
 
 Tensor dot(const Tensor& l, const Tensor& r, AttrMap a) {
   return evaluate_op(OpKind::DotGeneral, {l, r}, a)[0];
-}
-
-// The message of the rlx::Error `f` throws ("" if it does not throw).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::string dot_error(TensorType l, TensorType r, AttrMap a) {

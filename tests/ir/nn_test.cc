@@ -18,6 +18,8 @@
 namespace rlx {
 namespace {
 
+using testing::error_of;
+
 using ::rlx::testing::all_close;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -28,16 +30,6 @@ Tensor make(DType t, Shape s, std::vector<double> v) {
 
 Tensor eval1(OpKind op, std::vector<Tensor> operands, AttrMap attrs = {}) {
   return evaluate_op(op, operands, attrs)[0];
-}
-
-// The rlx::Error message thrown by `f`, or a marker that no error was thrown.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 AttrMap mask_attrs(const std::string& kind, int64_t window = 0) {

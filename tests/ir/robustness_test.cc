@@ -10,25 +10,17 @@
 
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
+#include "../common/test_util.h"
 
 namespace rlx {
 namespace {
+
+using testing::error_of;
 
 using Ints = std::vector<int64_t>;
 
 constexpr int64_t k2p40 = int64_t{1} << 40;
 constexpr int64_t k2p62 = int64_t{1} << 62;
-
-// The message of the rlx::Error that `fn` throws ("" when it does not throw).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // ---- builder: a failed call leaves the graph exactly as it was
 

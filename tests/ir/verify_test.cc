@@ -6,22 +6,14 @@
 
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
+#include "../common/test_util.h"
 
 namespace rlx {
 namespace {
 
-using Ints = std::vector<int64_t>;
+using testing::error_of;
 
-// The message of the rlx::Error that `fn` throws ("" when it does not throw).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using Ints = std::vector<int64_t>;
 
 TEST(Verify, ValidGraphsHaveNoDiagnostics) {
   Graph g("mlp");

@@ -18,18 +18,6 @@ std::string ints_to_string(const Ints& v) {
 // Floor division for a possibly negative numerator and a positive divisor.
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && (a < 0) ? 1 : 0); }
 
-// a + b and a * b for attribute-sized values: absurd attributes fail instead of overflowing.
-int64_t add_or_fail(const InferContext& ctx, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) ctx.fail("window geometry overflows int64");
-  return r;
-}
-int64_t mul_or_fail(const InferContext& ctx, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) ctx.fail("window geometry overflows int64");
-  return r;
-}
-
 // Reads an Ints attribute holding one entry per spatial dim; [] means `fill` everywhere.
 // Fails unless every entry is >= `min`.
 Ints spatial_list(const InferContext& ctx, const char* name, int spatial, int64_t fill,
@@ -89,8 +77,8 @@ std::vector<TensorType> infer_conv(const InferContext& ctx) {
     // StableHLO rejects empty windows, so an empty kernel dim is an error here too.
     if (k < 1)
       ctx.fail("kernel spatial dims must be >= 1, got kernel shape " + w.shape.to_string());
-    int64_t extent = add_or_fail(ctx, mul_or_fail(ctx, dil[s], k - 1), 1);
-    int64_t padded = add_or_fail(ctx, add_or_fail(ctx, x.shape[i + 2], lo[s]), hi[s]);
+    int64_t extent = checked_add(ctx, checked_mul(ctx, dil[s], k - 1), 1);
+    int64_t padded = checked_add(ctx, checked_add(ctx, x.shape[i + 2], lo[s]), hi[s]);
     int64_t n = floor_div(padded - extent, strides[s]) + 1;
     if (n < 0)
       ctx.fail("negative output size " + std::to_string(n) + " in spatial dim " +
@@ -116,7 +104,7 @@ std::vector<TensorType> infer_pool(const InferContext& ctx) {
   Shape out{x.shape[0], x.shape[1]};
   for (int i = 0; i < spatial; ++i) {
     auto s = static_cast<size_t>(i);
-    int64_t padded = add_or_fail(ctx, add_or_fail(ctx, x.shape[i + 2], lo[s]), hi[s]);
+    int64_t padded = checked_add(ctx, checked_add(ctx, x.shape[i + 2], lo[s]), hi[s]);
     int64_t n = floor_div(padded - window[s], strides[s]) + 1;
     if (n < 0)
       ctx.fail("negative output size " + std::to_string(n) + " in spatial dim " +

@@ -11,29 +11,6 @@
 namespace rlx::detail {
 namespace {
 
-// numpy matmul result shape: [..batch, M, N] from x [..., M, K] and w [..., K, N]; a 1-D x is
-// [K] (M squeezed) and a 1-D w is [K] (N squeezed).
-Shape matmul_shape(const InferContext& ctx, const Shape& x, const Shape& w) {
-  if (x.rank() == 0 || w.rank() == 0)
-    ctx.fail("matmul operands must have rank >= 1, got shapes " + x.to_string() + " and " +
-             w.to_string());
-  int64_t kx = x[x.rank() - 1];
-  int64_t kw = w.rank() == 1 ? w[0] : w[w.rank() - 2];
-  if (kx != kw)
-    ctx.fail("matmul contracting dims differ: x " + x.to_string() + " has K = " +
-             std::to_string(kx) + ", w " + w.to_string() + " has K = " + std::to_string(kw));
-  Shape xb(std::vector<int64_t>(x.dims().begin(), x.dims().end() - std::min(x.rank(), 2)));
-  Shape wb(std::vector<int64_t>(w.dims().begin(), w.dims().end() - std::min(w.rank(), 2)));
-  auto batch = broadcast_shapes(xb, wb);
-  if (!batch)
-    ctx.fail("matmul batch dims " + xb.to_string() + " and " + wb.to_string() +
-             " do not broadcast");
-  Shape out = *batch;
-  if (x.rank() >= 2) out.dims().push_back(x[x.rank() - 2]);
-  if (w.rank() >= 2) out.dims().push_back(w[w.rank() - 1]);
-  return out;
-}
-
 std::vector<TensorType> infer_matmul_bias_act(const InferContext& ctx) {
   DType t = common_dtype(ctx);
   require_dtype(ctx, t, is_float(t), "float", "operands");

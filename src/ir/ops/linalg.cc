@@ -104,28 +104,7 @@ std::vector<TensorType> infer_dot_general(const InferContext& ctx) {
 std::vector<TensorType> infer_matmul(const InferContext& ctx) {
   DType t = common_dtype(ctx);
   require_dtype(ctx, t, !is_bool(t), "numeric", "operand dtype");
-  const Shape& x = ctx.operands[0].shape;
-  const Shape& y = ctx.operands[1].shape;
-  if (x.rank() == 0 || y.rank() == 0)
-    ctx.fail("matmul operands must have rank >= 1, got shapes " + x.to_string() + " and " +
-             y.to_string());
-  int64_t xk = x[x.rank() - 1];
-  int64_t yk = y.rank() == 1 ? y[0] : y[y.rank() - 2];
-  if (xk != yk)
-    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() +
-             ": contracting sizes differ (" + std::to_string(xk) + " vs " + std::to_string(yk) +
-             ")");
-  Shape xb, yb;
-  for (int i = 0; i + 2 < x.rank(); ++i) xb.dims().push_back(x[i]);
-  for (int i = 0; i + 2 < y.rank(); ++i) yb.dims().push_back(y[i]);
-  auto batch = broadcast_shapes(xb, yb);
-  if (!batch)
-    ctx.fail("matmul of " + x.to_string() + " and " + y.to_string() + ": batch dims " +
-             xb.to_string() + " and " + yb.to_string() + " do not broadcast");
-  Shape result = *batch;
-  if (x.rank() >= 2) result.dims().push_back(x[x.rank() - 2]);
-  if (y.rank() >= 2) result.dims().push_back(y[y.rank() - 1]);
-  return {{t, result}};
+  return {{t, matmul_shape(ctx, ctx.operands[0].shape, ctx.operands[1].shape)}};
 }
 
 }  // namespace

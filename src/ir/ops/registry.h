@@ -43,5 +43,12 @@ void require_dtype(const InferContext& ctx, DType t, bool ok, const char* expect
 std::vector<int> normalize_axes(const InferContext& ctx, const std::vector<int64_t>& axes, int rank,
                                 const char* attr = "axes");
 int normalize_axis(const InferContext& ctx, int64_t axis, int rank, const char* attr = "axis");
+/// a + b and a * b on dims/attribute values; fails "shape arithmetic overflows int64" instead of
+/// overflowing, so absurd attributes give an error rather than UB.
+int64_t checked_add(const InferContext& ctx, int64_t a, int64_t b);
+int64_t checked_mul(const InferContext& ctx, int64_t a, int64_t b);
+/// numpy.matmul result shape of x and y (rank >= 1): 1-D operands are promoted ([k] -> [1,k] on
+/// the left, [k,1] on the right) and the added dim removed; leading batch dims broadcast.
+Shape matmul_shape(const InferContext& ctx, const Shape& x, const Shape& y);
 
 }  // namespace rlx::detail

@@ -12,18 +12,6 @@ using Ints = std::vector<int64_t>;
 
 std::string list_str(const Ints& v) { return Shape(v).to_string(); }
 
-int64_t add_dims(const InferContext& ctx, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) ctx.fail("dimension arithmetic overflows int64");
-  return r;
-}
-
-int64_t mul_dims(const InferContext& ctx, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) ctx.fail("dimension arithmetic overflows int64");
-  return r;
-}
-
 // Every result goes through here, so a result whose numel overflows int64 fails with the
 // op's own message (emit() checks it again for every op).
 std::vector<TensorType> result(const InferContext& ctx, DType t, Shape s) {
@@ -196,7 +184,7 @@ std::vector<TensorType> infer_concatenate(const InferContext& ctx) {
         ctx.fail(which + "has shape " + t.shape.to_string() + ", which differs from operand 0's " +
                  first.shape.to_string() + " in dim " + std::to_string(d) + " (only dimension " +
                  std::to_string(dim) + " may differ)");
-    out[dim] = add_dims(ctx, out[dim], t.shape[dim]);
+    out[dim] = checked_add(ctx, out[dim], t.shape[dim]);
   }
   return result(ctx, first.dtype, std::move(out));
 }
@@ -224,8 +212,8 @@ std::vector<TensorType> infer_pad(const InferContext& ctx) {
     auto k = static_cast<size_t>(i);
     int64_t d = x.shape[i];
     int64_t in = interior.empty() ? 0 : interior[k];
-    int64_t n = add_dims(ctx, add_dims(ctx, low[k], high[k]),
-                         add_dims(ctx, d, mul_dims(ctx, std::max<int64_t>(d - 1, 0), in)));
+    int64_t n = checked_add(ctx, checked_add(ctx, low[k], high[k]),
+                         checked_add(ctx, d, checked_mul(ctx, std::max<int64_t>(d - 1, 0), in)));
     if (n < 0)
       ctx.fail("padding dim " + std::to_string(i) + " (size " + std::to_string(d) + ") with low " +
                std::to_string(low[k]) + ", high " + std::to_string(high[k]) + " and interior " +
