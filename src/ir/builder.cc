@@ -40,43 +40,30 @@ Value Graph::leaky_relu(Value x, double alpha) {
 }
 
 // ---- elementwise binary
-Value Graph::add(Value x, Value y) { return binary(OpKind::Add, x, y); }
-Value Graph::sub(Value x, Value y) { return binary(OpKind::Sub, x, y); }
-Value Graph::mul(Value x, Value y) { return binary(OpKind::Mul, x, y); }
-Value Graph::div(Value x, Value y) { return binary(OpKind::Div, x, y); }
-Value Graph::pow(Value x, Value y) { return binary(OpKind::Pow, x, y); }
-Value Graph::max(Value x, Value y) { return binary(OpKind::Max, x, y); }
-Value Graph::min(Value x, Value y) { return binary(OpKind::Min, x, y); }
-Value Graph::rem(Value x, Value y) { return binary(OpKind::Rem, x, y); }
-Value Graph::logical_and(Value x, Value y) { return binary(OpKind::And, x, y); }
-Value Graph::logical_or(Value x, Value y) { return binary(OpKind::Or, x, y); }
-Value Graph::logical_xor(Value x, Value y) { return binary(OpKind::Xor, x, y); }
-Value Graph::eq(Value x, Value y) { return binary(OpKind::Eq, x, y); }
-Value Graph::ne(Value x, Value y) { return binary(OpKind::Ne, x, y); }
-Value Graph::lt(Value x, Value y) { return binary(OpKind::Lt, x, y); }
-Value Graph::le(Value x, Value y) { return binary(OpKind::Le, x, y); }
-Value Graph::gt(Value x, Value y) { return binary(OpKind::Gt, x, y); }
-Value Graph::ge(Value x, Value y) { return binary(OpKind::Ge, x, y); }
+Value Graph::add(Value x, Value y) { return emit_promoted(OpKind::Add, {x, y}); }
+Value Graph::sub(Value x, Value y) { return emit_promoted(OpKind::Sub, {x, y}); }
+Value Graph::mul(Value x, Value y) { return emit_promoted(OpKind::Mul, {x, y}); }
+Value Graph::div(Value x, Value y) { return emit_promoted(OpKind::Div, {x, y}); }
+Value Graph::pow(Value x, Value y) { return emit_promoted(OpKind::Pow, {x, y}); }
+Value Graph::max(Value x, Value y) { return emit_promoted(OpKind::Max, {x, y}); }
+Value Graph::min(Value x, Value y) { return emit_promoted(OpKind::Min, {x, y}); }
+Value Graph::rem(Value x, Value y) { return emit_promoted(OpKind::Rem, {x, y}); }
+Value Graph::logical_and(Value x, Value y) { return emit_promoted(OpKind::And, {x, y}); }
+Value Graph::logical_or(Value x, Value y) { return emit_promoted(OpKind::Or, {x, y}); }
+Value Graph::logical_xor(Value x, Value y) { return emit_promoted(OpKind::Xor, {x, y}); }
+Value Graph::eq(Value x, Value y) { return emit_promoted(OpKind::Eq, {x, y}); }
+Value Graph::ne(Value x, Value y) { return emit_promoted(OpKind::Ne, {x, y}); }
+Value Graph::lt(Value x, Value y) { return emit_promoted(OpKind::Lt, {x, y}); }
+Value Graph::le(Value x, Value y) { return emit_promoted(OpKind::Le, {x, y}); }
+Value Graph::gt(Value x, Value y) { return emit_promoted(OpKind::Gt, {x, y}); }
+Value Graph::ge(Value x, Value y) { return emit_promoted(OpKind::Ge, {x, y}); }
 
-// The promoting builders emit converts before the op; atomically() removes them again when the
-// op itself is ill-typed, so a failed call leaves the graph unchanged.
 Value Graph::select(Value pred, Value on_true, Value on_false) {
-  return atomically([&] {
-    DType t = promote_types(dtype(on_true), dtype(on_false));
-    if (dtype(on_true) != t) on_true = convert(on_true, t);
-    if (dtype(on_false) != t) on_false = convert(on_false, t);
-    return emit1(OpKind::Select, {pred, on_true, on_false});
-  });
+  return emit_promoted(OpKind::Select, {pred, on_true, on_false}, 1);
 }
 
 Value Graph::clamp(Value lo, Value x, Value hi) {
-  return atomically([&] {
-    DType t = promote_types(promote_types(dtype(lo), dtype(x)), dtype(hi));
-    if (dtype(lo) != t) lo = convert(lo, t);
-    if (dtype(x) != t) x = convert(x, t);
-    if (dtype(hi) != t) hi = convert(hi, t);
-    return emit1(OpKind::Clamp, {lo, x, hi});
-  });
+  return emit_promoted(OpKind::Clamp, {lo, x, hi});
 }
 
 // ---- linear algebra
@@ -90,14 +77,7 @@ Value Graph::dot_general(Value lhs, Value rhs, Ints lhs_batch, Ints rhs_batch, I
   return emit1(OpKind::DotGeneral, {lhs, rhs}, std::move(a));
 }
 
-Value Graph::matmul(Value x, Value y) {
-  return atomically([&] {
-    DType t = promote_types(dtype(x), dtype(y));
-    if (dtype(x) != t) x = convert(x, t);
-    if (dtype(y) != t) y = convert(y, t);
-    return emit1(OpKind::MatMul, {x, y});
-  });
-}
+Value Graph::matmul(Value x, Value y) { return emit_promoted(OpKind::MatMul, {x, y}); }
 
 // ---- reductions
 Value Graph::reduce(OpKind op, Value x, Ints axes, bool keepdims) {

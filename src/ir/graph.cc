@@ -164,20 +164,23 @@ Value Graph::param(std::string name, DType dtype, Shape shape) {
   return add_leaf(OpKind::Param, std::move(name), {dtype, std::move(shape)});
 }
 
-Value Graph::constant(Tensor value, std::string name) {
-  return emit1(OpKind::Constant, {}, {{"value", std::move(value)}}, std::move(name));
+Value Graph::constant(const Tensor& value, std::string name) {
+  // Tensor copies share storage: clone, so later writes to the caller's tensor cannot change
+  // the graph.
+  return emit1(OpKind::Constant, {}, {{"value", value.clone()}}, std::move(name));
 }
 
 Value Graph::scalar(double v, DType dtype) {
   return constant(Tensor::full(dtype, Shape{}, v));
 }
 
-Value Graph::binary(OpKind op, Value x, Value y) {
+Value Graph::emit_promoted(OpKind op, std::vector<Value> operands, size_t first) {
   return atomically([&] {
-    DType t = promote_types(dtype(x), dtype(y));
-    if (dtype(x) != t) x = convert(x, t);
-    if (dtype(y) != t) y = convert(y, t);
-    return emit1(op, {x, y});
+    DType t = dtype(operands.at(first));
+    for (size_t i = first + 1; i < operands.size(); ++i) t = promote_types(t, dtype(operands[i]));
+    for (size_t i = first; i < operands.size(); ++i)
+      if (dtype(operands[i]) != t) operands[i] = convert(operands[i], t);
+    return emit1(op, std::move(operands));
   });
 }
 

@@ -487,6 +487,8 @@ class TextParser {
       fail_at(e, std::string(e.text) + " is out of range for " + std::string(dtype_name(d)));
   }
 
+  static constexpr int64_t kMaxSplatElements = int64_t{1} << 28;
+
   // 'dense' '<' type ':' [elem (',' elem)*] '>'  |  'splat' '<' type ':' elem '>'
   Tensor parse_tensor() {
     Token kw = lex_.take();
@@ -506,6 +508,12 @@ class TextParser {
     if (!splat && static_cast<int64_t>(elems.size()) != numel)
       fail_at(kw, "dense<" + type.to_string() + "> needs " + std::to_string(numel) +
                       " elements, found " + std::to_string(elems.size()));
+    // A few bytes of text must not allocate gigabytes: text constants are for literals, and
+    // weights belong in params (set per executable), so a splat is capped at 2^28 elements.
+    if (splat && numel > kMaxSplatElements)
+      fail_at(kw, "splat<" + type.to_string() + "> has " + std::to_string(numel) +
+                      " elements; text constants are limited to " +
+                      std::to_string(kMaxSplatElements) + " (use a param for large tensors)");
     Tensor t;
     try {
       t = Tensor(type.dtype, type.shape);

@@ -148,6 +148,18 @@ TEST(Robustness, SplatTooLargeToAllocateIsALocatedError) {
   EXPECT_NE(err.find("f32[1000000,1000000]"), std::string::npos) << err;
 }
 
+TEST(Robustness, LargeSplatIsRefusedBeforeAllocating) {
+  // 4 GB from 60 bytes of text: refused with a pointer to params, not allocated.
+  std::string err = error_of([] {
+    Graph::parse(
+        "graph @g {\n  %c = constant {value=splat<f32[1000000000]: 0.5>} : f32[1000000000]\n"
+        "  return %c\n}\n");
+  });
+  EXPECT_EQ(err,
+            "line 2:24: splat<f32[1000000000]> has 1000000000 elements; text constants are "
+            "limited to 268435456 (use a param for large tensors)");
+}
+
 // Inputs that were quadratic in their size (a message built per dim / per character, nested
 // loops over the rank); each now parses in milliseconds.
 TEST(Robustness, HugeRanksAndNamesParseInLinearTime) {

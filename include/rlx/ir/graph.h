@@ -72,7 +72,8 @@ class Graph {
   // ---- leaves
   Value input(std::string name, DType dtype, Shape shape);
   Value param(std::string name, DType dtype, Shape shape);
-  Value constant(Tensor value, std::string name = "");
+  /// A literal; the graph keeps its own copy of `value`.
+  Value constant(const Tensor& value, std::string name = "");
   /// Rank-0 constant of `dtype` holding `v` (converted as the convert op does).
   Value scalar(double v, DType dtype);
   /// Rank-0 constant of x's dtype: a "weak" scalar as in jnp (x * 0.5 keeps x's dtype).
@@ -223,7 +224,9 @@ class Graph {
   std::string unique_name(std::string hint);
   std::vector<Value> emit_named(OpKind op, std::vector<Value> operands, AttrMap attrs,
                                 std::string name);
-  Value binary(OpKind op, Value x, Value y);
+  /// emit1() after converting operands[first..] to their jnp-promoted common dtype; a failure
+  /// removes the converts again.
+  Value emit_promoted(OpKind op, std::vector<Value> operands, size_t first = 0);
   /// Drops the nodes after the first `num_nodes` and restores next_id_ (undoes a builder call).
   void truncate(size_t num_nodes, int64_t next_id);
   /// Runs `build` (a builder that may emit several nodes, e.g. converts and then the op); if it
