@@ -8,14 +8,22 @@ namespace rlx {
 
 std::string_view attr_type_name(AttrType t) {
   switch (t) {
-    case AttrType::Int: return "int";
-    case AttrType::Float: return "float";
-    case AttrType::Bool: return "bool";
-    case AttrType::String: return "string";
-    case AttrType::Ints: return "int list";
-    case AttrType::DType: return "dtype";
-    case AttrType::Tensor: return "tensor";
-    case AttrType::Graph: return "graph";
+    case AttrType::Int:
+      return "int";
+    case AttrType::Float:
+      return "float";
+    case AttrType::Bool:
+      return "bool";
+    case AttrType::String:
+      return "string";
+    case AttrType::Ints:
+      return "int list";
+    case AttrType::DType:
+      return "dtype";
+    case AttrType::Tensor:
+      return "tensor";
+    case AttrType::Graph:
+      return "graph";
   }
   return "?";
 }
@@ -38,8 +46,12 @@ const T& typed(const AttrMap& m, const std::string& name, AttrType want) {
 }
 }  // namespace
 
-int64_t AttrMap::get_int(const std::string& n) const { return typed<int64_t>(*this, n, AttrType::Int); }
-double AttrMap::get_float(const std::string& n) const { return typed<double>(*this, n, AttrType::Float); }
+int64_t AttrMap::get_int(const std::string& n) const {
+  return typed<int64_t>(*this, n, AttrType::Int);
+}
+double AttrMap::get_float(const std::string& n) const {
+  return typed<double>(*this, n, AttrType::Float);
+}
 bool AttrMap::get_bool(const std::string& n) const { return typed<bool>(*this, n, AttrType::Bool); }
 const std::string& AttrMap::get_string(const std::string& n) const {
   return typed<std::string>(*this, n, AttrType::String);
@@ -47,7 +59,9 @@ const std::string& AttrMap::get_string(const std::string& n) const {
 const std::vector<int64_t>& AttrMap::get_ints(const std::string& n) const {
   return typed<std::vector<int64_t>>(*this, n, AttrType::Ints);
 }
-DType AttrMap::get_dtype(const std::string& n) const { return typed<DType>(*this, n, AttrType::DType); }
+DType AttrMap::get_dtype(const std::string& n) const {
+  return typed<DType>(*this, n, AttrType::DType);
+}
 const Tensor& AttrMap::get_tensor(const std::string& n) const {
   return typed<Tensor>(*this, n, AttrType::Tensor);
 }
@@ -71,7 +85,8 @@ bool AttrMap::operator==(const AttrMap& o) const {
       bool same = std::visit(
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, std::shared_ptr<const Graph>>)
+            if constexpr (std::is_same_v<T, Tensor> ||
+                          std::is_same_v<T, std::shared_ptr<const Graph>>)
               return false;  // handled above
             else
               return x == std::get<T>(b);

@@ -29,7 +29,9 @@ Value Graph::floor(Value x) { return emit1(OpKind::Floor, {x}); }
 Value Graph::ceil(Value x) { return emit1(OpKind::Ceil, {x}); }
 Value Graph::round(Value x) { return emit1(OpKind::Round, {x}); }
 Value Graph::logical_not(Value x) { return emit1(OpKind::Not, {x}); }
-Value Graph::convert(Value x, DType dtype) { return emit1(OpKind::Convert, {x}, {{"dtype", dtype}}); }
+Value Graph::convert(Value x, DType dtype) {
+  return emit1(OpKind::Convert, {x}, {{"dtype", dtype}});
+}
 Value Graph::relu(Value x) { return emit1(OpKind::Relu, {x}); }
 Value Graph::gelu(Value x) { return emit1(OpKind::Gelu, {x}); }
 Value Graph::gelu_tanh(Value x) { return emit1(OpKind::GeluTanh, {x}); }
@@ -119,22 +121,25 @@ Value Graph::transpose(Value x, Ints permutation) {
   return emit1(OpKind::Transpose, {x}, {{"permutation", std::move(permutation)}});
 }
 Value Graph::broadcast_in_dim(Value x, Ints shape, Ints broadcast_dimensions) {
-  return emit1(OpKind::BroadcastInDim, {x},
-               {{"shape", std::move(shape)}, {"broadcast_dimensions", std::move(broadcast_dimensions)}});
+  return emit1(
+      OpKind::BroadcastInDim, {x},
+      {{"shape", std::move(shape)}, {"broadcast_dimensions", std::move(broadcast_dimensions)}});
 }
 Value Graph::expand(Value x, Ints shape) {
   return emit1(OpKind::Expand, {x}, {{"shape", std::move(shape)}});
 }
 Value Graph::slice(Value x, Ints start, Ints limit, Ints strides) {
-  return emit1(OpKind::Slice, {x},
-               {{"start", std::move(start)}, {"limit", std::move(limit)}, {"strides", std::move(strides)}});
+  return emit1(
+      OpKind::Slice, {x},
+      {{"start", std::move(start)}, {"limit", std::move(limit)}, {"strides", std::move(strides)}});
 }
 Value Graph::concatenate(std::vector<Value> xs, int64_t dimension) {
   return emit1(OpKind::Concatenate, std::move(xs), {{"dimension", dimension}});
 }
 Value Graph::pad(Value x, Value padding_value, Ints low, Ints high, Ints interior) {
-  return emit1(OpKind::Pad, {x, padding_value},
-               {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
+  return emit1(
+      OpKind::Pad, {x, padding_value},
+      {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
 }
 Value Graph::gather(Value x, Value indices, int64_t axis) {
   return emit1(OpKind::Gather, {x, indices}, {{"axis", axis}});
@@ -156,7 +161,9 @@ Value Graph::expand_dims(Value x, Ints axes) {
 }
 
 // ---- neural-network ops
-Value Graph::softmax(Value x, int64_t axis) { return emit1(OpKind::Softmax, {x}, {{"axis", axis}}); }
+Value Graph::softmax(Value x, int64_t axis) {
+  return emit1(OpKind::Softmax, {x}, {{"axis", axis}});
+}
 Value Graph::log_softmax(Value x, int64_t axis) {
   return emit1(OpKind::LogSoftmax, {x}, {{"axis", axis}});
 }

@@ -127,11 +127,16 @@ float bf16_to_float(bf16 h) { return std::bit_cast<float>(static_cast<uint32_t>(
 
 double round_to_dtype(double x, DType t) {
   switch (t) {
-    case DType::f64: return x;
-    case DType::f32: return static_cast<float>(x);
-    case DType::f16: return f16_to_float(f16_from_double(x));
-    case DType::bf16: return bf16_to_float(bf16_from_double(x));
-    default: return x;
+    case DType::f64:
+      return x;
+    case DType::f32:
+      return static_cast<float>(x);
+    case DType::f16:
+      return f16_to_float(f16_from_double(x));
+    case DType::bf16:
+      return bf16_to_float(bf16_from_double(x));
+    default:
+      return x;
   }
 }
 

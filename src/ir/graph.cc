@@ -144,7 +144,8 @@ Value Graph::add_leaf(OpKind op, std::string name, TensorType type) {
         "add_leaf creates input or param nodes, not '" + std::string(op_name(op)) + "'");
   check_name(name);
   check(!by_name_.count(name), std::string(op_name(op)) + " '" + name +
-                                   "': a node of that name already exists in graph '" + name_ + "'");
+                                   "': a node of that name already exists in graph '" + name_ +
+                                   "'");
   for (int64_t d : type.shape.dims())
     if (d < 0)
       throw Error(std::string(op_name(op)) + " '" + name + "': negative dim in shape " +
@@ -170,9 +171,7 @@ Value Graph::constant(const Tensor& value, std::string name) {
   return emit1(OpKind::Constant, {}, {{"value", value.clone()}}, std::move(name));
 }
 
-Value Graph::scalar(double v, DType dtype) {
-  return constant(Tensor::full(dtype, Shape{}, v));
-}
+Value Graph::scalar(double v, DType dtype) { return constant(Tensor::full(dtype, Shape{}, v)); }
 
 Value Graph::emit_promoted(OpKind op, std::vector<Value> operands, size_t first) {
   return atomically([&] {

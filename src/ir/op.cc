@@ -78,8 +78,8 @@ void validate_attrs(const OpInfo& op, std::string_view node, AttrMap& attrs) {
     if (!spec) {
       std::string known;
       for (const AttrSpec& a : op.attrs) known += (known.empty() ? "" : ", ") + a.name;
-      throw Error(where + "unknown attribute '" + name + "' (known: " +
-                  (known.empty() ? "none" : known) + ")");
+      throw Error(where + "unknown attribute '" + name +
+                  "' (known: " + (known.empty() ? "none" : known) + ")");
     }
     if (attr_type(value) != spec->type)
       throw Error(where + "attribute '" + name + "' must be a " +
@@ -93,7 +93,8 @@ void validate_attrs(const OpInfo& op, std::string_view node, AttrMap& attrs) {
         ok = ok || c == s;
         list += (list.empty() ? "" : ", ") + c;
       }
-      if (!ok) throw Error(where + "attribute '" + name + "' is \"" + s + "\"; expected one of " + list);
+      if (!ok)
+        throw Error(where + "attribute '" + name + "' is \"" + s + "\"; expected one of " + list);
     }
   }
   for (const AttrSpec& spec : op.attrs) {
@@ -144,7 +145,8 @@ std::vector<int> normalize_axes(const InferContext& ctx, const std::vector<int64
       ctx.fail(std::string(attr) + " entry " + std::to_string(a) + " is out of range for rank " +
                std::to_string(rank));
     int n = static_cast<int>(a < 0 ? a + rank : a);
-    if (seen[static_cast<size_t>(n)]) ctx.fail(std::string(attr) + " repeats axis " + std::to_string(n));
+    if (seen[static_cast<size_t>(n)])
+      ctx.fail(std::string(attr) + " repeats axis " + std::to_string(n));
     seen[static_cast<size_t>(n)] = true;
     out.push_back(n);
   }

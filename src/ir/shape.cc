@@ -55,9 +55,12 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   for (int i = 0; i < r; ++i) {
     int ia = a.rank() - r + i, ib = b.rank() - r + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (da == db || db == 1) out[i] = da;
-    else if (da == 1) out[i] = db;
-    else return std::nullopt;
+    if (da == db || db == 1)
+      out[i] = da;
+    else if (da == 1)
+      out[i] = db;
+    else
+      return std::nullopt;
   }
   return Shape(std::move(out));
 }

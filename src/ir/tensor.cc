@@ -56,9 +56,15 @@ int64_t saturate_to_int(double v, DType t) {
   if (t == DType::bool_) return v != 0.0;
   double lo, hi;
   switch (t) {
-    case DType::i8: lo = -128, hi = 127; break;
-    case DType::u8: lo = 0, hi = 255; break;
-    case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::i8:
+      lo = -128, hi = 127;
+      break;
+    case DType::u8:
+      lo = 0, hi = 255;
+      break;
+    case DType::i32:
+      lo = -2147483648.0, hi = 2147483647.0;
+      break;
     default:  // i64: 2^63 is not representable in int64; saturate before the cast.
       if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
       if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
@@ -71,26 +77,40 @@ int64_t saturate_to_int(double v, DType t) {
 
 int64_t wrap_to_int(int64_t v, DType t) {
   switch (t) {
-    case DType::i8: return static_cast<int8_t>(static_cast<uint8_t>(v));
-    case DType::u8: return static_cast<uint8_t>(v);
-    case DType::i32: return static_cast<int32_t>(static_cast<uint32_t>(v));
-    case DType::bool_: return v != 0;
-    default: return v;
+    case DType::i8:
+      return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::u8:
+      return static_cast<uint8_t>(v);
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::bool_:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
 double Tensor::get_f64(int64_t i) const {
   const std::byte* p = data_.get();
   switch (dtype_) {
-    case DType::f32: return reinterpret_cast<const float*>(p)[i];
-    case DType::f16: return f16_to_float(reinterpret_cast<const f16*>(p)[i]);
-    case DType::bf16: return bf16_to_float(reinterpret_cast<const bf16*>(p)[i]);
-    case DType::f64: return reinterpret_cast<const double*>(p)[i];
-    case DType::i8: return reinterpret_cast<const int8_t*>(p)[i];
-    case DType::u8: return reinterpret_cast<const uint8_t*>(p)[i];
-    case DType::i32: return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
-    case DType::bool_: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::f32:
+      return reinterpret_cast<const float*>(p)[i];
+    case DType::f16:
+      return f16_to_float(reinterpret_cast<const f16*>(p)[i]);
+    case DType::bf16:
+      return bf16_to_float(reinterpret_cast<const bf16*>(p)[i]);
+    case DType::f64:
+      return reinterpret_cast<const double*>(p)[i];
+    case DType::i8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::u8:
+      return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::i32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::i64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::bool_:
+      return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
   }
   return 0;
 }
@@ -98,37 +118,67 @@ double Tensor::get_f64(int64_t i) const {
 int64_t Tensor::get_i64(int64_t i) const {
   const std::byte* p = data_.get();
   switch (dtype_) {
-    case DType::i8: return reinterpret_cast<const int8_t*>(p)[i];
-    case DType::u8: return reinterpret_cast<const uint8_t*>(p)[i];
-    case DType::i32: return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::i64: return reinterpret_cast<const int64_t*>(p)[i];
-    case DType::bool_: return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
-    default: return saturate_to_int(get_f64(i), DType::i64);
+    case DType::i8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::u8:
+      return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::i32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::i64:
+      return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::bool_:
+      return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
+    default:
+      return saturate_to_int(get_f64(i), DType::i64);
   }
 }
 
 void Tensor::set_f64(int64_t i, double v) {
   std::byte* p = data_.get();
   switch (dtype_) {
-    case DType::f32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); return;
-    case DType::f16: reinterpret_cast<f16*>(p)[i] = f16_from_double(v); return;
-    case DType::bf16: reinterpret_cast<bf16*>(p)[i] = bf16_from_double(v); return;
-    case DType::f64: reinterpret_cast<double*>(p)[i] = v; return;
+    case DType::f32:
+      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+      return;
+    case DType::f16:
+      reinterpret_cast<f16*>(p)[i] = f16_from_double(v);
+      return;
+    case DType::bf16:
+      reinterpret_cast<bf16*>(p)[i] = bf16_from_double(v);
+      return;
+    case DType::f64:
+      reinterpret_cast<double*>(p)[i] = v;
+      return;
     // NaN != 0, so NaN converts to true (jax convert_element_type semantics).
-    case DType::bool_: reinterpret_cast<uint8_t*>(p)[i] = v != 0.0; return;
-    default: set_i64(i, saturate_to_int(v, dtype_)); return;
+    case DType::bool_:
+      reinterpret_cast<uint8_t*>(p)[i] = v != 0.0;
+      return;
+    default:
+      set_i64(i, saturate_to_int(v, dtype_));
+      return;
   }
 }
 
 void Tensor::set_i64(int64_t i, int64_t v) {
   std::byte* p = data_.get();
   switch (dtype_) {
-    case DType::i8: reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(wrap_to_int(v, dtype_)); return;
-    case DType::u8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(wrap_to_int(v, dtype_)); return;
-    case DType::i32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(wrap_to_int(v, dtype_)); return;
-    case DType::i64: reinterpret_cast<int64_t*>(p)[i] = v; return;
-    case DType::bool_: reinterpret_cast<uint8_t*>(p)[i] = v != 0; return;
-    default: set_f64(i, static_cast<double>(v)); return;
+    case DType::i8:
+      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(wrap_to_int(v, dtype_));
+      return;
+    case DType::u8:
+      reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(wrap_to_int(v, dtype_));
+      return;
+    case DType::i32:
+      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(wrap_to_int(v, dtype_));
+      return;
+    case DType::i64:
+      reinterpret_cast<int64_t*>(p)[i] = v;
+      return;
+    case DType::bool_:
+      reinterpret_cast<uint8_t*>(p)[i] = v != 0;
+      return;
+    default:
+      set_f64(i, static_cast<double>(v));
+      return;
   }
 }
 

@@ -12,13 +12,20 @@ namespace {
 
 std::string attr_value_text(const Attr& a) {
   switch (attr_type(a)) {
-    case AttrType::Int: return std::to_string(std::get<int64_t>(a));
-    case AttrType::Float: return format_float(std::get<double>(a));
-    case AttrType::Bool: return std::get<bool>(a) ? "true" : "false";
-    case AttrType::String: return "\"" + std::get<std::string>(a) + "\"";
-    case AttrType::Ints: return Shape(std::get<std::vector<int64_t>>(a)).to_string();
-    case AttrType::DType: return std::string(dtype_name(std::get<DType>(a)));
-    default: return "?";
+    case AttrType::Int:
+      return std::to_string(std::get<int64_t>(a));
+    case AttrType::Float:
+      return format_float(std::get<double>(a));
+    case AttrType::Bool:
+      return std::get<bool>(a) ? "true" : "false";
+    case AttrType::String:
+      return "\"" + std::get<std::string>(a) + "\"";
+    case AttrType::Ints:
+      return Shape(std::get<std::vector<int64_t>>(a)).to_string();
+    case AttrType::DType:
+      return std::string(dtype_name(std::get<DType>(a)));
+    default:
+      return "?";
   }
 }
 

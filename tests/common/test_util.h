@@ -32,9 +32,12 @@ inline Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, double lo =
   std::uniform_real_distribution<double> dist(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = dist(rng);
-    if (is_float(dtype)) t.set_f64(i, v);
-    else if (is_bool(dtype)) t.set_i64(i, v > (lo + hi) / 2);
-    else t.set_i64(i, static_cast<int64_t>(std::floor(v)));
+    if (is_float(dtype))
+      t.set_f64(i, v);
+    else if (is_bool(dtype))
+      t.set_i64(i, v > (lo + hi) / 2);
+    else
+      t.set_i64(i, static_cast<int64_t>(std::floor(v)));
   }
   return t;
 }
@@ -43,11 +46,16 @@ inline Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, double lo =
 /// of the dtype). Golden tests use the same table (tests/ir/golden_test.cc).
 inline double default_rtol(DType t) {
   switch (t) {
-    case DType::f64: return 1e-12;
-    case DType::f32: return 2e-6;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0;
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 2e-6;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    default:
+      return 0;
   }
 }
 
@@ -55,14 +63,14 @@ inline double default_rtol(DType t) {
 inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol,
                                             double atol) {
   if (a.type() != b.type())
-    return ::testing::AssertionFailure() << "type " << a.type().to_string() << " vs "
-                                         << b.type().to_string();
+    return ::testing::AssertionFailure()
+           << "type " << a.type().to_string() << " vs " << b.type().to_string();
   for (int64_t i = 0; i < a.numel(); ++i) {
     double x = a.get_f64(i), y = b.get_f64(i);
     if (!is_float(a.dtype())) {
       if (a.get_i64(i) != b.get_i64(i))
-        return ::testing::AssertionFailure() << "element " << i << ": " << a.get_i64(i)
-                                             << " vs " << b.get_i64(i);
+        return ::testing::AssertionFailure()
+               << "element " << i << ": " << a.get_i64(i) << " vs " << b.get_i64(i);
       continue;
     }
     if (std::isnan(x) || std::isnan(y)) {
@@ -71,7 +79,8 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
       continue;
     }
     if (std::isinf(x) || std::isinf(y)) {
-      if (x != y) return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y;
+      if (x != y)
+        return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y;
       continue;
     }
     if (std::fabs(x - y) > atol + rtol * std::fabs(y))

@@ -1,11 +1,12 @@
 // DType properties, f16/bf16 round-to-nearest-even conversions and shape broadcasting.
 // Bit patterns are the IEEE 754 / bfloat16 encodings (checked against ml_dtypes by the golden
 // suite as well).
+#include "rlx/ir/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "rlx/ir/dtype.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/shape.h"
 #include "rlx/ir/tensor.h"

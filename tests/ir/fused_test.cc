@@ -131,7 +131,9 @@ TEST(FusedMatMulBiasAct, Errors) {
   Value xb = g.input("xb", DType::f32, {2, 3, 4});
   Value wb = g.input("wb", DType::f32, {3, 4, 5});
   e = error_of([&] { g.fused_matmul_bias_act(xb, wb, b5); });
-  EXPECT_NE(e.find("matmul of [2,3,4] and [3,4,5]: batch dims [2] and [3] do not broadcast"), std::string::npos) << e;
+  EXPECT_NE(e.find("matmul of [2,3,4] and [3,4,5]: batch dims [2] and [3] do not broadcast"),
+            std::string::npos)
+      << e;
   Value s = g.input("s", DType::f32, {});
   e = error_of([&] { g.fused_matmul_bias_act(s, w, b5); });
   EXPECT_NE(e.find("matmul operands must have rank >= 1"), std::string::npos) << e;

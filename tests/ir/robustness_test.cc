@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_util.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
-#include "../common/test_util.h"
 
 namespace rlx {
 namespace {
@@ -30,7 +30,9 @@ TEST(Robustness, FailedPromotingBuilderRemovesItsConverts) {
   Value b = g.input("b", DType::f32, {3});
   Value p = g.input("p", DType::bool_, {4});
   Graph before = g;
-  EXPECT_NE(error_of([&] { g.add(a, b); }).find("op 'add' (node %1): shapes [2] and [3] do not broadcast"),
+  EXPECT_NE(error_of([&] {
+              g.add(a, b);
+            }).find("op 'add' (node %1): shapes [2] and [3] do not broadcast"),
             std::string::npos);
   EXPECT_NE(error_of([&] { g.matmul(a, b); }).find("contracting sizes differ"), std::string::npos);
   EXPECT_NE(error_of([&] { g.select(p, a, b); }).find("do not broadcast"), std::string::npos);
@@ -46,8 +48,9 @@ TEST(Robustness, Emit1OfMultiResultOpLeavesGraphUnchanged) {
   Graph g;
   Value x = g.input("x", DType::f32, {4});
   Graph before = g;
-  EXPECT_NE(error_of([&] { g.emit1(OpKind::TopK, {x}, {{"k", int64_t{2}}}); })
-                .find("op 'top_k' has 2 results; use emit() for multi-result ops"),
+  EXPECT_NE(error_of([&] {
+              g.emit1(OpKind::TopK, {x}, {{"k", int64_t{2}}});
+            }).find("op 'top_k' has 2 results; use emit() for multi-result ops"),
             std::string::npos);
   EXPECT_TRUE(g == before) << g.to_string();
 }
@@ -56,7 +59,9 @@ TEST(Robustness, Emit1OfMultiResultOpLeavesGraphUnchanged) {
 
 TEST(Robustness, ResultWithMoreThan2To63ElementsIsAnError) {
   Graph g;
-  EXPECT_NE(error_of([&] { g.iota(DType::f32, Shape{k2p40, k2p40}, 0); })
+  EXPECT_NE(error_of([&] {
+              g.iota(DType::f32, Shape{k2p40, k2p40}, 0);
+            })
                 .find("op 'iota' (node %0): result f32[1099511627776,1099511627776]: shape "
                       "[1099511627776,1099511627776] has more than 2^63 elements"),
             std::string::npos);
@@ -64,8 +69,9 @@ TEST(Robustness, ResultWithMoreThan2To63ElementsIsAnError) {
   Value y = g.input("y", DType::f32, {0, k2p40});
   EXPECT_NE(error_of([&] { g.matmul(x, y); }).find("op 'matmul'"), std::string::npos);
   Value img = g.input("img", DType::f32, {1, 1, 1, 1});
-  EXPECT_NE(error_of([&] { g.conv(img, img, {}, {k2p40, k2p40}, {}); })
-                .find("op 'conv' (node %0): result f32[1,1,1099511627777,1099511627777]"),
+  EXPECT_NE(error_of([&] {
+              g.conv(img, img, {}, {k2p40, k2p40}, {});
+            }).find("op 'conv' (node %0): result f32[1,1,1099511627777,1099511627777]"),
             std::string::npos);
   // What the builder accepts always prints to text that parses back.
   EXPECT_EQ(g.nodes().size(), 3u);
@@ -99,11 +105,13 @@ TEST(Robustness, FusedResidualNormsCheckEpsLikeTheNormsTheyDecomposeTo) {
   Graph g;
   Value x = g.input("x", DType::f32, {2, 4});
   Value s = g.input("s", DType::f32, {4});
-  EXPECT_NE(error_of([&] { g.fused_residual_layer_norm(x, x, s, s, -1, -1.0); })
-                .find("op 'fused_residual_layer_norm' (node %0): eps must be finite and >= 0"),
+  EXPECT_NE(error_of([&] {
+              g.fused_residual_layer_norm(x, x, s, s, -1, -1.0);
+            }).find("op 'fused_residual_layer_norm' (node %0): eps must be finite and >= 0"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { g.fused_residual_rms_norm(x, x, s, -1, std::nan("")); })
-                .find("op 'fused_residual_rms_norm' (node %0): eps must be finite and >= 0, got nan"),
+  EXPECT_NE(error_of([&] {
+              g.fused_residual_rms_norm(x, x, s, -1, std::nan(""));
+            }).find("op 'fused_residual_rms_norm' (node %0): eps must be finite and >= 0, got nan"),
             std::string::npos);
 }
 
@@ -169,15 +177,15 @@ TEST(Robustness, HugeRanksAndNamesParseInLinearTime) {
     ones += (i ? ",1" : "1");
     axes += (i ? "," : "") + std::to_string(i);
   }
-  Graph r = Graph::parse("graph @g {\n  %x = input : f32[" + ones + "]\n  %y = reduce_sum %x {axes=[" +
-                         axes + "], keepdims=false} : f32[]\n  %z = dot_general %x, %x {lhs_batch=[" +
-                         axes + "], rhs_batch=[" + axes +
-                         "], lhs_contract=[], rhs_contract=[]} : f32[" + ones +
-                         "]\n  %w = reshape %x {shape=[" + ones + "]} : f32[" + ones +
-                         "]\n  return %y, %z, %w\n}\n");
+  Graph r = Graph::parse(
+      "graph @g {\n  %x = input : f32[" + ones + "]\n  %y = reduce_sum %x {axes=[" + axes +
+      "], keepdims=false} : f32[]\n  %z = dot_general %x, %x {lhs_batch=[" + axes +
+      "], rhs_batch=[" + axes + "], lhs_contract=[], rhs_contract=[]} : f32[" + ones +
+      "]\n  %w = reshape %x {shape=[" + ones + "]} : f32[" + ones + "]\n  return %y, %z, %w\n}\n");
   EXPECT_EQ(r.nodes().size(), 4u);
   std::string name(1000000, 'a');
-  Graph l = Graph::parse("graph @g {\n  %" + name + " = input : f32[1]\n  return %" + name + "\n}\n");
+  Graph l =
+      Graph::parse("graph @g {\n  %" + name + " = input : f32[1]\n  return %" + name + "\n}\n");
   EXPECT_EQ(l.nodes()[0].name.size(), name.size());
 }
 

@@ -354,10 +354,8 @@ TEST(Text, LowPrecisionFloatsPrintShortest) {
   Value d = g.constant(Tensor::from_doubles(DType::f64, {3}, vals), "d");
   g.set_outputs({h, b, f, d});
   std::string text = g.to_string();
-  EXPECT_NE(text.find("dense<f16[3]: 1e-05, 0.1, 65500.0>"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("dense<bf16[3]: 1e-05, 0.1, 65500.0>"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("dense<f16[3]: 1e-05, 0.1, 65500.0>"), std::string::npos) << text;
+  EXPECT_NE(text.find("dense<bf16[3]: 1e-05, 0.1, 65500.0>"), std::string::npos) << text;
   EXPECT_NE(text.find("dense<f32[3]: 1e-05, 0.1, 65504.0>"), std::string::npos) << text;
   EXPECT_NE(text.find("dense<f64[3]: 1e-05, 0.1, 65504.0>"), std::string::npos) << text;
 }

@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "../common/test_util.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
-#include "../common/test_util.h"
 
 namespace rlx {
 namespace {

@@ -1,5 +1,7 @@
 // The one coverage test: every op has inference, a reference kernel and (if composite) a
 // decomposition. It prints the coverage table that docs/ops.md publishes (`rlx ops`).
+#include "rlx/opt/coverage.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <sstream>
 
 #include "rlx/ir/evaluator.h"
-#include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 
 namespace rlx {

@@ -78,9 +78,15 @@ int main(int argc, char** argv) {
   bool quiet = false;
   auto* demo = app.add_subcommand(
       "demo", "Build a BERT-style encoder block, print its IR, evaluate it on random input");
-  demo->add_option("--batch", cfg.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  demo->add_option("--seq", cfg.seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
-  demo->add_option("--hidden", cfg.hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--batch", cfg.batch, "batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  demo->add_option("--seq", cfg.seq, "sequence length")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  demo->add_option("--hidden", cfg.hidden, "hidden size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   demo->add_option("--heads", cfg.heads, "attention heads (must divide hidden)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

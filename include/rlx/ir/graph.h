@@ -177,7 +177,7 @@ class Graph {
   struct AttentionOptions {
     std::string mask = "none";
     std::optional<double> scale;  ///< default 1/sqrt(D)
-    int64_t window = 0;            ///< sliding_window only
+    int64_t window = 0;           ///< sliding_window only
   };
   /// q [B,Hq,Sq,D], k [B,Hkv,Sk,D], v [B,Hkv,Sk,Dv] -> [B,Hq,Sq,Dv]; `mask_tensor` (bool for
   /// "bool", float for "bias") broadcasts to [B,Hq,Sq,Sk].

@@ -41,13 +41,19 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   TensorType type() const { return {dtype_, shape_}; }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return static_cast<size_t>(numel_) * static_cast<size_t>(dtype_size(dtype_)); }
+  size_t nbytes() const {
+    return static_cast<size_t>(numel_) * static_cast<size_t>(dtype_size(dtype_));
+  }
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   template <class T>
-  T* data_as() { return reinterpret_cast<T*>(data_.get()); }
+  T* data_as() {
+    return reinterpret_cast<T*>(data_.get());
+  }
   template <class T>
-  const T* data_as() const { return reinterpret_cast<const T*>(data_.get()); }
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
 
   /// Element i read as double (exact for every float dtype and for integers up to 2^53).
   double get_f64(int64_t i) const;

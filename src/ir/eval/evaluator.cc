@@ -53,7 +53,8 @@ namespace {
 
 std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
   detail::EvalFn fn = detail::kernels()[static_cast<size_t>(n.op)];
-  check(fn != nullptr, "reference evaluator: no kernel for op '" + std::string(op_name(n.op)) + "'");
+  check(fn != nullptr,
+        "reference evaluator: no kernel for op '" + std::string(op_name(n.op)) + "'");
   detail::EvalContext ctx{n, operands};
   std::vector<Tensor> out = fn(ctx);
   check(out.size() == n.results.size(),
@@ -83,9 +84,9 @@ std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds) {
       auto it = feeds.find(n.name);
       check(it != feeds.end(), std::string("evaluate: missing ") + kind + " '" + n.name +
                                    "' of type " + n.results[0].to_string());
-      check(it->second.type() == n.results[0],
-            std::string("evaluate: ") + kind + " '" + n.name + "' expects " +
-                n.results[0].to_string() + ", got " + it->second.type().to_string());
+      check(it->second.type() == n.results[0], std::string("evaluate: ") + kind + " '" + n.name +
+                                                   "' expects " + n.results[0].to_string() +
+                                                   ", got " + it->second.type().to_string());
       values[i] = {it->second};
       continue;
     }

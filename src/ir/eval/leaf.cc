@@ -12,7 +12,8 @@ std::vector<Tensor> eval_iota(const EvalContext& ctx) {
   const TensorType& t = ctx.result_type();
   Tensor out(t.dtype, t.shape);
   int dim = static_cast<int>(ctx.attrs().get_int("dimension"));
-  for (int64_t i = 0; i < out.numel(); ++i) out.set_i64(i, unravel(i, t.shape)[static_cast<size_t>(dim)]);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.set_i64(i, unravel(i, t.shape)[static_cast<size_t>(dim)]);
   return {out};
 }
 

@@ -25,9 +25,14 @@ void register_conv_ops();
 void register_fused_ops();
 
 // ---- schema shorthands
-inline AttrSpec req(std::string name, AttrType t) { return {std::move(name), t, AttrPresence::Required}; }
-inline AttrSpec opt(std::string name, AttrType t) { return {std::move(name), t, AttrPresence::Optional}; }
-inline AttrSpec def(std::string name, AttrType t, Attr value, std::vector<std::string> choices = {}) {
+inline AttrSpec req(std::string name, AttrType t) {
+  return {std::move(name), t, AttrPresence::Required};
+}
+inline AttrSpec opt(std::string name, AttrType t) {
+  return {std::move(name), t, AttrPresence::Optional};
+}
+inline AttrSpec def(std::string name, AttrType t, Attr value,
+                    std::vector<std::string> choices = {}) {
   return {std::move(name), t, AttrPresence::Default, std::move(value), std::move(choices)};
 }
 

@@ -213,7 +213,7 @@ std::vector<TensorType> infer_pad(const InferContext& ctx) {
     int64_t d = x.shape[i];
     int64_t in = interior.empty() ? 0 : interior[k];
     int64_t n = checked_add(ctx, checked_add(ctx, low[k], high[k]),
-                         checked_add(ctx, d, checked_mul(ctx, std::max<int64_t>(d - 1, 0), in)));
+                            checked_add(ctx, d, checked_mul(ctx, std::max<int64_t>(d - 1, 0), in)));
     if (n < 0)
       ctx.fail("padding dim " + std::to_string(i) + " (size " + std::to_string(d) + ") with low " +
                std::to_string(low[k]) + ", high " + std::to_string(high[k]) + " and interior " +

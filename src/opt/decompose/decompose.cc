@@ -41,10 +41,10 @@ std::vector<Value> decompose_node(Graph& dst, const Node& node, std::span<const 
   check(fn != nullptr, "op '" + std::string(op_name(node.op)) + "' (node %" + node.name +
                            ") has no decomposition");
   std::vector<Value> out = fn(dst, node, operands);
-  check(out.size() == node.results.size(),
-        "decomposition of '" + std::string(op_name(node.op)) + "' returned " +
-            std::to_string(out.size()) + " values for " + std::to_string(node.results.size()) +
-            " results");
+  check(out.size() == node.results.size(), "decomposition of '" + std::string(op_name(node.op)) +
+                                               "' returned " + std::to_string(out.size()) +
+                                               " values for " +
+                                               std::to_string(node.results.size()) + " results");
   for (size_t i = 0; i < out.size(); ++i)
     check(dst.type(out[i]) == node.results[i],
           "decomposition of '" + std::string(op_name(node.op)) + "' (node %" + node.name +
@@ -75,18 +75,21 @@ std::vector<Value> expand(Graph& dst, const Node& node, std::span<const Value> o
                                    dst.type(operands[i]).shape));
   std::vector<Value> results = decompose_node(scratch, node, leaves);
   std::vector<std::vector<Value>> map(scratch.nodes().size());
-  for (size_t i = 0; i < operands.size(); ++i) map[static_cast<size_t>(leaves[i].node)] = {operands[i]};
+  for (size_t i = 0; i < operands.size(); ++i)
+    map[static_cast<size_t>(leaves[i].node)] = {operands[i]};
   for (size_t i = 0; i < scratch.nodes().size(); ++i) {
     const Node& n = scratch.nodes()[i];
     if (n.op == OpKind::Input) continue;
     std::vector<Value> ops;
-    for (Value v : n.operands) ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    for (Value v : n.operands)
+      ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
     Node renamed = n;
     renamed.name = "";  // fresh names in dst
     map[i] = expand(dst, renamed, ops, keep);
   }
   std::vector<Value> out;
-  for (Value v : results) out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  for (Value v : results)
+    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
   return out;
 }
 
@@ -98,11 +101,13 @@ Graph decompose(const Graph& g, const std::function<bool(OpKind)>& keep) {
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     std::vector<Value> ops;
-    for (Value v : n.operands) ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    for (Value v : n.operands)
+      ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
     map[i] = expand(dst, n, ops, keep);
   }
   std::vector<Value> outs;
-  for (Value v : g.outputs()) outs.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  for (Value v : g.outputs())
+    outs.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
   dst.set_outputs(outs);
   return dst;
 }
