@@ -69,8 +69,15 @@ class Graph {
   /// Appends a leaf input/param with an explicit type. The name must be new.
   Value add_leaf(OpKind op, std::string name, TensorType type);
 
+  // Every builder below mirrors the op of the same name in ops.def (semantics, jax.lax source)
+  // and docs/ops.md (attributes). Each throws rlx::Error — naming the op, the node and the
+  // operand types — when operands or attributes are ill-typed, and then leaves the graph as it
+  // was. Axes may be negative (counted from the end) unless said otherwise.
+
   // ---- leaves
+  /// A graph input fed per run, named `name` (must be new; letters, digits, _ . - /).
   Value input(std::string name, DType dtype, Shape shape);
+  /// A named weight, set once per executable (same naming rules as input).
   Value param(std::string name, DType dtype, Shape shape);
   /// A literal; the graph keeps its own copy of `value`.
   Value constant(const Tensor& value, std::string name = "");
@@ -78,9 +85,13 @@ class Graph {
   Value scalar(double v, DType dtype);
   /// Rank-0 constant of x's dtype: a "weak" scalar as in jnp (x * 0.5 keeps x's dtype).
   Value scalar_like(Value x, double v) { return scalar(v, dtype(x)); }
+  /// lax.broadcasted_iota: a numeric `dtype` tensor of `shape` whose element is its index along
+  /// `dimension` (0 <= dimension < rank).
   Value iota(DType dtype, Shape shape, int64_t dimension);
 
-  // ---- elementwise unary
+  // ---- elementwise unary: result has x's type. Transcendentals, rounding and activations need
+  // a float dtype; neg/abs/sign take floats or integers; logical_not takes bool or integers
+  // (bitwise); relu takes any numeric dtype.
   Value neg(Value x);
   Value abs(Value x);
   Value sign(Value x);
@@ -99,24 +110,36 @@ class Graph {
   Value erf(Value x);
   Value floor(Value x);
   Value ceil(Value x);
+  /// Round half to even (jnp.round).
   Value round(Value x);
   Value logical_not(Value x);
+  /// lax.convert_element_type: float -> int truncates and saturates (NaN -> 0), -> f16/bf16
+  /// rounds to nearest even (overflow -> inf), int -> int wraps, -> bool is x != 0.
   Value convert(Value x, DType dtype);
   Value relu(Value x);
+  /// Exact (erf) GELU, jax.nn.gelu(approximate=False).
   Value gelu(Value x);
+  /// tanh-approximate GELU, jax.nn.gelu(approximate=True).
   Value gelu_tanh(Value x);
   Value silu(Value x);
   Value softplus(Value x);
+  /// x >= 0 ? x : alpha * x (jax.nn.leaky_relu).
   Value leaky_relu(Value x, double alpha = 0.01);
 
-  // ---- elementwise binary (numpy broadcasting, jnp promotion)
+  // ---- elementwise binary: operands broadcast by numpy rules (the result has the broadcast
+  // shape) and are first promoted to a common dtype by jnp.promote_types (a `convert` is
+  // inserted). Arithmetic needs numeric dtypes; logical_and/or/xor take bool (logical) or
+  // integers (bitwise); comparisons take any dtype and return bool.
   Value add(Value x, Value y);
   Value sub(Value x, Value y);
   Value mul(Value x, Value y);
+  /// Integers truncate toward zero; x/0 = -1 and INT_MIN/-1 = INT_MIN (XLA).
   Value div(Value x, Value y);
   Value pow(Value x, Value y);
+  /// lax.max / lax.min: NaN if either operand is NaN.
   Value max(Value x, Value y);
   Value min(Value x, Value y);
+  /// Remainder with the sign of x (C fmod, lax.rem); integer x rem 0 = x.
   Value rem(Value x, Value y);
   Value logical_and(Value x, Value y);
   Value logical_or(Value x, Value y);
@@ -133,45 +156,78 @@ class Graph {
   Value clamp(Value lo, Value x, Value hi);
 
   // ---- linear algebra
+  /// lax.dot_general: lhs/rhs of one numeric dtype; `*_batch` dims pair up (equal sizes), as do
+  /// `*_contract` dims; result [batch..., lhs free..., rhs free...] of dtype `preferred` if
+  /// given (e.g. f32 for bf16 operands), else the operand dtype.
   Value dot_general(Value lhs, Value rhs, std::vector<int64_t> lhs_batch,
                     std::vector<int64_t> rhs_batch, std::vector<int64_t> lhs_contract,
                     std::vector<int64_t> rhs_contract,
                     std::optional<DType> preferred = std::nullopt);
+  /// numpy.matmul: x [..., M, K] @ y [..., K, N] -> [..., M, N], batch dims broadcast, 1-D
+  /// operands promoted and squeezed as numpy does; operands promoted to a common dtype.
   Value matmul(Value x, Value y);
 
-  // ---- reductions
+  // ---- reductions over `axes` (empty: no reduction), dropping them unless keepdims. An empty
+  // reduced extent gives the identity: sum 0, prod 1, max -inf / int min, min +inf / int max,
+  // mean NaN. Numeric dtypes; reduce_mean needs a float.
   Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims = false);
   Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims = false);
   Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims = false);
   Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims = false);
   Value reduce_prod(Value x, std::vector<int64_t> axes, bool keepdims = false);
+  /// jnp.argmax / argmin: index (i32 or i64) of the first extremum along `axis`; NaN counts as
+  /// the extremum. Any dtype; an empty axis is an error.
   Value argmax(Value x, int64_t axis, bool keepdims = false, DType index_dtype = DType::i32);
   Value argmin(Value x, int64_t axis, bool keepdims = false, DType index_dtype = DType::i32);
+  /// lax.cumsum along `axis` (numeric); `exclusive` shifts by one (first element 0), `reverse`
+  /// sums from the end.
   Value cumsum(Value x, int64_t axis, bool exclusive = false, bool reverse = false);
 
-  // ---- shape ops
+  // ---- shape ops (any dtype unless said)
+  /// Row-major reshape; one dim may be -1 (inferred). Element counts must match.
   Value reshape(Value x, std::vector<int64_t> shape);
+  /// out.dim[i] = x.dim[permutation[i]].
   Value transpose(Value x, std::vector<int64_t> permutation);
+  /// lax.broadcast_in_dim: x's dim i becomes result dim broadcast_dimensions[i] (size equal
+  /// or 1); the other result dims are new.
   Value broadcast_in_dim(Value x, std::vector<int64_t> shape,
                          std::vector<int64_t> broadcast_dimensions);
+  /// ONNX Expand: broadcast x to numpy.broadcast_shapes(x.shape, shape).
   Value expand(Value x, std::vector<int64_t> shape);
+  /// lax.slice: 0 <= start <= limit <= dim per dim; strides >= 1 ({} = all 1).
   Value slice(Value x, std::vector<int64_t> start, std::vector<int64_t> limit,
               std::vector<int64_t> strides = {});
+  /// lax.concatenate of >= 1 operands of one dtype and rank, equal except along `dimension`.
   Value concatenate(std::vector<Value> xs, int64_t dimension);
+  /// lax.pad with a rank-0 `padding_value` of x's dtype; low/high may be negative (crop),
+  /// interior >= 0 ({} = none).
   Value pad(Value x, Value padding_value, std::vector<int64_t> low, std::vector<int64_t> high,
             std::vector<int64_t> interior = {});
+  /// jnp.take(x, indices, axis): result x.shape[:axis] + indices.shape + x.shape[axis+1:];
+  /// integer indices are clamped to [0, n-1] (StableHLO gather semantics).
   Value gather(Value x, Value indices, int64_t axis);
+  /// jnp.take_along_axis: indices have x's rank (other dims broadcast); clamped like gather.
   Value take_along_axis(Value x, Value indices, int64_t axis);
+  /// Adjoint of gather: x with updates (shape x.shape[:axis] + indices.shape +
+  /// x.shape[axis+1:]) added at the indexed positions; out-of-range indices are dropped.
   Value scatter_add(Value x, Value indices, Value updates, int64_t axis);
+  /// lax.rev: reverse element order along `axes`.
   Value reverse(Value x, std::vector<int64_t> axes);
+  /// Remove the listed size-1 dims (lax.squeeze).
   Value squeeze(Value x, std::vector<int64_t> axes);
+  /// jnp.expand_dims: insert size-1 dims; `axes` index the result.
   Value expand_dims(Value x, std::vector<int64_t> axes);
   Value unsqueeze(Value x, std::vector<int64_t> axes) { return expand_dims(x, std::move(axes)); }
 
-  // ---- neural-network ops
+  // ---- neural-network ops (float dtypes)
+  /// jax.nn.softmax along `axis`, max-subtracted; an all -inf row gives NaN.
   Value softmax(Value x, int64_t axis = -1);
+  /// jax.nn.log_softmax: x - max - log(sum(exp(x - max))).
   Value log_softmax(Value x, int64_t axis = -1);
+  /// (x - mean) * rsqrt(var + eps) * scale + bias over dims [axis, rank) (two-pass variance);
+  /// scale and bias have shape x.shape[axis:] (ONNX LayerNormalization).
   Value layer_norm(Value x, Value scale, Value bias, int64_t axis = -1, double eps = 1e-5);
+  /// x * rsqrt(mean(x^2) + eps) * scale over dims [axis, rank); scale is x.shape[axis:].
   Value rms_norm(Value x, Value scale, int64_t axis = -1, double eps = 1e-6);
   /// Attention options; `mask` is "none", "causal", "sliding_window", "bool" or "bias".
   struct AttentionOptions {
@@ -183,25 +239,40 @@ class Graph {
   /// "bool", float for "bias") broadcasts to [B,Hq,Sq,Sk].
   Value attention(Value q, Value k, Value v, const AttentionOptions& options,
                   std::optional<Value> mask_tensor = std::nullopt);
+  /// Rotary embedding of x [..., S, D] with tables cos/sin [S, R/2] (numpy-broadcastable to
+  /// x[..., S, R/2]); layout "neox" rotates pairs (i, i + R/2), "gptj" pairs (2i, 2i + 1);
+  /// dims >= R pass through (partial rotary). Su et al., RoFormer (2021).
   Value rope(Value x, Value cos, Value sin, std::string layout = "neox");
+  /// lax.conv_general_dilated over x [N,C,W] / [N,C,H,W] with w [O,C/groups,kW] /
+  /// [O,C/groups,kH,kW] (PyTorch/ONNX layout); empty lists mean strides 1, pads 0, dilation 1.
   Value conv(Value x, Value w, std::vector<int64_t> strides = {}, std::vector<int64_t> pad_low = {},
              std::vector<int64_t> pad_high = {}, std::vector<int64_t> dilation = {},
              int64_t groups = 1);
+  /// Max over windows of the spatial dims of x [N,C,W] / [N,C,H,W]; padding counts as -inf;
+  /// empty strides mean 1 (ONNX MaxPool).
   Value max_pool(Value x, std::vector<int64_t> window, std::vector<int64_t> strides = {},
                  std::vector<int64_t> pad_low = {}, std::vector<int64_t> pad_high = {});
+  /// Mean over windows like max_pool; the divisor is the window size (count_include_pad) or
+  /// the number of non-padding elements (ONNX AveragePool).
   Value avg_pool(Value x, std::vector<int64_t> window, std::vector<int64_t> strides = {},
                  std::vector<int64_t> pad_low = {}, std::vector<int64_t> pad_high = {},
                  bool count_include_pad = true);
-  /// (values, indices) of the k largest along the last axis.
+  /// lax.top_k: (values, i32 indices) of the k largest along the last axis, descending, ties
+  /// by lower index; 0 <= k <= last dim.
   std::pair<Value, Value> top_k(Value x, int64_t k);
+  /// Per-example loss logsumexp(logits) - logits[label] for logits [..., C] (float) and
+  /// integer labels [...] (clamped into [0, C-1]); result [...].
   Value softmax_cross_entropy(Value logits, Value labels);
 
-  // ---- fused forms
+  // ---- fused forms (created by fusion passes; each decomposes to its unfused ops)
+  /// activation(matmul(x, w) + bias), activation "none", "relu", "gelu", "gelu_tanh" or
+  /// "silu"; bias broadcasts to the matmul result.
   Value fused_matmul_bias_act(Value x, Value w, Value bias, std::string activation = "none");
-  /// (norm, x + residual)
+  /// h = x + residual (same type); returns (layer_norm(h, scale, bias), h).
   std::pair<Value, Value> fused_residual_layer_norm(Value x, Value residual, Value scale,
                                                     Value bias, int64_t axis = -1,
                                                     double eps = 1e-5);
+  /// h = x + residual (same type); returns (rms_norm(h, scale), h).
   std::pair<Value, Value> fused_residual_rms_norm(Value x, Value residual, Value scale,
                                                   int64_t axis = -1, double eps = 1e-6);
   /// Applies `body` (a graph of elementwise ops whose inputs match `operands` in order and
