@@ -76,9 +76,8 @@ DType promote_types(DType a, DType b) {
   bool sa = dtype_category(a) == DTypeCategory::SignedInt;
   bool sb = dtype_category(b) == DTypeCategory::SignedInt;
   if (sa == sb) return width(a) >= width(b) ? a : b;  // only signed pairs reach here
-  DType s = sa ? a : b, u = sa ? b : a;               // u is u8
+  DType s = sa ? a : b;                               // the other one is u8
   // A signed type wider than u8 holds all of u8; i8 + u8 is i16 in jnp, i32 here.
-  (void)u;
   return width(s) > 1 ? s : DType::i32;
 }
 

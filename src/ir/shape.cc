@@ -1,6 +1,7 @@
 // Shape utilities and numpy broadcasting.
 #include "rlx/ir/shape.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "rlx/ir/error.h"

@@ -43,7 +43,8 @@ inline Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, double lo =
 }
 
 /// Per-dtype tolerances used when two computations of the same math are compared (a few ulp
-/// of the dtype). Golden tests use the same table (tests/ir/golden_test.cc).
+/// of the dtype). The golden suite has its own table with the same rtol values and an atol
+/// (tests/golden/golden_test.cc).
 inline double default_rtol(DType t) {
   switch (t) {
     case DType::f64:

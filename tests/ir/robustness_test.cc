@@ -131,6 +131,26 @@ TEST(Robustness, SlidingWindowLargerThanTheSequenceIsCausal) {
   EXPECT_TRUE(out[0].bitwise_equal(out[1])) << out[0].to_string() << " vs " << out[1].to_string();
 }
 
+TEST(Robustness, EmptyOperandsWithHugeDimsEvaluate) {
+  // Products of such dims overflowed int64 in kernels (UB), and fused_matmul_bias_act threw on
+  // the batch [2^40,2^40] of its empty result.
+  Graph g;
+  Value x = g.input("x", DType::f32, {k2p40, k2p40, 0});
+  Value a = g.input("a", DType::f32, {k2p40, 1, 0, 3});
+  Value w = g.input("w", DType::f32, {1, k2p40, 3, 0});
+  Value b = g.input("b", DType::f32, {1});
+  g.set_outputs({g.reduce_mean(x, {0, 1, 2}), g.softmax(x, -1), g.max_pool(x, {1}),
+                 g.fused_matmul_bias_act(a, w, b, "relu")});
+  auto out = evaluate(g, {{"x", Tensor(DType::f32, Shape{k2p40, k2p40, 0})},
+                          {"a", Tensor(DType::f32, Shape{k2p40, 1, 0, 3})},
+                          {"w", Tensor(DType::f32, Shape{1, k2p40, 3, 0})},
+                          {"b", Tensor(DType::f32, Shape{1})}});
+  EXPECT_TRUE(std::isnan(out[0].get_f64(0)));  // the mean of no elements
+  EXPECT_EQ(out[1].shape(), (Shape{k2p40, k2p40, 0}));
+  EXPECT_EQ(out[2].shape(), (Shape{k2p40, k2p40, 0}));
+  EXPECT_EQ(out[3].shape(), (Shape{k2p40, k2p40, 0, 0}));
+}
+
 TEST(Robustness, OutputsNeverAliasFeedsOrConstants) {
   Graph g;
   Value x = g.input("x", DType::f32, {2});
@@ -187,6 +207,21 @@ TEST(Robustness, HugeRanksAndNamesParseInLinearTime) {
   Graph l =
       Graph::parse("graph @g {\n  %" + name + " = input : f32[1]\n  return %" + name + "\n}\n");
   EXPECT_EQ(l.nodes()[0].name.size(), name.size());
+}
+
+TEST(Robustness, HugePoolWindowsCostNoMoreThanTheInput) {
+  // Huge padding makes a huge window legal; the evaluator visits only the window's
+  // intersection with the input. Output positions: floor((4 + 2*(2^40-2) - 2^40)/2^40) + 1 = 2;
+  // window 0 covers inputs 0..1 and window 1 inputs 2..3; padding counts in the divisor.
+  const int64_t k = int64_t{1} << 40;
+  Graph g;
+  Value x = g.input("x", DType::f64, {1, 1, 4});
+  g.set_outputs({g.avg_pool(x, {k}, {k}, {k - 2}, {k - 2})});
+  Tensor in = Tensor::from_doubles(DType::f64, Shape{1, 1, 4}, std::vector<double>{1, 2, 3, 4});
+  Tensor out = evaluate(g, {{"x", in}})[0];
+  EXPECT_EQ(out.shape(), (Shape{1, 1, 2}));
+  EXPECT_EQ(out.get_f64(0), 3.0 / static_cast<double>(k));
+  EXPECT_EQ(out.get_f64(1), 7.0 / static_cast<double>(k));
 }
 
 }  // namespace

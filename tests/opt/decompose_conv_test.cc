@@ -84,5 +84,17 @@ TEST(DecomposeConv, DecompositionUsesSlicesNotAPool) {
   EXPECT_EQ(pads, 1);
 }
 
+TEST(DecomposeConv, RefusesToUnrollAHugeWindow) {
+  // One slice per window element: a 2^40-element window (legal through huge padding) is
+  // refused with a message instead of building a graph that never finishes.
+  const int64_t k = int64_t{1} << 40;
+  Graph g;
+  Value x = g.input("x", DType::f32, {1, 1, 4});
+  g.set_outputs({g.max_pool(x, {k}, {k}, {k - 2}, {k - 2})});
+  EXPECT_EQ(testing::error_of([&] { decompose(g); }),
+            "max_pool (node %0): a window of 1099511627776.0 elements is too large to decompose "
+            "into slices (limit 1048576)");
+}
+
 }  // namespace
 }  // namespace rlx

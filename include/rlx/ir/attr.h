@@ -17,12 +17,14 @@ class Graph;
 
 /// The kinds of attribute value an op schema can declare.
 enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, DType, Tensor, Graph };
+/// Name of `t` in diagnostics: "int", "float", "bool", "string", "int list", "dtype", ...
 std::string_view attr_type_name(AttrType t);
 
 /// One attribute value. `Graph` holds a nested body (elementwise_region); it is immutable and
 /// shared between copies of the owning graph.
 using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, DType, Tensor,
                           std::shared_ptr<const Graph>>;
+/// The kind of value `a` holds (the variant's alternatives are in AttrType order).
 AttrType attr_type(const Attr& a);
 
 /// Attributes of one node, by name. Accessors throw rlx::Error naming the attribute when it is

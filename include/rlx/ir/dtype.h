@@ -10,6 +10,7 @@ namespace rlx {
 /// Element type of a tensor. The set mirrors the dtypes rlx runs on every backend.
 enum class DType : uint8_t { f32, f16, bf16, f64, i8, u8, i32, i64, bool_ };
 
+/// Number of DType values; they are 0 .. kNumDTypes - 1 in declaration order.
 inline constexpr int kNumDTypes = 9;
 
 /// Broad class of a dtype; passes and inference ask for the category, not for a list of dtypes.
@@ -21,6 +22,7 @@ int dtype_size(DType t);
 std::string_view dtype_name(DType t);
 /// Inverse of dtype_name; nullopt for an unknown name.
 std::optional<DType> parse_dtype(std::string_view name);
+/// Category of `t`; is_float / is_integer (signed or unsigned) / is_bool ask it.
 DTypeCategory dtype_category(DType t);
 inline bool is_float(DType t) { return dtype_category(t) == DTypeCategory::Float; }
 inline bool is_integer(DType t) {
@@ -54,11 +56,13 @@ bf16 bf16_from_double(double x);
 /// Exact widening conversions.
 float f16_to_float(f16 h);
 float bf16_to_float(bf16 h);
+/// f32 -> f16/bf16, rounded to nearest even as f16_from_double / bf16_from_double.
 inline f16 f16_from_float(float x) { return f16_from_double(x); }
 inline bf16 bf16_from_float(float x) { return bf16_from_double(x); }
 
 /// Rounds `x` to the value set of float dtype `t` (f64: identity, f32: cast, f16/bf16: RNE),
-/// returned as a double. Used by the reference evaluator so every float op rounds once.
+/// returned as a double; other dtypes return `x` unchanged. format_float uses it to find the
+/// shortest text that reads back to the same f16/bf16 value.
 double round_to_dtype(double x, DType t);
 
 }  // namespace rlx

@@ -20,6 +20,7 @@ enum class OpKind : uint16_t {
 #undef RLX_OP
 };
 
+/// Number of OpKind values (lines of ops.def); registry tables are arrays of this size.
 inline constexpr int kNumOps = 0
 #define RLX_OP(kind, mnemonic, n_in, n_out, traits, doc) +1
 #include "rlx/ir/ops.def"
@@ -30,14 +31,14 @@ inline constexpr int kNumOps = 0
 enum OpTrait : uint32_t {
   kLeaf = 1u << 0,         ///< no operands (input, param, constant, iota)
   kElementwise = 1u << 1,  ///< result element i depends only on operand elements at i
-  kUnary = 1u << 2,
-  kBinary = 1u << 3,
-  kCommutative = 1u << 4,
-  kCompare = 1u << 5,    ///< result dtype is bool
-  kReduction = 1u << 6,  ///< reduces attr axes / axis
-  kShapeOp = 1u << 7,    ///< moves data without arithmetic
-  kComposite = 1u << 8,  ///< has a decomposition into primitives (opt layer)
-  kFused = 1u << 9,      ///< created by a fusion pass
+  kUnary = 1u << 2,        ///< one operand
+  kBinary = 1u << 3,       ///< two operands of one dtype, numpy-broadcast
+  kCommutative = 1u << 4,  ///< op(x, y) == op(y, x)
+  kCompare = 1u << 5,      ///< result dtype is bool
+  kReduction = 1u << 6,    ///< reduces attr axes / axis
+  kShapeOp = 1u << 7,      ///< moves data without arithmetic
+  kComposite = 1u << 8,    ///< has a decomposition into primitives (opt layer)
+  kFused = 1u << 9,        ///< created by a fusion pass
 };
 
 /// How an attribute must appear on a node.
@@ -91,6 +92,7 @@ struct OpInfo {
 const OpInfo& op_info(OpKind kind);
 /// The op whose mnemonic is `name`, or nullopt.
 std::optional<OpKind> op_from_name(std::string_view name);
+/// The mnemonic of `kind` ("add", "dot_general", ...) as in the text form.
 inline std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 
 /// Checks `attrs` against the schema of `op`: rejects unknown names, wrong types and values

@@ -81,14 +81,13 @@ Tensor pool(const EvalContext& ctx, Reduce reduce) {
     for (int64_t oy = 0; oy < os[0]; ++oy)
       for (int64_t ox = 0; ox < os[1]; ++ox) {
         std::vector<double> vals;  // the in-bounds elements of this window
-        for (int64_t ky = 0; ky < k[0]; ++ky)
-          for (int64_t kx = 0; kx < k[1]; ++kx) {
-            int64_t iy = oy * stride[0] - lo[0] + ky;
-            int64_t ix = ox * stride[1] - lo[1] + kx;
-            if (iy < 0 || iy >= in[0] || ix < 0 || ix >= in[1]) continue;
+        // Loops run over the window's intersection with the input only, so a huge window
+        // (made legal by huge padding) costs no more than the input itself.
+        int64_t y0 = oy * stride[0] - lo[0], x0 = ox * stride[1] - lo[1];
+        for (int64_t iy = std::max<int64_t>(y0, 0); iy < std::min(y0 + k[0], in[0]); ++iy)
+          for (int64_t ix = std::max<int64_t>(x0, 0); ix < std::min(x0 + k[1], in[1]); ++ix)
             vals.push_back(x.get_f64((p * in[0] + iy) * in[1] + ix));
-          }
-        out.set_f64(flat++, reduce(vals, k[0] * k[1]));
+        out.set_f64(flat++, reduce(vals, static_cast<double>(k[0]) * static_cast<double>(k[1])));
       }
   return out;
 }
@@ -96,7 +95,7 @@ Tensor pool(const EvalContext& ctx, Reduce reduce) {
 std::vector<Tensor> eval_max_pool(const EvalContext& ctx) {
   // Padding is -inf, so it only shows when a window holds no input at all. NaN propagates as
   // in lax.max.
-  return {pool(ctx, [](const std::vector<double>& vals, int64_t) {
+  return {pool(ctx, [](const std::vector<double>& vals, double) {
     double m = -std::numeric_limits<double>::infinity();
     for (double v : vals) {
       if (std::isnan(v)) return v;
@@ -108,11 +107,11 @@ std::vector<Tensor> eval_max_pool(const EvalContext& ctx) {
 
 std::vector<Tensor> eval_avg_pool(const EvalContext& ctx) {
   bool include_pad = ctx.attrs().get_bool("count_include_pad");
-  return {pool(ctx, [include_pad](const std::vector<double>& vals, int64_t window_size) {
+  return {pool(ctx, [include_pad](const std::vector<double>& vals, double window_size) {
     double sum = 0;
     for (double v : vals) sum += v;
     // A window lying wholly in the padding divides 0 by 0 (NaN) when padding is not counted.
-    return sum / static_cast<double>(include_pad ? window_size : static_cast<int64_t>(vals.size()));
+    return sum / (include_pad ? window_size : static_cast<double>(vals.size()));
   })};
 }
 

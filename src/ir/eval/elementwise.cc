@@ -10,9 +10,37 @@
 #include "eval.h"
 
 namespace rlx::detail {
+
+// ---- scalar semantics declared in eval.h (also used by the nn, reduce and fused kernels)
+
+// lax.max / lax.min on floats: NaN when either operand is NaN.
+double max_nan(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a > b ? a : b;
+}
+
+double min_nan(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+// For x < 0, e^x / (1 + e^x), which cannot overflow.
+double logistic(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
+
+double gelu_tanh(double x) {
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
 namespace {
 
-// ---- scalar semantics shared by several kernels
+// ---- scalar semantics used only here
 
 // Integer arithmetic runs on int64 through uint64 so overflow wraps instead of being UB;
 // Tensor::set_i64 then wraps the result to the element dtype.
@@ -58,31 +86,7 @@ int64_t int_pow(int64_t base, int64_t exponent) {
   return acc;
 }
 
-// lax.max / lax.min on floats: NaN when either operand is NaN.
-double max_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a > b ? a : b;
-}
-double min_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a < b ? a : b;
-}
-
 double sign_float(double x) { return std::isnan(x) || x == 0.0 ? x : std::copysign(1.0, x); }
-
-// 1 / (1 + e^-x) without overflow: for x < 0 use e^x / (1 + e^x), which cannot overflow.
-double logistic(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
-
-double gelu_tanh(double x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
 
 double softplus(double x) { return std::log1p(std::exp(-std::fabs(x))) + max_nan(x, 0.0); }
 

@@ -45,6 +45,12 @@ int64_t ravel(std::span<const int64_t> index, const Shape& shape) {
   return flat;
 }
 
+int64_t dims_product(const Shape& shape, int begin, int end) {
+  int64_t p = 1;
+  for (int i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
 }  // namespace detail
 
 bool has_evaluator(OpKind op) { return detail::kernels()[static_cast<size_t>(op)] != nullptr; }
@@ -55,6 +61,15 @@ std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
   detail::EvalFn fn = detail::kernels()[static_cast<size_t>(n.op)];
   check(fn != nullptr,
         "reference evaluator: no kernel for op '" + std::string(op_name(n.op)) + "'");
+  // Results with no elements have nothing to compute. Skipping their kernel also keeps kernels
+  // from looping over, or multiplying, the dims an empty shape may have ([2^40,2^40,0] is valid).
+  bool all_empty = true;
+  for (const TensorType& t : n.results) all_empty = all_empty && t.shape.numel() == 0;
+  if (all_empty) {
+    std::vector<Tensor> empty;
+    for (const TensorType& t : n.results) empty.emplace_back(t.dtype, t.shape);
+    return empty;
+  }
   detail::EvalContext ctx{n, operands};
   std::vector<Tensor> out = fn(ctx);
   check(out.size() == n.results.size(),

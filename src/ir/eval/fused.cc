@@ -1,8 +1,6 @@
 // Reference kernels for fused ops: direct loops in double, each result rounded once; the region
 // op evaluates its body graph.
-#include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
 #include <vector>
 
@@ -11,15 +9,13 @@
 namespace rlx::detail {
 namespace {
 
-// The activations of fused_matmul_bias_act, with the formulas of their ops.def lines.
+// The activations of fused_matmul_bias_act: the scalar functions of the relu, gelu, gelu_tanh
+// and silu kernels.
 double activate(const std::string& act, double v) {
-  if (act == "relu") return std::isnan(v) ? v : std::max(v, 0.0);
-  if (act == "gelu") return v / 2 * (1 + std::erf(v / std::numbers::sqrt2));
-  if (act == "gelu_tanh") {
-    double c = std::sqrt(2 / std::numbers::pi);
-    return v / 2 * (1 + std::tanh(c * (v + 0.044715 * v * v * v)));
-  }
-  if (act == "silu") return v * (1 / (1 + std::exp(-v)));
+  if (act == "relu") return max_nan(v, 0.0);
+  if (act == "gelu") return gelu(v);
+  if (act == "gelu_tanh") return gelu_tanh(v);
+  if (act == "silu") return v * logistic(v);
   return v;  // "none"
 }
 
@@ -67,9 +63,8 @@ std::vector<Tensor> residual_norm(const EvalContext& ctx, Norm norm) {
   Tensor h(rt.dtype, rt.shape), out(rt.dtype, rt.shape);
   for (int64_t i = 0; i < h.numel(); ++i) h.set_f64(i, x.get_f64(i) + r.get_f64(i));
   int axis = rt.shape.normalize_axis(ctx.attrs().get_int("axis"));
-  int64_t inner = 1;
-  for (int d = axis; d < rt.shape.rank(); ++d) inner *= rt.shape[d];
-  int64_t rows = inner == 0 ? 0 : h.numel() / inner;
+  int64_t rows = dims_product(rt.shape, 0, axis);
+  int64_t inner = dims_product(rt.shape, axis, rt.shape.rank());
   std::vector<double> row(static_cast<size_t>(inner)), res(static_cast<size_t>(inner));
   for (int64_t q = 0; q < rows; ++q) {
     for (int64_t i = 0; i < inner; ++i) row[static_cast<size_t>(i)] = h.get_f64(q * inner + i);

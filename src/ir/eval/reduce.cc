@@ -54,11 +54,11 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Shape& in = x.shape();
   std::vector<bool> mask = reduced_mask(ctx, in.rank());
-  Shape kept = in;  // keepdims layout; the same row-major order as the squeezed result
-  int64_t count = 1;
+  Shape kept = in;   // keepdims layout; the same row-major order as the squeezed result
+  double count = 1;  // of the mean; a double, as x may be empty with huge reduced dims
   for (int i = 0; i < in.rank(); ++i) {
     if (!mask[static_cast<size_t>(i)]) continue;
-    count *= in[i];
+    count *= static_cast<double>(in[i]);
     kept[i] = 1;
   }
   const TensorType& t = ctx.result_type();
@@ -80,10 +80,8 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
       if constexpr (kKind == ReduceKind::kSum || kKind == ReduceKind::kMean) a += v;
       if constexpr (kKind == ReduceKind::kProd) a *= v;
       // NaN propagates (lax.max/min): once the accumulator is NaN it stays NaN.
-      if constexpr (kKind == ReduceKind::kMax)
-        a = std::isnan(a) || std::isnan(v) ? NAN : std::max(a, v);
-      if constexpr (kKind == ReduceKind::kMin)
-        a = std::isnan(a) || std::isnan(v) ? NAN : std::min(a, v);
+      if constexpr (kKind == ReduceKind::kMax) a = max_nan(a, v);
+      if constexpr (kKind == ReduceKind::kMin) a = min_nan(a, v);
     } else {
       int64_t v = x.get_i64(i);
       uint64_t& a = iacc[o];
@@ -100,7 +98,7 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
     if (fl) {
       // Mean over zero elements is 0/0 = NaN, as jnp.mean.
       if constexpr (kKind == ReduceKind::kMean)
-        out.set_f64(o, facc[oo] / static_cast<double>(count));
+        out.set_f64(o, facc[oo] / count);
       else
         out.set_f64(o, facc[oo]);
     } else {
@@ -114,22 +112,9 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
 struct AxisSplit {
   int64_t outer = 1, size = 1, inner = 1;
 };
-AxisSplit split_at(const Shape& shape, int axis) {
-  AxisSplit s;
-  for (int i = 0; i < shape.rank(); ++i) {
-    if (i < axis)
-      s.outer *= shape[i];
-    else if (i == axis)
-      s.size = shape[i];
-    else
-      s.inner *= shape[i];
-  }
-  return s;
-}
-
-int node_axis(const EvalContext& ctx, int rank) {
-  int64_t a = ctx.attrs().get_int("axis");
-  return static_cast<int>(a < 0 ? a + rank : a);
+AxisSplit split_at(const Shape& shape, int64_t axis) {
+  int a = shape.normalize_axis(axis);
+  return {dims_product(shape, 0, a), shape[a], dims_product(shape, a + 1, shape.rank())};
 }
 
 // True when element j should replace the current best `b` of an argmax (kMax) / argmin scan.
@@ -150,7 +135,7 @@ bool arg_better(const Tensor& x, int64_t j, int64_t b) {
 template <bool kMax>
 std::vector<Tensor> eval_arg_reduce(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
-  AxisSplit s = split_at(x.shape(), node_axis(ctx, x.shape().rank()));
+  AxisSplit s = split_at(x.shape(), ctx.attrs().get_int("axis"));
   const TensorType& t = ctx.result_type();
   Tensor out(t.dtype, t.shape);
   for (int64_t o = 0; o < s.outer; ++o) {
@@ -167,7 +152,7 @@ std::vector<Tensor> eval_arg_reduce(const EvalContext& ctx) {
 
 std::vector<Tensor> eval_cumsum(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
-  AxisSplit s = split_at(x.shape(), node_axis(ctx, x.shape().rank()));
+  AxisSplit s = split_at(x.shape(), ctx.attrs().get_int("axis"));
   bool exclusive = ctx.attrs().get_bool("exclusive");
   bool reverse = ctx.attrs().get_bool("reverse");
   bool fl = is_float(x.dtype());

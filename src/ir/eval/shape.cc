@@ -18,8 +18,6 @@ void copy_elem(Tensor& dst, int64_t di, const Tensor& src, int64_t si) {
               src.data() + static_cast<size_t>(si) * size, size);
 }
 
-int norm_axis(int64_t axis, int rank) { return static_cast<int>(axis < 0 ? axis + rank : axis); }
-
 Tensor result_tensor(const EvalContext& ctx) {
   const TensorType& t = ctx.result_type();
   return Tensor(t.dtype, t.shape);
@@ -90,7 +88,7 @@ std::vector<Tensor> eval_slice(const EvalContext& ctx) {
 
 std::vector<Tensor> eval_concatenate(const EvalContext& ctx) {
   Tensor out = result_tensor(ctx);
-  int dim = norm_axis(ctx.attrs().get_int("dimension"), out.shape().rank());
+  int dim = out.shape().normalize_axis(ctx.attrs().get_int("dimension"));
   int64_t offset = 0;
   for (const Tensor& x : ctx.operands) {
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -128,7 +126,7 @@ std::vector<Tensor> eval_pad(const EvalContext& ctx) {
 std::vector<Tensor> eval_gather(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Tensor& indices = ctx.operands[1];
-  int axis = norm_axis(ctx.attrs().get_int("axis"), x.shape().rank());
+  int axis = x.shape().normalize_axis(ctx.attrs().get_int("axis"));
   int ir = indices.shape().rank();
   Tensor out = result_tensor(ctx);
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -147,7 +145,7 @@ std::vector<Tensor> eval_take_along_axis(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Tensor& indices = ctx.operands[1];
   int rank = x.shape().rank();
-  int axis = norm_axis(ctx.attrs().get_int("axis"), rank);
+  int axis = x.shape().normalize_axis(ctx.attrs().get_int("axis"));
   Tensor out = result_tensor(ctx);
   Ints x_idx(static_cast<size_t>(rank)), ind_idx(static_cast<size_t>(rank));
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -170,7 +168,7 @@ std::vector<Tensor> eval_scatter_add(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Tensor& indices = ctx.operands[1];
   const Tensor& updates = ctx.operands[2];
-  int axis = norm_axis(ctx.attrs().get_int("axis"), x.shape().rank());
+  int axis = x.shape().normalize_axis(ctx.attrs().get_int("axis"));
   int ir = indices.shape().rank();
   int64_t n = x.shape()[axis];
   bool fp = is_float(x.dtype());
@@ -211,7 +209,7 @@ std::vector<Tensor> eval_reverse(const EvalContext& ctx) {
   int rank = x.shape().rank();
   std::vector<bool> flip(static_cast<size_t>(rank), false);
   for (int64_t a : ctx.attrs().get_ints("axes"))
-    flip[static_cast<size_t>(norm_axis(a, rank))] = true;
+    flip[static_cast<size_t>(x.shape().normalize_axis(a))] = true;
   Tensor out = result_tensor(ctx);
   for (int64_t i = 0; i < out.numel(); ++i) {
     Ints idx = unravel(i, out.shape());

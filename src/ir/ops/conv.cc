@@ -9,12 +9,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-std::string ints_to_string(const Ints& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // Floor division for a possibly negative numerator and a positive divisor.
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && (a < 0) ? 1 : 0); }
 

@@ -7,12 +7,6 @@
 namespace rlx::detail {
 namespace {
 
-std::string ints_to_string(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // Checks that every dim of `batch` and `contract` indexes `shape` and that no dim is used twice
 // (a dim is either batch, contracting or free). `side` is "lhs" or "rhs".
 void check_dims(const InferContext& ctx, const char* side, const Shape& shape,

@@ -37,6 +37,8 @@ inline AttrSpec def(std::string name, AttrType t, Attr value,
 }
 
 // ---- inference helpers (each fails through ctx with a located message)
+/// An int-list attribute as diagnostics print it: "[1,-2,3]" (its text-form spelling).
+inline std::string ints_to_string(const std::vector<int64_t>& v) { return Shape(v).to_string(); }
 /// Broadcast shape of all operands' shapes (numpy rules).
 Shape broadcast_operands(const InferContext& ctx, size_t first = 0, size_t count = SIZE_MAX);
 /// Fails unless every operand (from `first`) has the same dtype; returns it.

@@ -10,8 +10,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-std::string list_str(const Ints& v) { return Shape(v).to_string(); }
-
 // Every result goes through here, so a result whose numel overflows int64 fails with the
 // op's own message (emit() checks it again for every op).
 std::vector<TensorType> result(const InferContext& ctx, DType t, Shape s) {
@@ -28,14 +26,14 @@ std::vector<TensorType> result(const InferContext& ctx, DType t, Shape s) {
 
 void require_length(const InferContext& ctx, const char* attr, const Ints& v, int rank) {
   if (static_cast<int64_t>(v.size()) != rank)
-    ctx.fail(std::string(attr) + " " + list_str(v) + " must have one entry per dim (" +
+    ctx.fail(std::string(attr) + " " + ints_to_string(v) + " must have one entry per dim (" +
              std::to_string(rank) + "), got " + std::to_string(v.size()));
 }
 
 void require_non_negative(const InferContext& ctx, const char* attr, const Ints& v) {
   for (int64_t d : v)
     if (d < 0)
-      ctx.fail(std::string(attr) + " " + list_str(v) + " has a negative entry " +
+      ctx.fail(std::string(attr) + " " + ints_to_string(v) + " has a negative entry " +
                std::to_string(d));
 }
 
@@ -55,10 +53,10 @@ std::vector<TensorType> infer_reshape(const InferContext& ctx) {
   bool overflow = false;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1) {
-      if (wildcard >= 0) ctx.fail("shape " + list_str(dims) + " has more than one -1");
+      if (wildcard >= 0) ctx.fail("shape " + ints_to_string(dims) + " has more than one -1");
       wildcard = static_cast<int>(i);
     } else if (dims[i] < 0) {
-      ctx.fail("shape " + list_str(dims) + " has a negative dim " + std::to_string(dims[i]) +
+      ctx.fail("shape " + ints_to_string(dims) + " has a negative dim " + std::to_string(dims[i]) +
                " (only -1 is allowed)");
     } else {
       overflow = overflow || __builtin_mul_overflow(known, dims[i], &known);
@@ -68,15 +66,15 @@ std::vector<TensorType> infer_reshape(const InferContext& ctx) {
   if (wildcard >= 0) {
     // numel 0 with a 0 among the other dims leaves -1 undetermined; numpy rejects it too.
     if (!overflow && known == 0)
-      ctx.fail("cannot infer the -1 of shape " + list_str(dims) + " for " + x.shape.to_string() +
-               ": the other dims have 0 elements");
+      ctx.fail("cannot infer the -1 of shape " + ints_to_string(dims) + " for " +
+               x.shape.to_string() + ": the other dims have 0 elements");
     if (overflow || n % known != 0)
       ctx.fail("cannot reshape " + x.shape.to_string() + " (" + std::to_string(n) +
-               " elements) to " + list_str(dims) + ": not divisible by the other dims");
+               " elements) to " + ints_to_string(dims) + ": not divisible by the other dims");
     dims[static_cast<size_t>(wildcard)] = n / known;
   } else if (overflow || known != n) {
     ctx.fail("cannot reshape " + x.shape.to_string() + " (" + std::to_string(n) + " elements) to " +
-             list_str(dims) + " (" +
+             ints_to_string(dims) + " (" +
              (overflow ? std::string("more than 2^63") : std::to_string(known)) + " elements)");
   }
   return {{x.dtype, Shape(std::move(dims))}};
@@ -93,8 +91,8 @@ std::vector<TensorType> infer_transpose(const InferContext& ctx) {
     if (ok) seen[static_cast<size_t>(perm[i])] = true;
   }
   if (!ok)
-    ctx.fail("permutation " + list_str(perm) + " must list each of the " + std::to_string(rank) +
-             " dims of " + x.shape.to_string() + " exactly once");
+    ctx.fail("permutation " + ints_to_string(perm) + " must list each of the " +
+             std::to_string(rank) + " dims of " + x.shape.to_string() + " exactly once");
   Shape out;
   for (int64_t p : perm) out.dims().push_back(x.shape[static_cast<int>(p)]);
   return {{x.dtype, std::move(out)}};
@@ -107,15 +105,16 @@ std::vector<TensorType> infer_broadcast_in_dim(const InferContext& ctx) {
   require_non_negative(ctx, "shape", shape);
   int out_rank = static_cast<int>(shape.size());
   if (static_cast<int>(bd.size()) != x.shape.rank())
-    ctx.fail("broadcast_dimensions " + list_str(bd) + " must have one entry per operand dim (" +
-             std::to_string(x.shape.rank()) + "), got " + std::to_string(bd.size()));
+    ctx.fail("broadcast_dimensions " + ints_to_string(bd) +
+             " must have one entry per operand dim (" + std::to_string(x.shape.rank()) + "), got " +
+             std::to_string(bd.size()));
   std::vector<bool> seen(static_cast<size_t>(out_rank), false);
   for (size_t i = 0; i < bd.size(); ++i) {
     if (bd[i] < 0 || bd[i] >= out_rank)
       ctx.fail("broadcast_dimensions entry " + std::to_string(bd[i]) +
                " is out of range for result rank " + std::to_string(out_rank));
     if (seen[static_cast<size_t>(bd[i])])
-      ctx.fail("broadcast_dimensions " + list_str(bd) + " repeats " + std::to_string(bd[i]));
+      ctx.fail("broadcast_dimensions " + ints_to_string(bd) + " repeats " + std::to_string(bd[i]));
     seen[static_cast<size_t>(bd[i])] = true;
     int64_t d = x.shape[static_cast<int>(i)];
     int64_t want = shape[static_cast<size_t>(bd[i])];
@@ -123,7 +122,7 @@ std::vector<TensorType> infer_broadcast_in_dim(const InferContext& ctx) {
       ctx.fail("operand dim " + std::to_string(i) + " of size " + std::to_string(d) +
                " cannot broadcast to result dim " + std::to_string(bd[i]) + " of size " +
                std::to_string(want) + " (operand " + x.shape.to_string() + ", shape " +
-               list_str(shape) + ")");
+               ints_to_string(shape) + ")");
   }
   return result(ctx, x.dtype, Shape(shape));
 }
@@ -135,7 +134,7 @@ std::vector<TensorType> infer_expand(const InferContext& ctx) {
   auto out = broadcast_shapes(x.shape, Shape(shape));
   if (!out)
     ctx.fail("operand shape " + x.shape.to_string() + " does not broadcast with shape " +
-             list_str(shape));
+             ints_to_string(shape));
   return result(ctx, x.dtype, *out);
 }
 
@@ -156,7 +155,7 @@ std::vector<TensorType> infer_slice(const InferContext& ctx) {
       ctx.fail("slice of dim " + std::to_string(i) + " (size " + std::to_string(x.shape[i]) +
                ") needs 0 <= start <= limit <= size, got start " + std::to_string(s) +
                " and limit " + std::to_string(l));
-    if (st < 1) ctx.fail("strides " + list_str(strides) + " must be >= 1");
+    if (st < 1) ctx.fail("strides " + ints_to_string(strides) + " must be >= 1");
     out.dims().push_back(l == s ? 0 : (l - s - 1) / st + 1);
   }
   return {{x.dtype, std::move(out)}};
@@ -282,7 +281,7 @@ std::vector<TensorType> infer_scatter_add(const InferContext& ctx) {
   want.insert(want.end(), idx.shape.dims().begin(), idx.shape.dims().end());
   want.insert(want.end(), x.shape.dims().begin() + axis + 1, x.shape.dims().end());
   if (upd.shape.dims() != want)
-    ctx.fail("updates shape must be " + list_str(want) +
+    ctx.fail("updates shape must be " + ints_to_string(want) +
              " (x.shape[:axis] + indices.shape + x.shape[axis+1:]), got " + upd.shape.to_string());
   return {x};
 }

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "decompose.h"
+#include "rlx/ir/error.h"
+#include "rlx/ir/text_util.h"
 
 namespace rlx::detail {
 namespace {
@@ -17,6 +19,7 @@ using Ints = std::vector<int64_t>;
 struct PoolGeometry {
   Ints window, strides, lo, hi;
   bool padded = false;  // any non-zero pad
+  int64_t size = 1;     // elements per window
 };
 
 Ints expand_list(const Ints& v, size_t spatial, int64_t fill) {
@@ -31,6 +34,16 @@ PoolGeometry pool_geometry(const Node& node) {
   p.lo = expand_list(node.attrs.get_ints("pad_low"), sp, 0);
   p.hi = expand_list(node.attrs.get_ints("pad_high"), sp, 0);
   for (size_t i = 0; i < sp; ++i) p.padded = p.padded || p.lo[i] != 0 || p.hi[i] != 0;
+  // The decomposition unrolls one slice per window element; refuse windows whose unrolled
+  // graph could not reasonably be built (a 1024x1024 global pool is within the limit).
+  constexpr double kMaxWindowElements = 1 << 20;
+  double elements = 1;
+  for (int64_t k : p.window) elements *= static_cast<double>(k);
+  check(elements <= kMaxWindowElements,
+        std::string(op_name(node.op)) + " (node %" + node.name + "): a window of " +
+            format_float(elements) + " elements is too large to decompose into slices (limit " +
+            std::to_string(static_cast<int64_t>(kMaxWindowElements)) + ")");
+  p.size = static_cast<int64_t>(elements);
   return p;
 }
 
@@ -113,9 +126,7 @@ std::vector<Value> decompose_avg_pool(Graph& g, const Node& node, std::span<cons
       reduce_windows(g, node, ops[0], p, 0.0, [&g](Value a, Value b) { return g.add(a, b); });
   if (p.padded && !node.attrs.get_bool("count_include_pad"))
     return {g.div(sum, window_counts(g, node, g.shape(ops[0]), p))};
-  int64_t size = 1;
-  for (int64_t k : p.window) size *= k;
-  return {g.div(sum, g.scalar_like(sum, static_cast<double>(size)))};
+  return {g.div(sum, g.scalar_like(sum, static_cast<double>(p.size)))};
 }
 
 }  // namespace

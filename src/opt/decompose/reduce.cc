@@ -14,13 +14,13 @@ std::vector<Value> decompose_reduce_mean(Graph& g, const Node& node,
   DType t = g.dtype(x);
   const Shape& s = g.shape(x);
   std::vector<int64_t> axes = node.attrs.get_ints("axes");
-  int64_t n = 1;
-  for (int64_t a : axes) n *= s[static_cast<int>(a < 0 ? a + s.rank() : a)];
+  double n = 1;  // a double: x may be empty with reduced dims whose product overflows int64
+  for (int64_t a : axes) n *= static_cast<double>(s[static_cast<int>(a < 0 ? a + s.rank() : a)]);
   bool upcast = t == DType::f16 || t == DType::bf16;
   DType ct = upcast ? DType::f32 : t;
   if (upcast) x = g.convert(x, ct);
   Value sum = g.reduce_sum(x, axes, node.attrs.get_bool("keepdims"));
-  Value mean = g.div(sum, g.scalar(static_cast<double>(n), ct));
+  Value mean = g.div(sum, g.scalar(n, ct));
   if (upcast) mean = g.convert(mean, t);
   return {mean};
 }
