@@ -1,0 +1,57 @@
+// Factories for the graph passes of rlx_opt. Each pass is described at its factory: what it
+// rewrites and when it does nothing. All preserve reference-evaluator semantics.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rlx/opt/pass.h"
+
+namespace rlx {
+
+/// "dce": removes nodes whose results reach no graph output. Inputs and params stay (they are
+/// the graph's signature) even when unused.
+std::unique_ptr<Pass> create_dce_pass();
+
+/// "cse": merges nodes with the same op, operands and attributes (constants compared by value
+/// bits), keeping the first; commutative ops match with operands swapped.
+std::unique_ptr<Pass> create_cse_pass();
+
+/// "fold-constants": evaluates (reference evaluator) every non-leaf node whose operands are all
+/// constants and whose results have at most `max_elements` elements in total, replacing it by
+/// a constant. Larger results are left alone so huge constants are never materialised.
+std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{1} << 16);
+
+/// "simplify": algebraic identities — x+0, x-0, x*1, x/1 (when the result type equals x's),
+/// x*0 -> 0 for integers only (floats keep NaN/inf/-0 semantics), transpose of transpose,
+/// reshape of reshape, identity transpose/reshape/convert, convert-of-convert when the middle
+/// type holds every value of the source, broadcast of a scalar constant -> a splat constant.
+std::unique_ptr<Pass> create_simplify_pass();
+
+/// "legalize-broadcast": makes every implicit numpy broadcast explicit with broadcast_in_dim,
+/// so elementwise operands have the result's shape (StableHLO/XLA require it).
+std::unique_ptr<Pass> create_legalize_broadcast_pass();
+
+/// "fuse-matmul-bias-act": matmul -> add(bias) -> optional relu/gelu/gelu_tanh/silu becomes one
+/// fused_matmul_bias_act, when the intermediate values have no other use.
+std::unique_ptr<Pass> create_fuse_matmul_bias_act_pass();
+
+/// "fuse-residual-norm": add -> layer_norm / rms_norm becomes fused_residual_layer_norm /
+/// fused_residual_rms_norm (whose second result replaces other uses of the add).
+std::unique_ptr<Pass> create_fuse_residual_norm_pass();
+
+/// "fuse-attention": matmul/dot_general(q, k^T) -> scale -> (mask) -> softmax -> matmul(v),
+/// as exporters and hand-written models produce it, becomes one attention node.
+std::unique_ptr<Pass> create_fuse_attention_pass();
+
+/// "mark-elementwise-regions": maximal chains of elementwise ops (two or more) become one
+/// elementwise_region node each.
+std::unique_ptr<Pass> create_mark_elementwise_regions_pass();
+
+/// "decompose" (or `name`): replaces every composite op for which `keep(op)` is false by its
+/// decomposition (rlx::decompose). With keep = "not fused" it is the inverse of the fusions.
+std::unique_ptr<Pass> create_decompose_pass(std::function<bool(OpKind)> keep = {},
+                                            std::string name = "decompose");
+
+}  // namespace rlx
