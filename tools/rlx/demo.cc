@@ -6,35 +6,38 @@
 namespace rlx::tools {
 
 Graph build_encoder_block(const BlockConfig& c) {
-  Graph g("encoder_block");
+  Graph g(c.layers == 1 ? "encoder_block" : "encoder");
   const int64_t dh = c.hidden / c.heads;
   Value x = g.input("x", DType::f32, Shape{c.batch, c.seq, c.hidden});
+  std::string prefix;
   auto linear = [&](Value in, const std::string& name, int64_t n_in, int64_t n_out) {
-    Value w = g.param(name + ".weight", DType::f32, Shape{n_in, n_out});
-    Value b = g.param(name + ".bias", DType::f32, Shape{n_out});
+    Value w = g.param(prefix + name + ".weight", DType::f32, Shape{n_in, n_out});
+    Value b = g.param(prefix + name + ".bias", DType::f32, Shape{n_out});
     return g.add(g.matmul(in, w), b);
   };
   // [B,S,H] -> [B,heads,S,dh]
   auto split_heads = [&](Value t) {
     return g.transpose(g.reshape(t, {c.batch, c.seq, c.heads, dh}), {0, 2, 1, 3});
   };
-  Value q = split_heads(linear(x, "attention.q", c.hidden, c.hidden));
-  Value k = split_heads(linear(x, "attention.k", c.hidden, c.hidden));
-  Value v = split_heads(linear(x, "attention.v", c.hidden, c.hidden));
-  Graph::AttentionOptions opts;
-  opts.mask = c.causal ? "causal" : "none";
-  Value a = g.attention(q, k, v, opts);
-  a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {c.batch, c.seq, c.hidden});
-  Value o = linear(a, "attention.out", c.hidden, c.hidden);
   auto norm = [&](Value t, const std::string& name) {
-    Value s = g.param(name + ".weight", DType::f32, Shape{c.hidden});
-    Value b = g.param(name + ".bias", DType::f32, Shape{c.hidden});
+    Value s = g.param(prefix + name + ".weight", DType::f32, Shape{c.hidden});
+    Value b = g.param(prefix + name + ".bias", DType::f32, Shape{c.hidden});
     return g.layer_norm(t, s, b, -1, 1e-12);
   };
-  Value h = norm(g.add(x, o), "attention.norm");
-  Value f = g.gelu(linear(h, "ffn.in", c.hidden, c.ffn));
-  Value y = norm(g.add(h, linear(f, "ffn.out", c.ffn, c.hidden)), "ffn.norm");
-  g.set_outputs({y});
+  Graph::AttentionOptions opts;
+  opts.mask = c.causal ? "causal" : "none";
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    prefix = c.layers == 1 ? "" : "layer." + std::to_string(layer) + ".";
+    Value q = split_heads(linear(x, "attention.q", c.hidden, c.hidden));
+    Value k = split_heads(linear(x, "attention.k", c.hidden, c.hidden));
+    Value v = split_heads(linear(x, "attention.v", c.hidden, c.hidden));
+    Value a = g.attention(q, k, v, opts);
+    a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {c.batch, c.seq, c.hidden});
+    Value h = norm(g.add(x, linear(a, "attention.out", c.hidden, c.hidden)), "attention.norm");
+    Value f = g.gelu(linear(h, "ffn.in", c.hidden, c.ffn));
+    x = norm(g.add(h, linear(f, "ffn.out", c.ffn, c.hidden)), "ffn.norm");
+  }
+  g.set_outputs({x});
   return g;
 }
 

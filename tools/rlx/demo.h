@@ -8,14 +8,15 @@
 
 namespace rlx::tools {
 
-/// Sizes of the demo encoder block (post-LN BERT layer: self-attention + GELU FFN).
+/// Sizes of the demo encoder (post-LN BERT layers: self-attention + GELU FFN).
 struct BlockConfig {
-  int64_t batch = 2, seq = 16, hidden = 64, heads = 4, ffn = 256;
+  int64_t batch = 2, seq = 16, hidden = 64, heads = 4, ffn = 256, layers = 1;
   bool causal = false;
 };
 
-/// Builds the block: input "x" [batch, seq, hidden] f32, params named like BERT's
-/// ("attention.q.weight", ...), output [batch, seq, hidden].
+/// Builds `layers` encoder layers: input "x" [batch, seq, hidden] f32, params named like
+/// BERT's ("attention.q.weight", prefixed "layer.N." when layers > 1), output
+/// [batch, seq, hidden].
 Graph build_encoder_block(const BlockConfig& cfg);
 
 /// Seeded random values for every input and param of `g` (uniform in [-0.5, 0.5); norm

@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   demo->add_option("--ffn", cfg.ffn, "FFN size")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--layers", cfg.layers, "encoder layers")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   demo->add_flag("--causal", cfg.causal, "causal attention mask");
   demo->add_option("--seed", seed, "random seed for weights and input")->capture_default_str();
   demo->add_flag("--quiet", quiet, "do not print the IR");
