@@ -1,10 +1,12 @@
-// Decomposition table and the recursive graph rewrite that expands composites.
+// Decomposition table and the recursive rewrite that expands composites.
 #include "decompose.h"
 
 #include <array>
 #include <mutex>
+#include <optional>
 
 #include "rlx/ir/error.h"
+#include "rlx/opt/rewrite.h"
 
 namespace rlx {
 namespace detail {
@@ -55,19 +57,14 @@ std::vector<Value> decompose_node(Graph& dst, const Node& node, std::span<const 
 
 namespace {
 
-// Copies `node` into dst (operands already mapped), expanding it when it is a composite that
-// is not kept. Recursion handles decompositions that emit further composites.
-std::vector<Value> expand(Graph& dst, const Node& node, std::span<const Value> operands,
-                          const std::function<bool(OpKind)>& keep) {
-  const OpInfo& info = op_info(node.op);
-  bool expand_it = info.has(kComposite) && !(keep && keep(node.op));
-  if (node.op == OpKind::Input || node.op == OpKind::Param)
-    return {dst.add_leaf(node.op, node.name, node.results[0])};
-  if (!expand_it)
-    return dst.emit(node.op, std::vector<Value>(operands.begin(), operands.end()), node.attrs,
-                    node.name);
-  // Decompose into a scratch graph whose leaves stand for the operands, then expand that
-  // graph's nodes (recursively) into dst.
+// The decomposition of `node` (operands already in dst) when it is a composite that is not
+// kept, or nullopt to copy it. Recursion expands composites the decomposition itself emits.
+std::optional<std::vector<Value>> expand(Graph& dst, const Node& node,
+                                         std::span<const Value> operands,
+                                         const std::function<bool(OpKind)>& keep) {
+  if (!op_info(node.op).has(kComposite) || (keep && keep(node.op))) return std::nullopt;
+  // Decompose into a scratch graph whose leaves stand for the operands, then copy that graph's
+  // nodes into dst under fresh names, expanding them in turn.
   Graph scratch("decompose");
   std::vector<Value> leaves;
   for (size_t i = 0; i < operands.size(); ++i)
@@ -83,9 +80,8 @@ std::vector<Value> expand(Graph& dst, const Node& node, std::span<const Value> o
     std::vector<Value> ops;
     for (Value v : n.operands)
       ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    Node renamed = n;
-    renamed.name = "";  // fresh names in dst
-    map[i] = expand(dst, renamed, ops, keep);
+    std::optional<std::vector<Value>> sub = expand(dst, n, ops, keep);
+    map[i] = sub ? std::move(*sub) : dst.emit(n.op, std::move(ops), n.attrs);
   }
   std::vector<Value> out;
   for (Value v : results)
@@ -96,20 +92,9 @@ std::vector<Value> expand(Graph& dst, const Node& node, std::span<const Value> o
 }  // namespace
 
 Graph decompose(const Graph& g, const std::function<bool(OpKind)>& keep) {
-  Graph dst(g.name());
-  std::vector<std::vector<Value>> map(g.nodes().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    std::vector<Value> ops;
-    for (Value v : n.operands)
-      ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    map[i] = expand(dst, n, ops, keep);
-  }
-  std::vector<Value> outs;
-  for (Value v : g.outputs())
-    outs.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  dst.set_outputs(outs);
-  return dst;
+  return rewrite(g, [&](Graph& dst, const Node& n, std::span<const Value> operands) {
+    return expand(dst, n, operands, keep);
+  });
 }
 
 }  // namespace rlx

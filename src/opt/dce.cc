@@ -1,0 +1,61 @@
+// "dce": dead-code elimination by use counts, keeping the graph's inputs and params.
+#include "rlx/opt/passes.h"
+#include "rlx/opt/rewrite.h"
+
+namespace rlx {
+namespace {
+
+class DcePass : public Pass {
+ public:
+  std::string_view name() const override { return "dce"; }
+
+  bool run(Graph& g) override {
+    const std::vector<Node>& nodes = g.nodes();
+    // Walk backwards: a node none of whose results is used is dead, and its operands lose one
+    // use each, so whole dead chains fall in one sweep.
+    std::vector<std::vector<int>> uses = use_counts(g);
+    std::vector<bool> live(nodes.size(), true);
+    bool changed = false;
+    for (size_t i = nodes.size(); i-- > 0;) {
+      const Node& n = nodes[i];
+      if (n.op == OpKind::Input || n.op == OpKind::Param) continue;
+      bool used = false;
+      for (int u : uses[i]) used = used || u > 0;
+      if (used) continue;
+      live[i] = false;
+      changed = true;
+      for (Value v : n.operands) --uses[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    }
+    if (!changed) return false;
+    // rewrite() copies every node, so the survivors are copied here in the same way: leaves
+    // and names kept, operands remapped.
+    Graph out(g.name());
+    std::vector<std::vector<Value>> map(nodes.size());
+    auto mapped = [&](Value v) {
+      return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    };
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (!live[i]) continue;
+      if (n.op == OpKind::Input || n.op == OpKind::Param) {
+        map[i] = {out.add_leaf(n.op, n.name, n.results[0])};
+        continue;
+      }
+      std::vector<Value> operands;
+      operands.reserve(n.operands.size());
+      for (Value v : n.operands) operands.push_back(mapped(v));
+      map[i] = out.emit(n.op, std::move(operands), n.attrs, n.name);
+    }
+    std::vector<Value> outs;
+    for (Value v : g.outputs()) outs.push_back(mapped(v));
+    out.set_outputs(std::move(outs));
+    g = std::move(out);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> create_dce_pass() { return std::make_unique<DcePass>(); }
+
+}  // namespace rlx
