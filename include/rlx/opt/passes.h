@@ -18,9 +18,10 @@ std::unique_ptr<Pass> create_dce_pass();
 /// bits), keeping the first; commutative ops match with operands swapped.
 std::unique_ptr<Pass> create_cse_pass();
 
-/// "fold-constants": evaluates (reference evaluator) every non-leaf node whose operands are all
-/// constants and whose results have at most `max_elements` elements in total, replacing it by
-/// a constant. Larger results are left alone so huge constants are never materialised.
+/// "fold-constants": evaluates (reference evaluator) every node other than input/param/constant
+/// (iota included) whose operands are all constants and whose results have at most
+/// `max_elements` elements in total, replacing it by a constant. Larger results are left alone
+/// so huge constants are never materialised. Throws rlx::Error for max_elements < 0.
 std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{1} << 16);
 
 /// "simplify": algebraic identities — x+0, x-0, x*1, x/1 (when the result type equals x's),

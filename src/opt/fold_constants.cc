@@ -1,0 +1,71 @@
+// The "fold-constants" pass: evaluates nodes whose operands are all constants.
+#include <string>
+
+#include "rlx/ir/error.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/opt/passes.h"
+#include "rlx/opt/rewrite.h"
+
+namespace rlx {
+namespace {
+
+class FoldConstantsPass final : public Pass {
+ public:
+  explicit FoldConstantsPass(int64_t max_elements) : max_elements_(max_elements) {}
+
+  std::string_view name() const override { return "fold-constants"; }
+
+  bool run(Graph& g) override {
+    bool changed = false;
+    // rewrite() hands `fold` operands already mapped into the new graph, so a node folded
+    // earlier in this walk is a constant there and its users fold in the same run.
+    Graph out = rewrite(g,
+                        [&](Graph& dst, const Node& n,
+                            std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+                          if (!foldable(dst, n, operands)) return std::nullopt;
+                          std::vector<Tensor> args;
+                          args.reserve(operands.size());
+                          for (Value v : operands)
+                            args.push_back(dst.node(v).attrs.get_tensor("value"));
+                          std::vector<Tensor> results = evaluate_op(n.op, args, n.attrs);
+                          std::vector<Value> repl;
+                          repl.reserve(results.size());
+                          // The folded node's name is the hint, so dumps still show where a
+                          // constant came from; results after the first get the builder's unique
+                          // suffix (%top, %top_1).
+                          for (const Tensor& t : results) repl.push_back(dst.constant(t, n.name));
+                          changed = true;
+                          return repl;
+                        });
+    if (changed) g = std::move(out);
+    return changed;
+  }
+
+ private:
+  /// True when `n` is computed from constants alone (or, like iota, from its attributes) and
+  /// its results are small enough to materialise. Inputs and params never reach here.
+  bool foldable(const Graph& dst, const Node& n, std::span<const Value> operands) const {
+    if (n.op == OpKind::Constant || !has_evaluator(n.op)) return false;
+    for (Value v : operands)
+      if (dst.node(v).op != OpKind::Constant) return false;
+    int64_t total = 0;
+    for (const TensorType& t : n.results) {
+      int64_t k = t.shape.numel();
+      if (k > max_elements_ - total) return false;
+      total += k;
+    }
+    return true;
+  }
+
+  int64_t max_elements_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements) {
+  check(max_elements >= 0,
+        "fold-constants: max_elements must be >= 0, got " + std::to_string(max_elements));
+  return std::make_unique<FoldConstantsPass>(max_elements);
+}
+
+}  // namespace rlx
