@@ -70,10 +70,13 @@ inline RandomGraph make_random_graph(uint64_t seed, int num_ops = 12) {
         y = g.tanh(x);
         break;
       case 2:
-        y = g.exp(g.min(x, g.scalar(3.0, DType::f32)));
+        // The bound is itself a constant expression, which fold-constants evaluates.
+        y = g.exp(g.min(x, g.add(g.scalar(2.0, DType::f32), g.scalar(1.0, DType::f32))));
         break;
       case 3:
-        y = g.sqrt(g.abs(x));
+        // sqrt(|x| + 1), not sqrt(|x|): near 0 sqrt turns a legitimate 1e-8 difference (a
+        // composite computed in double vs its f32 decomposition, e.g. gelu(-6)) into 1e-4.
+        y = g.sqrt(g.add(g.abs(x), g.scalar(1.0, DType::f32)));
         break;
       case 4:
         y = g.add(x, partner(x));
@@ -122,7 +125,19 @@ inline RandomGraph make_random_graph(uint64_t seed, int num_ops = 12) {
         std::string name = "w" + std::to_string(step);
         Value w = g.param(name, DType::f32, Shape{k, n});
         r.feeds[name] = random_tensor(DType::f32, Shape{k, n}, rng());
-        y = pick(2) ? g.gelu(g.matmul(x, w)) : g.matmul(x, w);
+        Value mm = g.matmul(x, w);
+        switch (pick(3)) {
+          case 0:
+            y = g.gelu(mm);
+            break;
+          case 1: {  // matmul + bias (+ relu): what fuse-matmul-bias-act looks for
+            Value bias = g.constant(random_tensor(DType::f32, Shape{n}, rng()));
+            y = pick(2) ? g.relu(g.add(mm, bias)) : g.add(bias, mm);
+            break;
+          }
+          default:
+            y = mm;
+        }
         break;
       }
       default: {

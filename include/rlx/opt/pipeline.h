@@ -1,0 +1,45 @@
+// The standard compile pipeline a backend composes: verify -> legalize -> DCE -> fold -> CSE ->
+// simplify -> fusions (those the backend claims) -> AMP -> DCE -> memory plan.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rlx/opt/legalize.h"
+#include "rlx/opt/memory_plan.h"
+#include "rlx/opt/pass.h"
+#include "rlx/opt/precision.h"
+
+namespace rlx {
+
+/// What a backend tells the pipeline, plus the user's switches (CompileOptions later).
+struct PipelineOptions {
+  std::string backend = "reference";
+  /// Ops the backend runs natively; empty means every op (the reference evaluator).
+  std::set<OpKind> supported;
+  DispatchOptions dispatch;
+  /// Absent: the graph keeps its dtypes (AlwaysF32 on f32 graphs).
+  std::optional<PrecisionPolicy> precision;
+  bool dce = true;
+  bool fold_constants = true;
+  int64_t fold_max_elements = int64_t{1} << 16;
+  int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
+};
+
+/// The pipeline's result: the graph the backend lowers, its memory plan, the dispatch report
+/// and per-pass wall times.
+struct PipelineResult {
+  Graph graph;
+  MemoryPlan plan;
+  DispatchReport report;
+  std::vector<PassTiming> timings;
+};
+
+/// Runs the standard pipeline on a copy of `g` (`g` is unchanged). A fusion pass runs only when
+/// the backend claims the fused op it creates. Throws rlx::Error when `g` fails verification
+/// (listing the diagnostics) or legalization fails (listing every unsupported op).
+PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& options);
+
+}  // namespace rlx

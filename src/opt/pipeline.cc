@@ -1,0 +1,48 @@
+// The standard compile pipeline (ARCHITECTURE.md "Compile flow").
+#include "rlx/opt/pipeline.h"
+
+#include <chrono>
+
+#include "rlx/ir/error.h"
+#include "rlx/opt/passes.h"
+
+namespace rlx {
+
+PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
+  auto diags = g.verify();
+  if (!diags.empty()) {
+    std::string all;
+    for (const auto& d : diags) all += "\n  " + d;
+    throw Error("graph '" + g.name() + "' is invalid:" + all);
+  }
+  std::set<OpKind> supported = o.supported;
+  if (supported.empty())
+    for (int i = 0; i < kNumOps; ++i) supported.insert(static_cast<OpKind>(i));
+  auto claims = [&](OpKind op) { return supported.count(op) != 0; };
+
+  PipelineResult r{g, {}, {}, {}};
+  PassManager pm;
+  pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
+  if (o.dce) pm.add(create_dce_pass());
+  if (o.fold_constants) pm.add(create_fold_constants_pass(o.fold_max_elements));
+  pm.add(create_cse_pass());
+  pm.add(create_simplify_pass());
+  if (claims(OpKind::Attention)) pm.add(create_fuse_attention_pass());
+  if (claims(OpKind::FusedMatMulBiasAct)) pm.add(create_fuse_matmul_bias_act_pass());
+  if (claims(OpKind::FusedResidualLayerNorm) || claims(OpKind::FusedResidualRmsNorm))
+    pm.add(create_fuse_residual_norm_pass());
+  if (o.precision) pm.add(create_amp_pass(*o.precision));
+  if (claims(OpKind::ElementwiseRegion)) pm.add(create_mark_elementwise_regions_pass());
+  if (o.dce) pm.add(create_dce_pass());
+  pm.run(r.graph);
+  r.timings = pm.timings();
+
+  auto t0 = std::chrono::steady_clock::now();
+  r.plan = plan_memory(r.graph, o.alignment);
+  auto t1 = std::chrono::steady_clock::now();
+  r.timings.push_back(
+      {"memory-plan", std::chrono::duration<double, std::milli>(t1 - t0).count(), false});
+  return r;
+}
+
+}  // namespace rlx
