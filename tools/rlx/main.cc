@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "demo.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
+#include "rlx/opt/passes.h"
+#include "rlx/opt/pipeline.h"
 
 namespace {
 
@@ -43,23 +46,88 @@ int run_demo(const tools::BlockConfig& cfg, uint64_t seed, bool print_ir) {
   return 0;
 }
 
-int run_check(const std::string& path) {
+// Reads and parses a text IR file; parse errors become "FILE:L:C: ..." as compilers print them.
+Graph load_graph(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  Graph g;
   try {
-    g = Graph::parse(ss.str());
+    return Graph::parse(ss.str());
   } catch (const Error& e) {
-    std::string msg = e.what();  // "line L:C: ..." -> "FILE:L:C: ..." as compilers print it
+    std::string msg = e.what();
     if (msg.rfind("line ", 0) == 0) msg = msg.substr(5);
     throw Error(path + ":" + msg);
   }
+}
+
+int run_check(const std::string& path) {
+  Graph g = load_graph(path);
   auto diags = g.verify();
   for (const auto& d : diags) std::cerr << path << ": " << d << "\n";
   std::cout << g.to_string() << "\n";
   return diags.empty() ? 0 : 1;
+}
+
+// The pass named `name` ("dce", "cse", ...), as the pass factories of passes.h name them.
+std::unique_ptr<Pass> make_pass(const std::string& name) {
+  if (name == "dce") return create_dce_pass();
+  if (name == "cse") return create_cse_pass();
+  if (name == "fold-constants") return create_fold_constants_pass();
+  if (name == "simplify") return create_simplify_pass();
+  if (name == "legalize-broadcast") return create_legalize_broadcast_pass();
+  if (name == "fuse-matmul-bias-act") return create_fuse_matmul_bias_act_pass();
+  if (name == "fuse-residual-norm") return create_fuse_residual_norm_pass();
+  if (name == "fuse-attention") return create_fuse_attention_pass();
+  if (name == "mark-elementwise-regions") return create_mark_elementwise_regions_pass();
+  if (name == "decompose") return create_decompose_pass();
+  if (name == "unfuse")
+    return create_decompose_pass([](OpKind op) { return !op_info(op).has(kFused); }, "unfuse");
+  throw Error("unknown pass '" + name +
+              "' (known: dce, cse, fold-constants, simplify, legalize-broadcast, "
+              "fuse-matmul-bias-act, fuse-residual-norm, fuse-attention, "
+              "mark-elementwise-regions, decompose, unfuse)");
+}
+
+struct OptArgs {
+  std::string path, passes, precision;
+  bool pipeline = false, timings = false, plan = false;
+};
+
+// mlir-opt style: run named passes (or the standard pipeline) on a text IR file, print the
+// result; IR dumps come from RLX_PRINT_IR_BEFORE/AFTER, the report from RLX_DISPATCH_REPORT.
+int run_opt(const OptArgs& a) {
+  Graph g = load_graph(a.path);
+  std::vector<PassTiming> timings;
+  std::optional<MemoryPlan> plan;
+  if (a.pipeline) {
+    PipelineOptions o;
+    o.dispatch = DispatchOptions::from_env();
+    if (!a.precision.empty()) o.precision = parse_precision_policy(a.precision);
+    PipelineResult r = run_standard_pipeline(g, o);
+    g = std::move(r.graph);
+    timings = r.timings;
+    plan = r.plan;
+  } else {
+    PassManager pm;
+    std::stringstream list(a.passes);
+    for (std::string name; std::getline(list, name, ',');)
+      if (!name.empty()) pm.add(make_pass(name));
+    if (!a.precision.empty()) pm.add(create_amp_pass(parse_precision_policy(a.precision)));
+    pm.run(g);
+    timings = pm.timings();
+    if (a.plan) plan = plan_memory(g);
+  }
+  std::cout << g.to_string() << "\n";
+  if (a.timings)
+    for (const PassTiming& t : timings)
+      std::fprintf(stderr, "%-26s %8.3f ms %s\n", t.pass.c_str(), t.ms,
+                   t.changed ? "changed" : "unchanged");
+  if (plan && (a.plan || a.pipeline))
+    std::fprintf(stderr, "memory plan: arena %lld bytes, naive sum %lld bytes, %zu buffers\n",
+                 static_cast<long long>(plan->arena_bytes),
+                 static_cast<long long>(plan->naive_bytes), plan->buffers.size());
+  return 0;
 }
 
 int run_ops(bool markdown) {
@@ -102,6 +170,19 @@ int main(int argc, char** argv) {
   auto* chk = app.add_subcommand("check", "Parse and verify a text IR file, print it canonically");
   chk->add_option("file", path, "graph in the rlx text form (docs/ir.md)")->required();
 
+  OptArgs opt_args;
+  auto* opt = app.add_subcommand(
+      "opt", "Run passes (or the standard pipeline) on a text IR file and print the result");
+  opt->add_option("file", opt_args.path, "graph in the rlx text form (docs/ir.md)")->required();
+  opt->add_option("--passes", opt_args.passes,
+                  "comma-separated pass names, run in order (e.g. cse,dce,simplify)");
+  opt->add_flag("--pipeline", opt_args.pipeline,
+                "run the standard pipeline (all ops claimed; RLX_KERNEL_DISPATCH applies)");
+  opt->add_option("--precision", opt_args.precision,
+                  "precision policy, e.g. auto-mixed-bf16 or always-f16,softmax=f32");
+  opt->add_flag("--timings", opt_args.timings, "print per-pass wall times to stderr");
+  opt->add_flag("--plan", opt_args.plan, "print the memory plan summary to stderr");
+
   bool markdown = false;
   auto* ops = app.add_subcommand(
       "ops", "List every op: arity, attributes, inference/evaluator/decomposition coverage");
@@ -116,6 +197,11 @@ int main(int argc, char** argv) {
       return run_demo(cfg, seed, !quiet);
     }
     if (*chk) return run_check(path);
+    if (*opt) {
+      if (opt_args.pipeline && !opt_args.passes.empty())
+        throw Error("--pipeline and --passes are exclusive");
+      return run_opt(opt_args);
+    }
     if (*ops) return run_ops(markdown);
   } catch (const Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
