@@ -27,28 +27,7 @@ class DcePass : public Pass {
       for (Value v : n.operands) --uses[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
     }
     if (!changed) return false;
-    // rewrite() copies every node, so the survivors are copied here in the same way: leaves
-    // and names kept, operands remapped.
-    Graph out(g.name());
-    std::vector<std::vector<Value>> map(nodes.size());
-    auto mapped = [&](Value v) {
-      return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
-    };
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const Node& n = nodes[i];
-      if (!live[i]) continue;
-      if (n.op == OpKind::Input || n.op == OpKind::Param) {
-        map[i] = {out.add_leaf(n.op, n.name, n.results[0])};
-        continue;
-      }
-      std::vector<Value> operands;
-      operands.reserve(n.operands.size());
-      for (Value v : n.operands) operands.push_back(mapped(v));
-      map[i] = out.emit(n.op, std::move(operands), n.attrs, n.name);
-    }
-    std::vector<Value> outs;
-    for (Value v : g.outputs()) outs.push_back(mapped(v));
-    out.set_outputs(std::move(outs));
+    Graph out = rewrite(g, {}, &live);
     g = std::move(out);
     return true;
   }

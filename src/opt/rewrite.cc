@@ -5,33 +5,39 @@
 
 namespace rlx {
 
-Graph rewrite(const Graph& src, const RewriteFn& fn) {
+Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live) {
   Graph dst(src.name());
   std::vector<std::vector<Value>> map(src.nodes().size());
-  auto mapped = [&](Value v) { return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; };
+  auto mapped = [&](Value v) {
+    const auto& m = map[static_cast<size_t>(v.node)];
+    check(!m.empty(), "rewrite: node %" + src.node(v).name + " was dropped but is still used");
+    return m[static_cast<size_t>(v.index)];
+  };
   for (size_t i = 0; i < src.nodes().size(); ++i) {
     const Node& n = src.nodes()[i];
     if (n.op == OpKind::Input || n.op == OpKind::Param) {
       map[i] = {dst.add_leaf(n.op, n.name, n.results[0])};
       continue;
     }
+    if (live && !(*live)[i]) continue;
     std::vector<Value> operands;
     operands.reserve(n.operands.size());
     for (Value v : n.operands) operands.push_back(mapped(v));
-    std::optional<std::vector<Value>> repl = fn(dst, n, operands);
+    std::optional<std::vector<Value>> repl;
+    if (fn) repl = fn(dst, n, operands);
     if (!repl) {
       map[i] = dst.emit(n.op, std::move(operands), n.attrs, n.name);
       continue;
     }
-    check(repl->size() == n.results.size(),
-          "rewrite of node %" + n.name + " (op '" + std::string(op_name(n.op)) + "') returned " +
-              std::to_string(repl->size()) + " values for " + std::to_string(n.results.size()) +
-              " results");
+    check(repl->size() == n.results.size(), "rewrite of node %" + n.name + " (op '" +
+                                                std::string(op_name(n.op)) + "') returned " +
+                                                std::to_string(repl->size()) + " values for " +
+                                                std::to_string(n.results.size()) + " results");
     for (size_t r = 0; r < repl->size(); ++r)
       check(dst.type((*repl)[r]) == n.results[r],
             "rewrite of node %" + n.name + " (op '" + std::string(op_name(n.op)) +
-                "') replaced result " + std::to_string(r) + " of type " +
-                n.results[r].to_string() + " with " + dst.type((*repl)[r]).to_string());
+                "') replaced result " + std::to_string(r) + " of type " + n.results[r].to_string() +
+                " with " + dst.type((*repl)[r]).to_string());
     map[i] = std::move(*repl);
   }
   std::vector<Value> outs;
