@@ -2,6 +2,7 @@
 #include "rlx/opt/pipeline.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "rlx/ir/error.h"
 #include "rlx/opt/passes.h"
@@ -18,7 +19,22 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   std::set<OpKind> supported = o.supported;
   if (supported.empty())
     for (int i = 0; i < kNumOps; ++i) supported.insert(static_cast<OpKind>(i));
-  auto claims = [&](OpKind op) { return supported.count(op) != 0; };
+  // A fusion runs only when the backend claims the fused op and dispatch lets it run natively
+  // (attention=force_common must not be re-created by fuse-attention).
+  auto claims = [&](OpKind op) {
+    return supported.count(op) != 0 && o.dispatch.policy_for(op) != KernelDispatch::ForceCommon;
+  };
+  std::optional<PrecisionPolicy> precision = o.precision;
+  if (!precision) {
+    const char* env = std::getenv("RLX_PRECISION");
+    if (env && *env) {
+      try {
+        precision = parse_precision_policy(env);
+      } catch (const Error& e) {
+        throw Error(std::string("RLX_PRECISION: ") + e.what());
+      }
+    }
+  }
 
   PipelineResult r{g, {}, {}, {}};
   PassManager pm;
@@ -29,9 +45,10 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   pm.add(create_simplify_pass());
   if (claims(OpKind::Attention)) pm.add(create_fuse_attention_pass());
   if (claims(OpKind::FusedMatMulBiasAct)) pm.add(create_fuse_matmul_bias_act_pass());
-  if (claims(OpKind::FusedResidualLayerNorm) || claims(OpKind::FusedResidualRmsNorm))
+  // The pass creates both residual kinds, so the backend must claim both.
+  if (claims(OpKind::FusedResidualLayerNorm) && claims(OpKind::FusedResidualRmsNorm))
     pm.add(create_fuse_residual_norm_pass());
-  if (o.precision) pm.add(create_amp_pass(*o.precision));
+  if (precision) pm.add(create_amp_pass(*precision));
   if (claims(OpKind::ElementwiseRegion)) pm.add(create_mark_elementwise_regions_pass());
   if (o.dce) pm.add(create_dce_pass());
   pm.run(r.graph);

@@ -117,5 +117,41 @@ TEST(Pipeline, AutoMixedBf16KeepsTheUserDtypes) {
   for (int32_t id : out.graph.inputs()) EXPECT_EQ(out.graph.node(id).results[0].dtype, DType::f32);
 }
 
+TEST(Pipeline, ForceCommonAttentionIsNotRefused) {
+  // q k^T -> softmax -> v written out: fused when attention may run natively, left as
+  // primitives (and the attention composite decomposed) under attention=force_common.
+  Graph g;
+  Value q = g.input("q", DType::f32, {1, 2, 4, 8});
+  Value k = g.input("k", DType::f32, {1, 2, 4, 8});
+  Value v = g.input("v", DType::f32, {1, 2, 4, 8});
+  Value s = g.matmul(q, g.transpose(k, {0, 1, 3, 2}));
+  g.set_outputs({g.matmul(g.softmax(s, -1), v)});
+  auto count = [](const Graph& x, OpKind op) {
+    int n = 0;
+    for (const Node& node : x.nodes()) n += node.op == op;
+    return n;
+  };
+  PipelineOptions o;
+  EXPECT_EQ(count(run_standard_pipeline(g, o).graph, OpKind::Attention), 1);
+  o.dispatch = DispatchOptions::parse("attention=force_common");
+  PipelineResult r = run_standard_pipeline(g, o);
+  EXPECT_EQ(count(r.graph, OpKind::Attention), 0);
+  EXPECT_EQ(count(r.graph, OpKind::Softmax), 1);
+}
+
+TEST(Pipeline, PrecisionFromTheEnvironment) {
+  auto r = make_random_graph(3, 16);
+  setenv("RLX_PRECISION", "always-f16", 1);
+  PipelineResult out = run_standard_pipeline(r.graph, {});
+  bool has_f16 = false;
+  for (const Node& n : out.graph.nodes())
+    for (const TensorType& t : n.results) has_f16 = has_f16 || t.dtype == DType::f16;
+  EXPECT_TRUE(has_f16);
+  setenv("RLX_PRECISION", "always-f17", 1);
+  EXPECT_NE(testing::error_of([&] { run_standard_pipeline(r.graph, {}); }).find("RLX_PRECISION: "),
+            std::string::npos);
+  unsetenv("RLX_PRECISION");
+}
+
 }  // namespace
 }  // namespace rlx

@@ -43,7 +43,9 @@ std::unique_ptr<Pass> create_fuse_matmul_bias_act_pass();
 std::unique_ptr<Pass> create_fuse_residual_norm_pass();
 
 /// "fuse-attention": matmul/dot_general(q, k^T) -> scale -> (mask) -> softmax -> matmul(v),
-/// as exporters and hand-written models produce it, becomes one attention node.
+/// as exporters and hand-written models produce it, becomes one attention node. The one
+/// intended change of results: a query row whose keys are ALL masked gives 0 (attention's
+/// pinned semantics) where the unfused softmax gave NaN; every other row is unchanged.
 std::unique_ptr<Pass> create_fuse_attention_pass();
 
 /// "mark-elementwise-regions": maximal chains of elementwise ops (two or more) become one

@@ -20,7 +20,9 @@ struct PipelineOptions {
   /// Ops the backend runs natively; empty means every op (the reference evaluator).
   std::set<OpKind> supported;
   DispatchOptions dispatch;
-  /// Absent: the graph keeps its dtypes (AlwaysF32 on f32 graphs).
+  /// Absent: RLX_PRECISION if set (e.g. "auto-mixed-bf16"), else the graph keeps its dtypes.
+  /// AMP runs after the fusions, so per-op overrides name the ops as they are then
+  /// (fused_matmul_bias_act, attention, ...).
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
@@ -38,7 +40,8 @@ struct PipelineResult {
 };
 
 /// Runs the standard pipeline on a copy of `g` (`g` is unchanged). A fusion pass runs only when
-/// the backend claims the fused op it creates. Throws rlx::Error when `g` fails verification
+/// the backend claims the fused op it creates and the dispatch policy does not force it to
+/// decompose. Throws rlx::Error when `g` fails verification
 /// (listing the diagnostics) or legalization fails (listing every unsupported op).
 PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& options);
 
