@@ -1,6 +1,8 @@
 // Attribute values and typed access.
 #include "rlx/ir/attr.h"
 
+#include <cmath>
+
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
 
@@ -80,7 +82,9 @@ bool AttrMap::operator==(const AttrMap& o) const {
       if (!(**g == *std::get<std::shared_ptr<const Graph>>(b))) return false;
     } else if (auto* d = std::get_if<double>(&a)) {
       double e = std::get<double>(b);
-      if (!(*d == e || (*d != *d && e != e))) return false;  // NaN attributes compare equal
+      // NaN attributes compare equal; 0.0 and -0.0 do not (leaky_relu's alpha=-0.0 gives +0
+      // where alpha=0.0 gives -0, so merging them would change results).
+      if (!((*d == e && std::signbit(*d) == std::signbit(e)) || (*d != *d && e != e))) return false;
     } else {
       bool same = std::visit(
           [&](const auto& x) {

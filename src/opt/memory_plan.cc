@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <string>
 
 #include "rlx/ir/error.h"
 
@@ -17,10 +18,25 @@ bool is_external(OpKind op) {
   return op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
 }
 
-int64_t bytes_of(const TensorType& t) { return t.shape.numel() * dtype_size(t.dtype); }
+// Sizes and offsets are int64 byte counts; a legal shape (numel < 2^63) can still need more
+// bytes than that, so every size and end offset is computed with an overflow check.
+int64_t bytes_of(const TensorType& t) {
+  int64_t bytes = 0;
+  check(!__builtin_mul_overflow(t.shape.numel(), dtype_size(t.dtype), &bytes),
+        "plan_memory: a value of type " + t.to_string() + " needs more than 2^63 - 1 bytes");
+  return bytes;
+}
+
+// a + b for non-negative sizes/offsets, or an rlx::Error naming the arena as too large.
+int64_t add_bytes(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  check(!__builtin_add_overflow(a, b, &sum),
+        "plan_memory: the arena would need more than 2^63 - 1 bytes");
+  return sum;
+}
 
 int64_t align_up(int64_t bytes, int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
+  return add_bytes(bytes, alignment - 1) / alignment * alignment;
 }
 
 // Byte offset of a slice's result inside its operand when the result is one contiguous range
@@ -235,10 +251,10 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
         best = prev_end;
         best_gap = gap;
       }
-      prev_end = std::max(prev_end, p->offset + p->size);
+      prev_end = std::max(prev_end, add_bytes(p->offset, p->size));
     }
     s.offset = best >= 0 ? best : prev_end;
-    plan.arena_bytes = std::max(plan.arena_bytes, s.offset + s.size);
+    plan.arena_bytes = std::max(plan.arena_bytes, add_bytes(s.offset, s.size));
     placed.push_back(idx);
   }
 
@@ -254,7 +270,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
       b.last_use = vi.last;
       if (!vi.is_view) {
         b.offset = slots[static_cast<size_t>(slot_of[i][r])].offset;
-        plan.naive_bytes += align_up(vi.bytes, alignment);
+        plan.naive_bytes = add_bytes(plan.naive_bytes, align_up(vi.bytes, alignment));
       } else {
         b.is_view = true;
         b.alias_of = vi.root;

@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "rlx/ir/error.h"
 #include "rlx/opt/passes.h"
@@ -53,6 +56,22 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   if (o.dce) pm.add(create_dce_pass());
   pm.run(r.graph);
   r.timings = pm.timings();
+  // Legalization ran before AMP, whose converts the backend must run too: an unclaimed op
+  // there is an error like legalization's ("backend 'b' cannot run: convert (nodes %a, %b)").
+  std::map<OpKind, std::vector<std::string>> unclaimed;
+  for (const Node& n : r.graph.nodes())
+    if (!op_info(n.op).has(kLeaf) && !supported.count(n.op)) unclaimed[n.op].push_back(n.name);
+  if (!unclaimed.empty()) {
+    std::string what;
+    for (const auto& [op, names] : unclaimed) {
+      what += (what.empty() ? "" : ", ") + std::string(op_name(op)) +
+              (names.size() == 1 ? " (node" : " (nodes");
+      for (size_t i = 0; i < names.size(); ++i) what += (i ? ", %" : " %") + names[i];
+      what += ")";
+    }
+    throw Error("backend '" + o.backend + "' cannot run: " + what +
+                (precision ? ", added by precision policy '" + to_string(*precision) + "'" : ""));
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   r.plan = plan_memory(r.graph, o.alignment);

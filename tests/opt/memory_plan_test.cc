@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -335,6 +336,38 @@ TEST(MemoryPlan, SizeZeroTensors) {
   EXPECT_EQ(plan.arena_bytes, 0);
   EXPECT_EQ(plan.naive_bytes, 0);
   expect_runs_like_evaluator(g, plan, {{"x", Tensor(DType::f32, {0, 4})}});
+}
+
+// Legal shapes whose byte sizes reach the int64 limit: planned exactly while they fit, a clear
+// rlx::Error (never a wrapped negative size or arena) once a value or the arena does not.
+TEST(MemoryPlan, HugeSizesPlanExactlyOrFailClearly) {
+  Graph big("big");
+  Value x = big.input("x", DType::f32, {int64_t{1} << 20, int64_t{1} << 20});
+  Value a = big.neg(x);
+  big.set_outputs({big.neg(a), a});
+  MemoryPlan plan = plan_memory(big);
+  EXPECT_TRUE(validate_plan(big, plan).empty());
+  EXPECT_EQ(plan.arena_bytes, int64_t{1} << 43);
+  EXPECT_EQ(plan.naive_bytes, int64_t{1} << 43);
+
+  Graph value("value");  // 2^62 elements of 8 bytes
+  value.set_outputs({value.neg(value.input("x", DType::f64, {int64_t{1} << 62}))});
+  EXPECT_EQ(error_of([&] { plan_memory(value); }),
+            "plan_memory: a value of type f64[4611686018427387904] needs more than 2^63 - 1 "
+            "bytes");
+
+  Graph arena("arena");  // two live values of 2^62 bytes each
+  Value y = arena.input("y", DType::f32, {int64_t{1} << 60});
+  Value b = arena.neg(y);
+  arena.set_outputs({b, arena.neg(b)});
+  EXPECT_EQ(error_of([&] { plan_memory(arena); }),
+            "plan_memory: the arena would need more than 2^63 - 1 bytes");
+
+  Graph unaligned("unaligned");  // fits, but rounding up to the alignment does not
+  Value z = unaligned.input("z", DType::u8, {std::numeric_limits<int64_t>::max()});
+  unaligned.set_outputs({unaligned.neg(z)});
+  EXPECT_EQ(error_of([&] { plan_memory(unaligned); }),
+            "plan_memory: the arena would need more than 2^63 - 1 bytes");
 }
 
 // A graph that is only leaves and views of them needs no arena.

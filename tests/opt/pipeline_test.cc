@@ -106,6 +106,28 @@ TEST(Pipeline, InvalidGraphAndUnsupportedOpsAreReported) {
   }
 }
 
+// Legalization runs before AMP, so the converts AMP inserts must be checked too: a backend
+// that does not claim convert gets an error, not a graph it cannot run.
+TEST(Pipeline, ConvertsAddedByAmpMustBeClaimed) {
+  Graph g;
+  Value x = g.input("x", DType::f32, {2, 8});
+  Value w = g.param("w", DType::f32, {8, 8});
+  g.set_outputs({g.matmul(x, w)});
+  PipelineOptions o;
+  o.backend = "no-convert";
+  for (int i = 0; i < kNumOps; ++i)
+    if (static_cast<OpKind>(i) != OpKind::Convert) o.supported.insert(static_cast<OpKind>(i));
+  EXPECT_NO_THROW(run_standard_pipeline(g, o));
+  o.precision = parse_precision_policy("always-f32");  // nothing to convert on an f32 graph
+  EXPECT_NO_THROW(run_standard_pipeline(g, o));
+  o.precision = parse_precision_policy("auto-mixed-bf16");
+  EXPECT_EQ(testing::error_of([&] { run_standard_pipeline(g, o); }),
+            "backend 'no-convert' cannot run: convert (nodes %x.bf16, %w.bf16, %0.f32), added by "
+            "precision policy 'auto-mixed-bf16'");
+  o.supported.insert(OpKind::Convert);
+  EXPECT_NO_THROW(run_standard_pipeline(g, o));
+}
+
 TEST(Pipeline, AutoMixedBf16KeepsTheUserDtypes) {
   auto r = make_random_graph(7, 16);
   PipelineOptions o;

@@ -67,7 +67,8 @@ struct MemoryPlan {
 ///   ranges intersect its own, or above them all. Sizes are rounded up to `alignment`, so every
 ///   non-view offset is a multiple of it.
 ///
-/// Throws rlx::Error if `alignment` is not a power of two >= 64.
+/// Throws rlx::Error if `alignment` is not a power of two >= 64, or if a value or the arena
+/// would need more than 2^63 - 1 bytes (legal shapes can: f64[2^62]).
 MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
 
 /// Checks `plan` against `g` and returns one message per violation (empty when valid):

@@ -42,7 +42,8 @@ struct PipelineResult {
 /// Runs the standard pipeline on a copy of `g` (`g` is unchanged). A fusion pass runs only when
 /// the backend claims the fused op it creates and the dispatch policy does not force it to
 /// decompose. Throws rlx::Error when `g` fails verification
-/// (listing the diagnostics) or legalization fails (listing every unsupported op).
+/// (listing the diagnostics) or legalization fails (listing every unsupported op), including for
+/// the converts a precision policy inserts after legalization.
 PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& options);
 
 }  // namespace rlx
