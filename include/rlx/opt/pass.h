@@ -51,7 +51,8 @@ class PassManager {
   void print_ir_after(std::vector<std::string> passes);
   /// Where dumps go: (pass name, "before"/"after", graph). Default: stderr, with a header line
   /// "// ----- IR after PASS -----".
-  void set_ir_sink(std::function<void(std::string_view pass, std::string_view when, const Graph&)> sink);
+  void set_ir_sink(
+      std::function<void(std::string_view pass, std::string_view when, const Graph&)> sink);
   void set_verify(bool verify) { verify_ = verify; }
 
   /// Runs every pass on `g`; returns true when any changed it. On an error `g` holds the
