@@ -1,4 +1,5 @@
 // PassManager: runs a pipeline of passes with verification, timing and IR dumps.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +75,17 @@ bool PassManager::wants(const std::vector<std::string>& list, std::string_view p
 }
 
 bool PassManager::run(Graph& g) {
+  // A dump request naming no pass of this pipeline would otherwise be silently ignored.
+  std::vector<std::string> names = pass_names();
+  for (const auto* list : {&before_, &after_})
+    for (const std::string& want : *list)
+      if (want != "all" && std::find(names.begin(), names.end(), want) == names.end()) {
+        std::string known;
+        for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+        std::fprintf(stderr,
+                     "rlx: IR dump requested for '%s', which is not a pass of this pipeline (%s)\n",
+                     want.c_str(), known.c_str());
+      }
   bool any = false;
   for (const std::unique_ptr<Pass>& pass : passes_) {
     std::string name(pass->name());

@@ -185,6 +185,18 @@ TEST(PassManager, DefaultSinkWritesHeaderToStderr) {
                      (g.to_string().back() == '\n' ? "" : "\n"));
 }
 
+TEST(PassManager, WarnsWhenADumpNamesNoPass) {
+  PassManager pm;
+  pm.add<NegPass>();
+  pm.print_ir_after({"no-such-pass"});
+  Graph g = small_graph();
+  ::testing::internal::CaptureStderr();
+  pm.run(g);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "rlx: IR dump requested for 'no-such-pass', which is not a pass of this pipeline "
+            "(append-neg)\n");
+}
+
 TEST(PassManager, VerificationNamesTheBreakingPass) {
   PassManager pm;
   pm.add<NegPass>().add<BreakRegionPass>();
