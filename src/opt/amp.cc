@@ -93,9 +93,10 @@ class AmpRewriter {
       : policy_(policy), src_(src), src_uses_(use_counts(src)) {}
 
   Graph run() {
-    Graph out = rewrite(src_, [this](Graph& dst, const Node& node, std::span<const Value> ops) {
-      return rewrite_node(dst, node, ops);
-    });
+    Graph out =
+        rewrite(src_, [this](RewriteContext& ctx, const Node& node, std::span<const Value> ops) {
+          return rewrite_node(ctx.dst, node, ops);
+        });
     return prune_unused_casts(out);
   }
 

@@ -64,8 +64,9 @@ class CsePass : public Pass {
     bool changed = false;
     Graph out =
         rewrite(g,
-                [&](Graph& dst, const Node& n,
+                [&](RewriteContext& ctx, const Node& n,
                     std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+                  Graph& dst = ctx.dst;
                   std::vector<Value> key(operands.begin(), operands.end());
                   // Commutative ops are keyed by their operands in a canonical order.
                   if (op_info(n.op).has(kCommutative))

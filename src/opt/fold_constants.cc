@@ -20,8 +20,9 @@ class FoldConstantsPass final : public Pass {
     // rewrite() hands `fold` operands already mapped into the new graph, so a node folded
     // earlier in this walk is a constant there and its users fold in the same run.
     Graph out = rewrite(g,
-                        [&](Graph& dst, const Node& n,
+                        [&](RewriteContext& ctx, const Node& n,
                             std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+                          Graph& dst = ctx.dst;
                           if (!foldable(dst, n, operands)) return std::nullopt;
                           std::vector<Tensor> args;
                           args.reserve(operands.size());

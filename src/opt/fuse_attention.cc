@@ -15,8 +15,6 @@ namespace {
 using Ints = std::vector<int64_t>;
 
 // A route from the root node back to one of its inputs: the operand index taken at each node.
-// Followed in the source graph and, from the same root, in the rewritten graph, where the
-// chain's nodes are unchanged copies, it leads to the corresponding value.
 using Path = std::vector<size_t>;
 
 Value follow(const Graph& g, std::span<const Value> root_operands, const Path& path) {
@@ -154,24 +152,21 @@ class FuseAttentionPass : public Pass {
       return root.results[0] == TensorType{q.dtype, Shape{qs[0], qs[1], qs[2], vs[3]}};
     };
 
-    auto fuse = [&](Graph& dst, const Node& n,
+    auto fuse = [&](RewriteContext& ctx, const Node& n,
                     std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-      // rewrite() passes the source node itself, so its id is its offset in g.nodes().
-      auto id = static_cast<int32_t>(&n - g.nodes().data());
-      if (uses[static_cast<size_t>(id)][0] == 0) return std::nullopt;
+      if (uses[static_cast<size_t>(ctx.id)][0] == 0) return std::nullopt;
       std::optional<Match> m = match(n);
       if (!m || replaced.count(m->scores_node)) return std::nullopt;
       std::span<const Value> src_ops(n.operands);
       Value q = follow(g, src_ops, m->q), k = follow(g, src_ops, m->k);
       if (!fits(n, *m, g.type(q), g.type(k), g.type(n.operands[1]))) return std::nullopt;
-      std::vector<Value> ops{follow(dst, operands, m->q), follow(dst, operands, m->k), operands[1]};
-      if (!m->mask_tensor.empty()) ops.push_back(follow(dst, operands, m->mask_tensor));
-      replaced.insert(id);
-      return dst.emit(OpKind::Attention, std::move(ops), {{"mask", m->mask}, {"scale", m->scale}},
-                      n.name);
+      std::vector<Value> ops{ctx.mapped(q), ctx.mapped(k), operands[1]};
+      if (!m->mask_tensor.empty()) ops.push_back(ctx.mapped(follow(g, src_ops, m->mask_tensor)));
+      replaced.insert(ctx.id);
+      return ctx.dst.emit(OpKind::Attention, std::move(ops),
+                          {{"mask", m->mask}, {"scale", m->scale}}, n.name);
     };
-    Graph out = rewrite(g, fuse);
-    g = std::move(out);
+    g = rewrite(g, fuse);
     return !replaced.empty();
   }
 };

@@ -57,12 +57,11 @@ class FuseMatMulBiasActPass : public Pass {
     };
 
     int fused = 0;
-    auto fuse = [&](Graph& dst, const Node& n,
+    auto fuse = [&](RewriteContext& ctx, const Node& n,
                     std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-      // rewrite() passes the source node itself, so its id is its offset in g.nodes().
-      auto id = static_cast<size_t>(&n - g.nodes().data());
+      Graph& dst = ctx.dst;
       // A dead chain (e.g. one a previous run absorbed) is not worth a fused node.
-      if (num_uses(Value{static_cast<int32_t>(id), 0}) == 0) return std::nullopt;
+      if (num_uses(Value{ctx.id, 0}) == 0) return std::nullopt;
       std::string act = "none";
       const Node* add = &n;
       Value add_dst;  // the add's value in dst, whose operands are the mapped x*w and bias
@@ -72,9 +71,8 @@ class FuseMatMulBiasActPass : public Pass {
         act = std::string(op_name(n.op));
         add_dst = operands[0];
       } else if (n.op == OpKind::Add) {
-        int32_t u = user[id];
-        if (num_uses(Value{static_cast<int32_t>(id), 0}) == 1 && u >= 0 &&
-            is_fusable_activation(g.node(u).op))
+        int32_t u = user[static_cast<size_t>(ctx.id)];
+        if (num_uses(Value{ctx.id, 0}) == 1 && u >= 0 && is_fusable_activation(g.node(u).op))
           return std::nullopt;  // fused with its activation when that node is reached
       } else {
         return std::nullopt;

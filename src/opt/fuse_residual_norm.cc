@@ -1,10 +1,8 @@
 // The "fuse-residual-norm" pass: add -> layer_norm / rms_norm becomes one
 // fused_residual_layer_norm / fused_residual_rms_norm node.
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <utility>
 #include <vector>
 
 #include "rlx/opt/passes.h"
@@ -20,9 +18,6 @@ std::optional<OpKind> fused_kind(OpKind norm) {
   return std::nullopt;
 }
 
-using Key = std::pair<int32_t, int32_t>;
-Key key(Value v) { return {v.node, v.index}; }
-
 // Fires on
 //   %h = add %x, %r ; %y = layer_norm %h, %scale, %bias   (or rms_norm %h, %scale)
 // when %x, %r and %h have one type (no broadcast, no promotion), the norm reads %h as its x
@@ -36,48 +31,30 @@ class FuseResidualNormPass : public Pass {
 
   bool run(Graph& g) override {
     std::vector<std::vector<int>> uses = use_counts(g);
-    std::map<Key, Value> replaced;  // dst add copy -> the fused node's h
-    std::set<int32_t> fused_adds;   // source ids of adds already fused
-    auto subst = [&](Value v) {
-      auto it = replaced.find(key(v));
-      return it == replaced.end() ? v : it->second;
-    };
+    std::set<int32_t> fused_adds;  // source ids of adds already fused
 
-    auto fuse = [&](Graph& dst, const Node& n,
+    auto fuse = [&](RewriteContext& ctx, const Node& n,
                     std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-      std::vector<Value> ops;
-      bool substituted = false;
-      for (Value v : operands) {
-        ops.push_back(subst(v));
-        substituted |= !(ops.back() == v);
-      }
-      // rewrite() passes the source node itself, so its id is its offset in g.nodes().
-      auto id = static_cast<size_t>(&n - g.nodes().data());
       std::optional<OpKind> kind = fused_kind(n.op);
-      if (kind && uses[id][0] > 0) {
+      if (kind && uses[static_cast<size_t>(ctx.id)][0] > 0) {
         Value h_src = n.operands[0];
         const Node& add = g.node(h_src);
         bool fits = add.op == OpKind::Add && !fused_adds.count(h_src.node) &&
                     g.type(add.operands[0]) == add.results[0] &&
                     g.type(add.operands[1]) == add.results[0] && is_float(add.results[0].dtype);
         if (fits) {
-          // operands[0] is the add's copy in dst (the add itself is never replaced).
-          std::vector<Value> fused_ops = dst.node(operands[0]).operands;
-          fused_ops.insert(fused_ops.end(), ops.begin() + 1, ops.end());
-          std::vector<Value> r = dst.emit(*kind, std::move(fused_ops), n.attrs, n.name);
-          replaced[key(operands[0])] = r[1];
+          // operands[0] is the add's copy in dst (an add is replaced only once fused).
+          std::vector<Value> fused_ops = ctx.dst.node(operands[0]).operands;
+          fused_ops.insert(fused_ops.end(), operands.begin() + 1, operands.end());
+          std::vector<Value> r = ctx.dst.emit(*kind, std::move(fused_ops), n.attrs, n.name);
+          ctx.replace_uses(h_src, r[1]);
           fused_adds.insert(h_src.node);
           return std::vector<Value>{r[0]};
         }
       }
-      if (!substituted) return std::nullopt;
-      return dst.emit(n.op, std::move(ops), n.attrs, n.name);
+      return std::nullopt;
     };
-    Graph out = rewrite(g, fuse);
-    std::vector<Value> outs;
-    for (Value v : out.outputs()) outs.push_back(subst(v));
-    out.set_outputs(std::move(outs));
-    g = std::move(out);
+    g = rewrite(g, fuse);
     return !fused_adds.empty();
   }
 };

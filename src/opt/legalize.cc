@@ -75,8 +75,10 @@ Graph decompose_one_level(const Graph& src, const std::set<OpKind>& supported,
                           const DispatchOptions& opts, std::vector<Origin>& origin,
                           DispatchReport& report) {
   std::vector<Origin> next;
-  auto expand_or_copy = [&](Graph& dst, const Node& node, std::span<const Value> operands) {
-    const Origin& from = origin[static_cast<size_t>(&node - src.nodes().data())];
+  auto expand_or_copy = [&](RewriteContext& ctx, const Node& node,
+                            std::span<const Value> operands) {
+    Graph& dst = ctx.dst;
+    const Origin& from = origin[static_cast<size_t>(ctx.id)];
     size_t first = dst.nodes().size();
     bool expand = decide(node.op, supported, opts) == Decision::kDecompose;
     std::vector<Value> results;

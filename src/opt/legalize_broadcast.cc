@@ -35,8 +35,9 @@ class LegalizeBroadcastPass : public Pass {
     int changed = 0;
     // One broadcast per (value, shape), shared by every op that needs it.
     std::map<std::tuple<int32_t, int32_t, std::vector<int64_t>>, Value> made;
-    auto legalize = [&](Graph& dst, const Node& n,
+    auto legalize = [&](RewriteContext& ctx, const Node& n,
                         std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+      Graph& dst = ctx.dst;
       const OpInfo& info = op_info(n.op);
       if (!info.has(kElementwise) || operands.size() < 2 || n.op == OpKind::ElementwiseRegion)
         return std::nullopt;

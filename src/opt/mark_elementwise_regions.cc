@@ -126,49 +126,22 @@ class MarkElementwiseRegionsPass : public Pass {
     std::vector<int32_t> region_of(g.nodes().size(), -1);
     for (const auto& [last, r] : regions)
       for (int32_t m : r.members) region_of[static_cast<size_t>(m)] = last;
-    std::vector<Value> copy_of(g.nodes().size());  // dst copies of members before the last
-    std::map<Key, Value> replaced;                 // dst member copy -> region result
-    auto subst = [&](Value v) {
-      auto it = replaced.find(key(v));
-      return it == replaced.end() ? v : it->second;
-    };
-
-    auto fuse = [&](Graph& dst, const Node& n,
+    // Members before the last are copied as they are; the last one emits the region.
+    auto fuse = [&](RewriteContext& ctx, const Node&,
                     std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-      std::vector<Value> ops;
-      bool substituted = false;
-      for (Value v : operands) {
-        ops.push_back(subst(v));
-        substituted |= !(ops.back() == v);
-      }
-      // rewrite() passes the source node itself, so its id is its offset in g.nodes().
-      auto id = static_cast<int32_t>(&n - g.nodes().data());
-      int32_t last = region_of[static_cast<size_t>(id)];
-      if (last < 0) {
-        if (!substituted) return std::nullopt;
-        return dst.emit(n.op, std::move(ops), n.attrs, n.name);
-      }
-      if (id != last) {
-        copy_of[static_cast<size_t>(id)] = dst.emit1(n.op, std::move(ops), n.attrs, n.name);
-        return std::vector<Value>{copy_of[static_cast<size_t>(id)]};
-      }
-      return build_region(g, dst, regions.at(id), ops, copy_of, replaced);
+      if (region_of[static_cast<size_t>(ctx.id)] != ctx.id) return std::nullopt;
+      return build_region(g, ctx, regions.at(ctx.id), operands);
     };
-    Graph out = rewrite(g, fuse);
-    std::vector<Value> outs;
-    for (Value v : out.outputs()) outs.push_back(subst(v));
-    out.set_outputs(std::move(outs));
-    g = std::move(out);
+    g = rewrite(g, fuse);
     return true;
   }
 
  private:
-  // Emits the region of `r` into dst at its last member, whose mapped operands are `last_ops`;
-  // records which dst member copies its results replace and returns the last member's value.
-  static std::vector<Value> build_region(const Graph& g, Graph& dst, const Region& r,
-                                         const std::vector<Value>& last_ops,
-                                         const std::vector<Value>& copy_of,
-                                         std::map<Key, Value>& replaced) {
+  // Emits the region of `r` into ctx.dst at its last member, whose mapped operands are
+  // `last_ops`; redirects later uses of the other members' results to the region's results and
+  // returns the last member's value.
+  static std::vector<Value> build_region(const Graph& g, RewriteContext& ctx, const Region& r,
+                                         std::span<const Value> last_ops) {
     int32_t last = r.members.back();
     std::vector<bool> inside(g.nodes().size(), false);
     for (int32_t m : r.members) inside[static_cast<size_t>(m)] = true;
@@ -185,7 +158,7 @@ class MarkElementwiseRegionsPass : public Pass {
         if (inside[static_cast<size_t>(v.node)] || in_body.count(key(v))) continue;
         in_body[key(v)] = body.add_leaf(OpKind::Input, input_name(g, body, v), g.type(v));
         region_ops.push_back(m == last ? last_ops[j]
-                                       : dst.node(copy_of[static_cast<size_t>(m)]).operands[j]);
+                                       : ctx.dst.node(ctx.mapped(Value{m, 0})).operands[j]);
       }
     }
     // Constants and members in source order.
@@ -212,14 +185,14 @@ class MarkElementwiseRegionsPass : public Pass {
     body.set_outputs(std::move(body_outs));
 
     std::vector<Value> res =
-        dst.emit(OpKind::ElementwiseRegion, std::move(region_ops),
-                 {{"body", std::make_shared<const Graph>(std::move(body))}}, g.node(last).name);
+        ctx.dst.emit(OpKind::ElementwiseRegion, std::move(region_ops),
+                     {{"body", std::make_shared<const Graph>(std::move(body))}}, g.node(last).name);
     Value last_value;
     for (size_t k = 0; k < exported.size(); ++k) {
       if (exported[k] == last)
         last_value = res[k];
       else
-        replaced[key(copy_of[static_cast<size_t>(exported[k])])] = res[k];
+        ctx.replace_uses(Value{exported[k], 0}, res[k]);
     }
     return {last_value};
   }

@@ -5,16 +5,30 @@
 
 namespace rlx {
 
+Value RewriteContext::mapped(Value src) const {
+  check(src.node >= 0 && src.node < id, "rewrite: mapped() of a value of a later node");
+  const auto& m = map_[static_cast<size_t>(src.node)];
+  check(!m.empty(), "rewrite: node %" + src_.node(src).name + " was dropped but is still used");
+  return m[static_cast<size_t>(src.index)];
+}
+
+void RewriteContext::replace_uses(Value src, Value replacement) {
+  check(src.node >= 0 && src.node < id, "rewrite: replace_uses() of a value of a later node");
+  auto& m = map_[static_cast<size_t>(src.node)];
+  check(!m.empty(), "rewrite: node %" + src_.node(src).name + " was dropped but is replaced");
+  check(dst.type(replacement) == src_.type(src),
+        "rewrite: replacing a value of node %" + src_.node(src).name + " of type " +
+            src_.type(src).to_string() + " with " + dst.type(replacement).to_string());
+  m[static_cast<size_t>(src.index)] = replacement;
+}
+
 Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live) {
   Graph dst(src.name());
   std::vector<std::vector<Value>> map(src.nodes().size());
-  auto mapped = [&](Value v) {
-    const auto& m = map[static_cast<size_t>(v.node)];
-    check(!m.empty(), "rewrite: node %" + src.node(v).name + " was dropped but is still used");
-    return m[static_cast<size_t>(v.index)];
-  };
+  RewriteContext ctx(dst, src, map);
   for (size_t i = 0; i < src.nodes().size(); ++i) {
     const Node& n = src.nodes()[i];
+    ctx.id = static_cast<int32_t>(i);
     if (n.op == OpKind::Input || n.op == OpKind::Param) {
       map[i] = {dst.add_leaf(n.op, n.name, n.results[0])};
       continue;
@@ -22,9 +36,9 @@ Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* li
     if (live && !(*live)[i]) continue;
     std::vector<Value> operands;
     operands.reserve(n.operands.size());
-    for (Value v : n.operands) operands.push_back(mapped(v));
+    for (Value v : n.operands) operands.push_back(ctx.mapped(v));
     std::optional<std::vector<Value>> repl;
-    if (fn) repl = fn(dst, n, operands);
+    if (fn) repl = fn(ctx, n, operands);
     if (!repl) {
       map[i] = dst.emit(n.op, std::move(operands), n.attrs, n.name);
       continue;
@@ -40,8 +54,9 @@ Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* li
                 " with " + dst.type((*repl)[r]).to_string());
     map[i] = std::move(*repl);
   }
+  ctx.id = static_cast<int32_t>(src.nodes().size());
   std::vector<Value> outs;
-  for (Value v : src.outputs()) outs.push_back(mapped(v));
+  for (Value v : src.outputs()) outs.push_back(ctx.mapped(v));
   dst.set_outputs(std::move(outs));
   return dst;
 }

@@ -227,9 +227,9 @@ class SimplifyPass final : public Pass {
     for (;;) {
       bool fired = false;
       Graph out = rewrite(g,
-                          [&](Graph& dst, const Node& n,
+                          [&](RewriteContext& ctx, const Node& n,
                               std::span<const Value> ops) -> std::optional<std::vector<Value>> {
-                            std::optional<Value> v = simplify_node(dst, n, ops);
+                            std::optional<Value> v = simplify_node(ctx.dst, n, ops);
                             if (!v) return std::nullopt;
                             fired = true;
                             return std::vector<Value>{*v};

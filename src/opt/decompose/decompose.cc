@@ -92,8 +92,8 @@ std::optional<std::vector<Value>> expand(Graph& dst, const Node& node,
 }  // namespace
 
 Graph decompose(const Graph& g, const std::function<bool(OpKind)>& keep) {
-  return rewrite(g, [&](Graph& dst, const Node& n, std::span<const Value> operands) {
-    return expand(dst, n, operands, keep);
+  return rewrite(g, [&](RewriteContext& ctx, const Node& n, std::span<const Value> operands) {
+    return expand(ctx.dst, n, operands, keep);
   });
 }
 
