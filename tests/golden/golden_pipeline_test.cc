@@ -10,12 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "../common/test_util.h"
+#include "../opt/arena_runner.h"
+#include "golden_data.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/ir/graph.h"
 #include "rlx/opt/pipeline.h"
@@ -23,83 +24,9 @@
 namespace rlx {
 namespace {
 
-using json = nlohmann::json;
-
-double json_double(const json& v) {
-  if (!v.is_string()) return v.get<double>();
-  const std::string& s = v.get_ref<const std::string&>();
-  if (s == "nan") return NAN;
-  return s == "inf" ? INFINITY : -INFINITY;
-}
-
-Tensor json_tensor(const json& j) {
-  DType dt = parse_dtype(j.at("dtype").get<std::string>()).value();
-  Tensor t(dt, Shape(j.at("shape").get<std::vector<int64_t>>()));
-  const json& data = j.at("data");
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const json& v = data[static_cast<size_t>(i)];
-    if (is_float(dt))
-      t.set_f64(i, json_double(v));
-    else if (is_bool(dt))
-      t.set_i64(i, v.get<bool>() ? 1 : 0);
-    else
-      t.set_i64(i, v.get<int64_t>());
-  }
-  return t;
-}
-
-// Runs `g` node by node through the plan's arena: operands are read from their buffers (or
-// from the leaf a view aliases), results written at their offsets; returns the outputs.
-std::vector<Tensor> run_in_arena(const Graph& g, const MemoryPlan& plan, const TensorMap& feeds) {
-  std::vector<std::byte> arena(static_cast<size_t>(plan.arena_bytes));
-  std::memset(arena.data(), 0xa5, arena.size());  // garbage: nothing may read before a write
-  std::vector<std::vector<const BufferAssignment*>> buf(g.nodes().size());
-  for (const BufferAssignment& b : plan.buffers) {
-    auto& slot = buf[static_cast<size_t>(b.value.node)];
-    slot.resize(std::max(slot.size(), static_cast<size_t>(b.value.index) + 1));
-    slot[static_cast<size_t>(b.value.index)] = &b;
-  }
-  std::vector<Tensor> leaf(g.nodes().size());
-  auto buffer_of = [&](Value v) -> const BufferAssignment* {
-    const auto& slot = buf[static_cast<size_t>(v.node)];
-    return static_cast<size_t>(v.index) < slot.size() ? slot[static_cast<size_t>(v.index)]
-                                                      : nullptr;
-  };
-  auto read = [&](Value v) {
-    const BufferAssignment* b = buffer_of(v);
-    if (b == nullptr) return leaf[static_cast<size_t>(v.node)];
-    Tensor t(g.type(v).dtype, g.type(v).shape);
-    bool external = b->is_view && buffer_of(b->alias_of) == nullptr;
-    const std::byte* base =
-        external ? leaf[static_cast<size_t>(b->alias_of.node)].data() : arena.data();
-    if (t.nbytes() > 0) std::memcpy(t.data(), base + b->offset, t.nbytes());
-    return t;
-  };
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (n.op == OpKind::Input || n.op == OpKind::Param) {
-      leaf[i] = feeds.at(n.name);
-      continue;
-    }
-    if (n.op == OpKind::Constant) {
-      leaf[i] = n.attrs.get_tensor("value");
-      continue;
-    }
-    std::vector<Tensor> operands;
-    for (Value v : n.operands) operands.push_back(read(v));
-    std::vector<Tensor> results = evaluate_op(n.op, operands, n.attrs);
-    for (size_t r = 0; r < results.size(); ++r) {
-      const BufferAssignment* b =
-          buffer_of(Value{static_cast<int32_t>(i), static_cast<int32_t>(r)});
-      if (b == nullptr) throw Error("no buffer for %" + n.name);
-      if (!b->is_view && results[r].nbytes() > 0)
-        std::memcpy(arena.data() + b->offset, results[r].data(), results[r].nbytes());
-    }
-  }
-  std::vector<Tensor> outs;
-  for (Value v : g.outputs()) outs.push_back(read(v));
-  return outs;
-}
+using testing::json;
+using testing::json_tensor;
+using testing::run_in_arena;
 
 // Rounding of one output dtype: a few ulp (f16/bf16 chains round every step).
 std::pair<double, double> tolerance(DType t) {

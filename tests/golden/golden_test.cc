@@ -6,7 +6,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "../common/test_util.h"
+#include "golden_data.h"
 #include "rlx/ir/dtype.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
@@ -23,7 +23,9 @@
 namespace rlx {
 namespace {
 
-using json = nlohmann::json;
+using testing::json;
+using testing::json_double;
+using testing::json_tensor;
 
 // Default tolerance per dtype: rtol about a few ulp of the dtype, plus a small atol for results
 // near zero. Integers and bool compare exactly. A case may override both (with a note).
@@ -57,36 +59,6 @@ struct GoldenCase {
   std::optional<double> decomposed_rtol, decomposed_atol;  // override rtol/atol for decompose(g)
   std::string note;
 };
-
-double json_double(const json& v) {
-  if (v.is_string()) {
-    const std::string& s = v.get_ref<const std::string&>();
-    if (s == "nan") return NAN;
-    if (s == "inf") return INFINITY;
-    if (s == "-inf") return -INFINITY;
-    throw Error("golden: bad float string '" + s + "'");
-  }
-  return v.get<double>();
-}
-
-Tensor json_tensor(const json& j) {
-  auto dt = parse_dtype(j.at("dtype").get<std::string>());
-  check(dt.has_value(), "golden: unknown dtype " + j.at("dtype").dump());
-  Tensor t(*dt, Shape(j.at("shape").get<std::vector<int64_t>>()));
-  const json& data = j.at("data");
-  check(static_cast<int64_t>(data.size()) == t.numel(),
-        "golden: " + std::to_string(data.size()) + " values for " + t.type().to_string());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const json& v = data[static_cast<size_t>(i)];
-    if (is_float(*dt))
-      t.set_f64(i, json_double(v));  // exact: values are of the dtype
-    else if (is_bool(*dt))
-      t.set_i64(i, v.get<bool>() ? 1 : 0);
-    else
-      t.set_i64(i, v.get<int64_t>());
-  }
-  return t;
-}
 
 // The parsed golden file, loaded once. A missing or malformed file leaves `error` set; the
 // GoldenFile.Loads test reports it.

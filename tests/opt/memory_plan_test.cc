@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/test_util.h"
+#include "arena_runner.h"
 #include "random_graph.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/decompose.h"
@@ -23,6 +24,7 @@ namespace {
 
 using testing::error_of;
 using testing::random_tensor;
+using testing::run_in_arena;
 
 const BufferAssignment& buffer(const MemoryPlan& plan, Value v) {
   for (const BufferAssignment& b : plan.buffers)
@@ -42,51 +44,6 @@ BufferAssignment& buffer(MemoryPlan& plan, Value v) {
   std::string all;
   for (const std::string& e : errors) all += "\n  " + e;
   return ::testing::AssertionFailure() << "no violation containing '" << what << "' in:" << all;
-}
-
-// Runs `g` node by node through the planned memory: operands are read from their planned
-// location (arena, or a leaf's own data for leaves and views of leaves), results written to
-// theirs. A planner that overlaps two live buffers corrupts a value and changes the outputs.
-std::vector<Tensor> run_in_arena(const Graph& g, const MemoryPlan& plan, const TensorMap& feeds) {
-  std::vector<std::byte> arena(static_cast<size_t>(plan.arena_bytes));
-  std::map<int32_t, Tensor> leaves;
-  std::map<std::pair<int32_t, int32_t>, const BufferAssignment*> where;
-  for (const BufferAssignment& b : plan.buffers) where[{b.value.node, b.value.index}] = &b;
-  auto read = [&](Value v) {
-    const TensorType& t = g.type(v);
-    auto leaf = leaves.find(v.node);
-    if (leaf != leaves.end()) return leaf->second;
-    const BufferAssignment& b = *where.at({v.node, v.index});
-    Tensor out(t.dtype, t.shape);
-    const std::byte* base = arena.data();
-    if (b.is_view && leaves.count(b.alias_of.node)) base = leaves.at(b.alias_of.node).data();
-    if (b.bytes > 0) std::memcpy(out.data(), base + b.offset, static_cast<size_t>(b.bytes));
-    return out;
-  };
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    auto id = static_cast<int32_t>(i);
-    if (n.op == OpKind::Input || n.op == OpKind::Param) {
-      leaves[id] = feeds.at(n.name);
-      continue;
-    }
-    if (n.op == OpKind::Constant) {
-      leaves[id] = n.attrs.get_tensor("value");
-      continue;
-    }
-    if (where.at({id, 0})->is_view) continue;  // aliases its source: nothing to compute
-    std::vector<Tensor> operands;
-    for (Value u : n.operands) operands.push_back(read(u));
-    std::vector<Tensor> results = evaluate_op(n.op, operands, n.attrs);
-    for (size_t r = 0; r < results.size(); ++r) {
-      const BufferAssignment& b = *where.at({id, static_cast<int32_t>(r)});
-      if (b.bytes > 0)
-        std::memcpy(arena.data() + b.offset, results[r].data(), static_cast<size_t>(b.bytes));
-    }
-  }
-  std::vector<Tensor> outs;
-  for (Value v : g.outputs()) outs.push_back(read(v));
-  return outs;
 }
 
 void expect_runs_like_evaluator(const Graph& g, const MemoryPlan& plan, const TensorMap& feeds) {
