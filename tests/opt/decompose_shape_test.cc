@@ -1,6 +1,7 @@
 // Composite == decomposition for the shape family: expand, squeeze, expand_dims.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,65 +27,48 @@ std::vector<OpKind> ops_of(const Graph& g) {
   return ops;
 }
 
-TEST(DecomposeShape, Expand) {
-  struct Case {
-    Shape x;
-    Ints shape;
-  };
-  // Rank growth, stretching size-1 dims both ways, a smaller target, rank 0 and size 0.
-  const Case cases[] = {{{3, 1}, {2, 1, 4}}, {{2, 3}, {1, 1}}, {{1}, {}},          {{}, {2, 3}},
-                        {{4}, {4}},          {{1, 3}, {0, 1}}, {{2, 1, 5}, {3, 1}}};
-  uint64_t seed = 1;
-  for (const Case& c : cases) {
+// One composite per (x shape, int-list attribute) case and per dtype: composite ==
+// decomposition exactly, and the decomposition is the single primitive `want`.
+struct ShapeCase {
+  Shape x;
+  Ints attr;
+};
+template <class Build>
+void expect_single_primitive(const char* name, std::span<const ShapeCase> cases, uint64_t seed,
+                             OpKind want, Build build) {
+  for (const ShapeCase& c : cases) {
     for (DType t : kDTypes) {
-      Graph g("expand");
+      Graph g(name);
       Value x = g.input("x", t, c.x);
-      g.set_outputs({g.expand(x, c.shape)});
+      g.set_outputs({build(g, x, c.attr)});
       SCOPED_TRACE(g.to_string());
       expect_decomposition_matches(g, {{"x", random_tensor(t, c.x, seed++)}}, 0, 0);
-      EXPECT_EQ(ops_of(decompose(g)), std::vector<OpKind>{OpKind::BroadcastInDim});
+      EXPECT_EQ(ops_of(decompose(g)), std::vector<OpKind>{want});
     }
   }
+}
+
+TEST(DecomposeShape, Expand) {
+  // Rank growth, stretching size-1 dims both ways, a smaller target, rank 0 and size 0.
+  const ShapeCase cases[] = {{{3, 1}, {2, 1, 4}}, {{2, 3}, {1, 1}}, {{1}, {}},
+                             {{}, {2, 3}},        {{4}, {4}},       {{1, 3}, {0, 1}},
+                             {{2, 1, 5}, {3, 1}}};
+  expect_single_primitive("expand", cases, 1, OpKind::BroadcastInDim,
+                          [](Graph& g, Value x, const Ints& a) { return g.expand(x, a); });
 }
 
 TEST(DecomposeShape, Squeeze) {
-  struct Case {
-    Shape x;
-    Ints axes;
-  };
-  const Case cases[] = {
+  const ShapeCase cases[] = {
       {{1, 3, 1}, {0, -1}}, {{1}, {0}}, {{2, 1, 0}, {1}}, {{2, 3}, {}}, {{1, 1, 1}, {2, 0, 1}}};
-  uint64_t seed = 100;
-  for (const Case& c : cases) {
-    for (DType t : kDTypes) {
-      Graph g("squeeze");
-      Value x = g.input("x", t, c.x);
-      g.set_outputs({g.squeeze(x, c.axes)});
-      SCOPED_TRACE(g.to_string());
-      expect_decomposition_matches(g, {{"x", random_tensor(t, c.x, seed++)}}, 0, 0);
-      EXPECT_EQ(ops_of(decompose(g)), std::vector<OpKind>{OpKind::Reshape});
-    }
-  }
+  expect_single_primitive("squeeze", cases, 100, OpKind::Reshape,
+                          [](Graph& g, Value x, const Ints& a) { return g.squeeze(x, a); });
 }
 
 TEST(DecomposeShape, ExpandDims) {
-  struct Case {
-    Shape x;
-    Ints axes;
-  };
-  const Case cases[] = {{{3}, {0, -1}}, {{2, 3}, {3, 1}}, {{}, {0}},      {{2, 3}, {-2}},
-                        {{0, 2}, {1}},  {{2}, {}},        {{4}, {-1, -2}}};
-  uint64_t seed = 200;
-  for (const Case& c : cases) {
-    for (DType t : kDTypes) {
-      Graph g("expand_dims");
-      Value x = g.input("x", t, c.x);
-      g.set_outputs({g.expand_dims(x, c.axes)});
-      SCOPED_TRACE(g.to_string());
-      expect_decomposition_matches(g, {{"x", random_tensor(t, c.x, seed++)}}, 0, 0);
-      EXPECT_EQ(ops_of(decompose(g)), std::vector<OpKind>{OpKind::Reshape});
-    }
-  }
+  const ShapeCase cases[] = {{{3}, {0, -1}}, {{2, 3}, {3, 1}}, {{}, {0}},      {{2, 3}, {-2}},
+                             {{0, 2}, {1}},  {{2}, {}},        {{4}, {-1, -2}}};
+  expect_single_primitive("expand_dims", cases, 200, OpKind::Reshape,
+                          [](Graph& g, Value x, const Ints& a) { return g.expand_dims(x, a); });
 }
 
 // Composites feeding each other and a primitive: the driver expands all of them and the result
