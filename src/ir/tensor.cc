@@ -27,6 +27,32 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   }
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, const std::byte* data) {
+  Tensor t = view_of(dtype, std::move(shape), data, nullptr);
+  t.owns_ = false;
+  return t;
+}
+
+Tensor Tensor::view_of(DType dtype, Shape shape, const std::byte* data,
+                       std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = t.shape_.numel();
+  check(t.numel_ <= (int64_t{1} << 62) / dtype_size(dtype),
+        "tensor " + t.type().to_string() + " is too large");
+  check(data != nullptr || t.numel_ == 0,
+        "Tensor::borrow: null data for tensor " + t.type().to_string());
+  static const std::byte kEmpty{};  // so data() is never null, even for an empty tensor
+  if (data == nullptr) data = &kEmpty;
+  // Aliasing constructor: shares `owner`'s control block (none for a borrow) and points at
+  // `data`. The const_cast is the documented contract: tensors are mutable views, and the
+  // caller promises not to write through one made over read-only memory.
+  t.data_ = std::shared_ptr<std::byte[]>(std::const_pointer_cast<void>(std::move(owner)),
+                                         const_cast<std::byte*>(data));
+  return t;
+}
+
 Tensor Tensor::from_doubles(DType dtype, Shape shape, std::span<const double> values) {
   Tensor t(dtype, std::move(shape));
   check(static_cast<int64_t>(values.size()) == t.numel(),

@@ -36,6 +36,15 @@ class Tensor {
   static Tensor from_ints(DType dtype, Shape shape, std::span<const int64_t> values);
   /// Every element equal to `value` (converted as above).
   static Tensor full(DType dtype, Shape shape, double value);
+  /// A tensor over caller-owned memory (no copy): `data` must hold numel * dtype_size bytes
+  /// in row-major order and outlive every copy of the tensor. Writing through a tensor borrowed
+  /// from read-only memory (e.g. a memory-mapped file) is the caller's error. Throws
+  /// rlx::Error if `data` is null while the tensor has elements.
+  static Tensor borrow(DType dtype, Shape shape, const std::byte* data);
+  /// A tensor whose storage is kept alive by `owner` (shared ownership of, e.g., a mapped file
+  /// or another tensor's buffer); `data` points into it with the layout of borrow().
+  static Tensor view_of(DType dtype, Shape shape, const std::byte* data,
+                        std::shared_ptr<const void> owner);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -64,6 +73,8 @@ class Tensor {
   /// Writes element i from an int64, converting as the `convert` op does (integers wrap).
   void set_i64(int64_t i, int64_t v);
 
+  /// False for a tensor made by borrow() (its memory belongs to the caller).
+  bool owns_storage() const { return owns_; }
   /// Deep copy with its own storage.
   Tensor clone() const;
   /// Same dtype, shape and bytes (NaNs compare by bit pattern).
@@ -76,6 +87,7 @@ class Tensor {
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<std::byte[]> data_;
+  bool owns_ = true;
 };
 
 /// The `convert` op on one element: double -> integer dtype `t` saturates at t's min/max and
