@@ -1,0 +1,69 @@
+// Backend interface, compile options and the backend registry.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rlx/opt/legalize.h"
+#include "rlx/opt/precision.h"
+#include "rlx/runtime/device.h"
+#include "rlx/runtime/executable.h"
+
+namespace rlx {
+
+/// How a param is stored quantized (a binding name -> format), for backends with quantized
+/// kernels (GGUF-style block formats). Backends without them reject any binding at compile.
+struct QuantizedParamBinding {
+  std::string format;      ///< e.g. "q8_0", "q4_0" (ggml block formats)
+  int64_t block_size = 32;  ///< elements per quantization block
+  bool operator==(const QuantizedParamBinding&) const = default;
+};
+
+/// Options of one compilation. Defaults are the fast, correct choice.
+struct CompileOptions {
+  /// Kernel dispatch policy (native kernels vs decomposition); defaults to RLX_KERNEL_DISPATCH
+  /// or PreferNative.
+  DispatchOptions dispatch = DispatchOptions::from_env();
+  /// Absent: RLX_PRECISION if set, else the backend's default (CPU: the graph's own dtypes).
+  std::optional<PrecisionPolicy> precision;
+  bool dce = true;
+  bool fold_constants = true;
+  /// Seed for ops that draw random numbers (dropout, initializers); part of the cache key.
+  uint64_t seed = 0;
+  /// Param name -> quantized storage format.
+  std::map<std::string, QuantizedParamBinding> quantized_params;
+
+  /// A canonical text of every field, used in compile-cache keys.
+  std::string cache_key() const;
+};
+
+/// A compiler + runtime for one device kind.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// Short name used in reports and errors ("cpu").
+  virtual std::string name() const = 0;
+  virtual DeviceKind device_kind() const = 0;
+  /// Ops it runs natively (composites it does not claim are decomposed by legalization).
+  virtual std::set<OpKind> supported_ops() const = 0;
+  /// Compiles `graph` for `device`: verify, legalize, the pass pipeline, memory plan, lowering.
+  /// Throws rlx::Error for an invalid graph (the verifier's diagnostics), ops it cannot run
+  /// (the legalization report), or unsupported options.
+  virtual std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
+                                              const Device& device) = 0;
+};
+
+/// Registers `backend` for its device kind, replacing any earlier one (built-in backends
+/// register themselves at static initialization).
+void register_backend(std::shared_ptr<Backend> backend);
+/// The backend for `kind`; throws rlx::Error "no backend for device 'cuda' (registered: cpu)".
+std::shared_ptr<Backend> backend_for(DeviceKind kind);
+/// Devices usable in this process (registered backends whose device is present).
+std::vector<Device> available_devices();
+
+}  // namespace rlx

@@ -1,0 +1,106 @@
+// Executable: a graph compiled for one device, with its params and activations.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/evaluator.h"
+#include "rlx/ir/graph.h"
+#include "rlx/opt/legalize.h"
+#include "rlx/opt/memory_plan.h"
+#include "rlx/runtime/device.h"
+
+namespace rlx {
+
+/// Name and type of one graph input, param or output, as the caller sees it (the dtypes of the
+/// graph given to compile; precision policies change only internal dtypes).
+struct IoSpec {
+  std::string name;
+  TensorType type;
+  bool operator==(const IoSpec&) const = default;
+};
+
+/// What an executable can do beyond run().
+struct Capabilities {
+  /// clone() works; clones share read-only weights and own their activations.
+  bool clone = false;
+  /// Clones (not one executable) may run concurrently on different threads.
+  bool concurrent_clones = false;
+  /// set_param_typed / run_typed accept every dtype and convert to the declared dtypes.
+  bool typed_io = false;
+  /// set_param binds a caller tensor without copying it (the caller keeps it alive).
+  bool zero_copy_params = false;
+};
+
+/// A compiled graph. Created by Backend::compile (usually through Session::compile).
+///
+/// run() is serialized per executable (an internal mutex); for parallel inference give each
+/// thread a clone(). Every entry point validates its arguments completely before touching any
+/// state, so on error nothing is written and the executable is unchanged.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+
+  virtual Capabilities capabilities() const = 0;
+  virtual Device device() const = 0;
+  /// Graph inputs, params and outputs in graph order.
+  virtual const std::vector<IoSpec>& inputs() const = 0;
+  virtual const std::vector<IoSpec>& params() const = 0;
+  virtual const std::vector<IoSpec>& outputs() const = 0;
+
+  /// Binds param `name` to `value`, whose dtype and shape must equal the declared ones. The
+  /// executable keeps a reference to value's storage (no copy); with a borrowed tensor the
+  /// caller keeps the memory alive and unchanged while the executable uses it. Throws
+  /// rlx::Error "set_param: unknown param 'x' (params: a, b)" or "set_param 'w': expected
+  /// f32[4,8], got f16[4,8]".
+  virtual void set_param(const std::string& name, const Tensor& value) = 0;
+  /// Binds param `name` from `bytes` holding a row-major tensor of `dtype` and `shape`: the
+  /// shape must equal the declared one; the dtype may differ and is then converted to the
+  /// declared dtype as by the convert op (e.g. bf16 weights into an f32 graph). The data are
+  /// copied. Throws rlx::Error for an unknown name, a wrong shape or a byte count that is not
+  /// numel * dtype_size(dtype).
+  void set_param_typed(const std::string& name, DType dtype, const Shape& shape,
+                       std::span<const std::byte> bytes);
+
+  /// Runs the graph on `inputs` (by input name; dtypes and shapes exactly as declared) and
+  /// returns the outputs in graph order, each in its own storage. Throws rlx::Error naming the
+  /// input and the expected and actual type for a wrong dtype or shape, naming unknown inputs
+  /// (with the list of valid names), missing inputs, and params never set.
+  virtual std::vector<Tensor> run(const TensorMap& inputs) = 0;
+  /// run() where each input may have any dtype and is converted to the declared dtype (shapes
+  /// must match). Outputs are returned in `output_dtype` when given (converted), else in their
+  /// declared dtypes.
+  std::vector<Tensor> run_typed(const TensorMap& inputs,
+                                std::optional<DType> output_dtype = std::nullopt);
+
+  /// An executable sharing this one's compiled program and params (copy on write: set_param on
+  /// either afterwards affects only that one) with its own activations. Throws rlx::Error when
+  /// capabilities().clone is false.
+  virtual std::unique_ptr<Executable> clone() const = 0;
+
+  /// The graph as compiled (after legalization, fusion, precision and planning).
+  virtual const Graph& compiled_graph() const = 0;
+  /// Its memory plan (the activation arena each executable allocates once).
+  virtual const MemoryPlan& memory_plan() const = 0;
+  /// Legalization's report: per op kind, native / decomposed / missing.
+  virtual const DispatchReport& dispatch_report() const = 0;
+  /// Backend-specific text about how each op runs (e.g. which kernel), for --verbose output.
+  virtual std::string kernel_report() const { return ""; }
+
+ protected:
+  /// The declared spec of input or param `name` in `specs`, or throws rlx::Error "<what>:
+  /// unknown <kind> 'x' (<kind>s: a, b)".
+  static const IoSpec& find_spec(const std::vector<IoSpec>& specs, const std::string& name,
+                                 std::string_view what, std::string_view kind);
+};
+
+/// Checks `inputs` against `specs` (names, dtypes, shapes, none missing or unknown) and throws
+/// rlx::Error naming the first problem, e.g. "run: input 'x': expected f32[2,3], got
+/// f32[3,2]". Backends call this before running.
+void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs);
+
+}  // namespace rlx

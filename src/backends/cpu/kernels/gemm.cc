@@ -1,0 +1,8 @@
+// Native CPU kernels: gemm family (being written).
+#include "../kernel.h"
+
+namespace rlx::cpu {
+
+void register_gemm_kernels() {}
+
+}  // namespace rlx::cpu
