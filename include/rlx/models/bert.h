@@ -1,0 +1,60 @@
+// BERT-family encoders (BERT, MiniLM, ...) built with the graph builder from a Hugging Face
+// config.json, plus the sentence-transformers pooling head.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/executable.h"
+
+namespace rlx::models {
+
+/// The fields of a Hugging Face BertConfig (config.json) the encoder needs.
+struct BertConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t max_position_embeddings = 512;
+  int64_t type_vocab_size = 2;
+  double layer_norm_eps = 1e-12;
+  /// "gelu" (exact, erf), "gelu_new" / "gelu_pytorch_tanh" (tanh approximation) or "relu".
+  std::string hidden_act = "gelu";
+
+  /// Reads config.json. Throws rlx::Error naming the file and the field for a missing file,
+  /// malformed JSON, a model_type other than bert-like encoders, position_embedding_type other
+  /// than "absolute", non-positive sizes, or hidden_size not divisible by the head count.
+  static BertConfig from_json_file(const std::string& path);
+};
+
+/// How token states become one vector per sequence (sentence-transformers' Pooling module).
+struct PoolingOptions {
+  /// "mean" (attention-masked mean of token states) or "cls" (the first token's state).
+  std::string mode = "mean";
+  /// L2-normalise the pooled vector (sentence-transformers' Normalize module; torch's
+  /// F.normalize with eps 1e-12).
+  bool normalize = true;
+};
+
+/// Builds the encoder + pooling head for a fixed [batch, seq]:
+/// - inputs `input_ids`, `attention_mask`, `token_type_ids`: i32[batch, seq] (mask 1 = real
+///   token, 0 = padding; padded keys are masked out exactly with a bool attention mask);
+/// - params named as in the Hugging Face checkpoint ("embeddings.word_embeddings.weight",
+///   "encoder.layer.N.attention.self.query.weight", ...), except that every Linear weight is
+///   declared transposed, [in, out], so it feeds matmul (and the matmul+bias+activation fusion)
+///   directly; bind_bert_params transposes the checkpoint's [out, in] tensors once at load;
+/// - output `embeddings`: f32[batch, hidden_size].
+/// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
+/// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
+/// residual + LayerNorm. Throws rlx::Error when seq > max_position_embeddings or a size is
+/// not positive.
+Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
+                         const PoolingOptions& pooling = {});
+
+/// True when graph param `name` is a Linear weight that build_bert_encoder declares transposed
+/// relative to the checkpoint.
+bool is_transposed_linear_weight(const std::string& name);
+
+}  // namespace rlx::models

@@ -1,0 +1,167 @@
+// BERT encoder builder and config reader.
+#include "rlx/models/bert.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "rlx/ir/error.h"
+
+namespace rlx::models {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t positive_int(const json& j, const std::string& path, const char* field, int64_t fallback,
+                     bool required) {
+  if (!j.contains(field)) {
+    check(!required, path + ": missing field '" + field + "'");
+    return fallback;
+  }
+  const json& v = j.at(field);
+  check(v.is_number_integer() && v.get<int64_t>() > 0,
+        path + ": field '" + field + "' must be a positive integer, found " + v.dump());
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+BertConfig BertConfig::from_json_file(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open BERT config '" + path + "'");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw Error(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+  }
+  check(j.is_object(), path + ": expected a JSON object");
+  if (j.contains("model_type")) {
+    std::string type = j.at("model_type").is_string() ? j.at("model_type").get<std::string>() : "";
+    check(type == "bert" || type == "roberta" || type == "xlm-roberta" || type == "distilbert" ||
+              type == "minilm",
+          path + ": model_type '" + type + "' is not a BERT-family encoder");
+  }
+  if (j.contains("position_embedding_type"))
+    check(j.at("position_embedding_type") == "absolute",
+          path + ": position_embedding_type " + j.at("position_embedding_type").dump() +
+              " is not supported (only \"absolute\")");
+  BertConfig c;
+  c.vocab_size = positive_int(j, path, "vocab_size", 0, true);
+  c.hidden_size = positive_int(j, path, "hidden_size", 0, true);
+  c.num_hidden_layers = positive_int(j, path, "num_hidden_layers", 0, true);
+  c.num_attention_heads = positive_int(j, path, "num_attention_heads", 0, true);
+  c.intermediate_size = positive_int(j, path, "intermediate_size", 0, true);
+  c.max_position_embeddings = positive_int(j, path, "max_position_embeddings", 512, false);
+  c.type_vocab_size = positive_int(j, path, "type_vocab_size", 2, false);
+  if (j.contains("layer_norm_eps")) {
+    check(j.at("layer_norm_eps").is_number() && j.at("layer_norm_eps").get<double>() > 0,
+          path + ": field 'layer_norm_eps' must be a positive number");
+    c.layer_norm_eps = j.at("layer_norm_eps").get<double>();
+  }
+  if (j.contains("hidden_act")) {
+    check(j.at("hidden_act").is_string(), path + ": field 'hidden_act' must be a string");
+    c.hidden_act = j.at("hidden_act").get<std::string>();
+  }
+  check(c.hidden_act == "gelu" || c.hidden_act == "gelu_new" ||
+            c.hidden_act == "gelu_pytorch_tanh" || c.hidden_act == "relu",
+        path + ": hidden_act '" + c.hidden_act +
+            "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+  check(c.hidden_size % c.num_attention_heads == 0,
+        path + ": hidden_size " + std::to_string(c.hidden_size) +
+            " is not divisible by num_attention_heads " + std::to_string(c.num_attention_heads));
+  return c;
+}
+
+bool is_transposed_linear_weight(const std::string& name) {
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return name.rfind("encoder.layer.", 0) == 0 && ends_with(".weight") &&
+         name.find("LayerNorm") == std::string::npos;
+}
+
+Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
+                         const PoolingOptions& pooling) {
+  check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
+                                  std::to_string(batch) + ", " + std::to_string(seq) + "]");
+  check(seq <= c.max_position_embeddings,
+        "build_bert_encoder: seq " + std::to_string(seq) + " exceeds max_position_embeddings " +
+            std::to_string(c.max_position_embeddings));
+  check(pooling.mode == "mean" || pooling.mode == "cls",
+        "build_bert_encoder: pooling mode '" + pooling.mode + "' is not mean or cls");
+  const int64_t H = c.hidden_size, heads = c.num_attention_heads, dh = H / heads;
+  Graph g("bert");
+  Value ids = g.input("input_ids", DType::i32, Shape{batch, seq});
+  Value mask = g.input("attention_mask", DType::i32, Shape{batch, seq});
+  Value types = g.input("token_type_ids", DType::i32, Shape{batch, seq});
+
+  auto param = [&](const std::string& name, Shape shape) {
+    return g.param(name, DType::f32, std::move(shape));
+  };
+  auto layer_norm = [&](Value x, const std::string& prefix) {
+    return g.layer_norm(x, param(prefix + ".weight", Shape{H}), param(prefix + ".bias", Shape{H}),
+                        -1, c.layer_norm_eps);
+  };
+  auto linear = [&](Value x, const std::string& prefix, int64_t in, int64_t out) {
+    return g.add(g.matmul(x, param(prefix + ".weight", Shape{in, out})),
+                 param(prefix + ".bias", Shape{out}));
+  };
+  auto activation = [&](Value x) {
+    if (c.hidden_act == "gelu") return g.gelu(x);
+    if (c.hidden_act == "relu") return g.relu(x);
+    return g.gelu_tanh(x);
+  };
+
+  // Embeddings: word + absolute position + token type, then LayerNorm.
+  Value word = g.gather(param("embeddings.word_embeddings.weight", Shape{c.vocab_size, H}), ids, 0);
+  Value pos_table = param("embeddings.position_embeddings.weight",
+                          Shape{c.max_position_embeddings, H});
+  Value pos = g.slice(pos_table, {0, 0}, {seq, H});
+  Value type = g.gather(param("embeddings.token_type_embeddings.weight", Shape{c.type_vocab_size, H}),
+                        types, 0);
+  Value x = layer_norm(g.add(g.add(word, pos), type), "embeddings.LayerNorm");
+
+  // Padded keys are excluded exactly: a bool mask [B,1,1,S] broadcast over heads and queries.
+  Value zero = g.scalar(0, DType::i32);
+  Value key_mask = g.reshape(g.ne(mask, zero), {batch, 1, 1, seq});
+  Graph::AttentionOptions attn;
+  attn.mask = "bool";
+  auto split_heads = [&](Value t) {  // [B,S,H] -> [B,heads,S,dh]
+    return g.transpose(g.reshape(t, {batch, seq, heads, dh}), {0, 2, 1, 3});
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    std::string p = "encoder.layer." + std::to_string(l) + ".";
+    Value q = split_heads(linear(x, p + "attention.self.query", H, H));
+    Value k = split_heads(linear(x, p + "attention.self.key", H, H));
+    Value v = split_heads(linear(x, p + "attention.self.value", H, H));
+    Value a = g.attention(q, k, v, attn, key_mask);
+    a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {batch, seq, H});
+    Value h = layer_norm(g.add(linear(a, p + "attention.output.dense", H, H), x),
+                         p + "attention.output.LayerNorm");
+    Value f = activation(linear(h, p + "intermediate.dense", H, c.intermediate_size));
+    x = layer_norm(g.add(linear(f, p + "output.dense", c.intermediate_size, H), h),
+                   p + "output.LayerNorm");
+  }
+
+  Value pooled;
+  if (pooling.mode == "cls") {
+    pooled = g.reshape(g.slice(x, {0, 0, 0}, {batch, 1, H}), {batch, H});
+  } else {
+    // sentence-transformers mean pooling: sum(h * mask) / max(sum(mask), 1e-9).
+    Value m = g.reshape(g.convert(mask, DType::f32), {batch, seq, 1});
+    Value summed = g.reduce_sum(g.mul(x, m), {1});
+    Value count = g.max(g.reduce_sum(m, {1}), g.scalar(1e-9, DType::f32));
+    pooled = g.div(summed, count);
+  }
+  if (pooling.normalize) {
+    // torch.nn.functional.normalize: x / max(||x||_2, 1e-12).
+    Value norm = g.sqrt(g.reduce_sum(g.mul(pooled, pooled), {1}, true));
+    pooled = g.div(pooled, g.max(norm, g.scalar(1e-12, DType::f32)));
+  }
+  std::vector<Value> outs{pooled};
+  g.set_outputs(outs);
+  return g;
+}
+
+}  // namespace rlx::models

@@ -1,0 +1,125 @@
+// `rlx embed`: sentence embeddings from the command line; `rlx devices`.
+#include "embed.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "rlx/ir/error.h"
+#include "rlx/models/sentence_embedder.h"
+#include "rlx/runtime/backend.h"
+#include "rlx/runtime/threading.h"
+
+namespace rlx::tools {
+namespace {
+
+// Inputs at least this large get a progress bar on stderr (when it is a terminal or
+// --verbose), so piping a corpus through shows that work is happening.
+constexpr size_t kProgressThreshold = 256;
+
+std::vector<std::vector<double>> cosine_matrix(const Tensor& e) {
+  int64_t n = e.shape()[0], d = e.shape()[1];
+  const float* p = e.data_as<float>();
+  std::vector<double> norms(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t k = 0; k < d; ++k) s += double(p[i * d + k]) * p[i * d + k];
+    norms[static_cast<size_t>(i)] = std::sqrt(s);
+  }
+  std::vector<std::vector<double>> m(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(n)));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t k = 0; k < d; ++k) dot += double(p[i * d + k]) * p[j * d + k];
+      double denom = norms[static_cast<size_t>(i)] * norms[static_cast<size_t>(j)];
+      m[static_cast<size_t>(i)][static_cast<size_t>(j)] = denom > 0 ? dot / denom : 0.0;
+    }
+  return m;
+}
+
+}  // namespace
+
+int run_embed(const EmbedArgs& a) {
+  check(a.format == "json" || a.format == "tsv",
+        "--format must be json or tsv, found '" + a.format + "'");
+  std::vector<std::string> texts = a.texts;
+  if (texts.empty())
+    for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
+
+  models::EmbedderOptions opts;
+  opts.device = Device::parse(a.device);
+  opts.batch_size = a.batch_size;
+  opts.max_length = a.max_length;
+  if (!a.precision.empty()) opts.precision = parse_precision_policy(a.precision);
+  std::string dir = a.model.empty() ? models::default_model_dir() : a.model;
+  auto t0 = std::chrono::steady_clock::now();
+  models::SentenceEmbedder embedder(dir, opts);
+  auto t1 = std::chrono::steady_clock::now();
+
+  bool show_progress =
+      texts.size() >= kProgressThreshold && (a.verbose || isatty(STDERR_FILENO));
+  auto progress = [&](int64_t done, int64_t total) {
+    int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total));
+    if (done == total) std::fputc('\n', stderr);
+  };
+  Tensor e = embedder.encode(texts, show_progress ? std::function(progress) : nullptr);
+  auto t2 = std::chrono::steady_clock::now();
+
+  const int64_t n = e.shape()[0], d = e.shape()[1];
+  if (a.format == "json") {
+    nlohmann::json out;
+    out["model"] = embedder.model_name();
+    out["dim"] = d;
+    if (a.similarity) {
+      out["similarity"] = cosine_matrix(e);
+    } else {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t i = 0; i < n; ++i)
+        rows.push_back(std::vector<float>(e.data_as<float>() + i * d, e.data_as<float>() + (i + 1) * d));
+      out["embeddings"] = rows;
+    }
+    std::cout << out.dump() << "\n";
+  } else if (a.similarity) {
+    auto m = cosine_matrix(e);
+    for (const auto& row : m) {
+      for (size_t j = 0; j < row.size(); ++j) std::printf(j ? "\t%.4f" : "%.4f", row[j]);
+      std::printf("\n");
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t k = 0; k < d; ++k) std::printf(k ? "\t%.7g" : "%.7g", e.data_as<float>()[i * d + k]);
+      std::printf("\n");
+    }
+  }
+  if (a.verbose) {
+    models::EmbedderStats s = embedder.stats();
+    auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::fprintf(stderr,
+                 "model %s (dim %lld, max length %lld) loaded in %.1f ms\n"
+                 "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
+                 "%lld tokens (%lld with padding), %d threads\n",
+                 embedder.model_dir().c_str(), static_cast<long long>(d),
+                 static_cast<long long>(embedder.max_length()), ms(t1 - t0),
+                 static_cast<long long>(n), ms(t2 - t1), static_cast<long long>(s.runs),
+                 static_cast<long long>(s.compiles), s.compile_seconds * 1e3,
+                 static_cast<long long>(s.real_tokens), static_cast<long long>(s.padded_tokens),
+                 num_threads());
+  }
+  return 0;
+}
+
+int run_devices() {
+  for (const Device& d : available_devices()) {
+    std::printf("%s", d.to_string().c_str());
+    if (d.kind == DeviceKind::Cpu) std::printf("\t%d threads (%d physical cores)", num_threads(), physical_cores());
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace rlx::tools
