@@ -28,7 +28,8 @@ namespace rlx {
 /// inside the file. Like the reference implementation it requires:
 ///   - the file is at least 8 bytes and 8 + N fits in it, with N <= 100,000,000;
 ///   - the header is valid UTF-8 and one JSON object (whitespace around it is allowed, which
-///     is how writers pad it), with no key appearing twice in any object;
+///     is how writers pad it; a NUL byte is not), with no key appearing twice in any object
+///     and at most 64 levels of nesting;
 ///   - "__metadata__", if present, is an object whose values are all strings;
 ///   - every other entry is an object with exactly the fields "dtype" (a safetensors dtype
 ///     name), "shape" (non-negative integers whose product, and its size in bytes, fit in
@@ -72,13 +73,13 @@ class SafetensorsFile {
   /// The view is read-only memory: writing through it is the caller's error (clone() first).
   /// If its data is not aligned to its element size in the file (safetensors does not require
   /// begin to be a multiple of the element size), it is copied into an owned, aligned tensor
-  /// instead, so data_as<T>() is always safe. Bool elements are returned as stored (one byte
-  /// each; writers store 0 or 1). Throws like type().
+  /// instead, so data_as<T>() is always safe. A BOOL tensor's bytes are checked to be 0 or 1
+  /// (rlx's bool representation), else rlx::Error names the element. Also throws like type().
   Tensor get(const std::string& name) const;
   /// The "__metadata__" strings (empty if the header has none).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  /// One tensor's header entry (public so the implementation's helpers can build it).
+ private:
   struct Entry {
     std::string name;
     std::string stored_dtype;  // safetensors dtype name
@@ -89,7 +90,6 @@ class SafetensorsFile {
     size_t end = 0;
   };
 
- private:
   SafetensorsFile() = default;
   const Entry& entry(const std::string& name) const;
 
