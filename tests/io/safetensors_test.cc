@@ -1,5 +1,5 @@
 // safetensors reader and writer: round trips, files written by the reference Python package
-// (tests/io/gen_safetensors_fixtures.py), the real MiniLM checkpoint when RLX_MINILM_DIR is set,
+// (tests/io/gen_safetensors_fixtures.py), the real MiniLM checkpoint when RLX_MODEL_DIR is set,
 // one hand-made malformed file per validation rule, and a seeded mutation fuzz loop.
 #include "rlx/io/safetensors.h"
 
@@ -294,11 +294,11 @@ TEST(SafetensorsReference, WriterReproducesTheReferenceBytes) {
   EXPECT_EQ(read_bytes(path), read_bytes(ref_path));
 }
 
-// ---- the real model, when RLX_MINILM_DIR names the directory holding its model.safetensors
+// ---- the real model, when RLX_MODEL_DIR names the directory holding its model.safetensors
 
 TEST(SafetensorsReference, MiniLmCheckpoint) {
-  const char* dir = std::getenv("RLX_MINILM_DIR");
-  if (dir == nullptr || *dir == '\0') GTEST_SKIP() << "RLX_MINILM_DIR is not set";
+  const char* dir = std::getenv("RLX_MODEL_DIR");
+  if (dir == nullptr || *dir == '\0') GTEST_SKIP() << "RLX_MODEL_DIR is not set";
   std::string path = std::string(dir) + "/model.safetensors";
   if (!fs::exists(path)) GTEST_SKIP() << path << " does not exist";
 
