@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,9 @@ Agreement compare(const Tensor& got, const Reference& ref) {
     }
     a.min_cosine = std::min(a.min_cosine, dot / std::sqrt(ng * nr));
   }
+  // Printed so the achieved agreement is visible in the test log, not only pass/fail.
+  std::printf("  min cosine %.9f, max |diff| %.3g over %zu sentences\n", a.min_cosine, a.max_abs,
+              ref.texts.size());
   return a;
 }
 
