@@ -54,6 +54,12 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   if (precision) pm.add(create_amp_pass(*precision));
   if (claims(OpKind::ElementwiseRegion)) pm.add(create_mark_elementwise_regions_pass());
   if (o.dce) pm.add(create_dce_pass());
+  if (o.on_stage) {
+    pm.print_ir_after({"all"});
+    pm.set_ir_sink([&](std::string_view pass, std::string_view when, const Graph& after) {
+      if (when == "after") o.on_stage(pass, after);
+    });
+  }
   pm.run(r.graph);
   r.timings = pm.timings();
   // Legalization ran before AMP, whose converts the backend must run too: an unclaimed op

@@ -9,9 +9,12 @@ namespace rlx {
 
 std::string_view device_kind_name(DeviceKind kind) {
   switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Pjrt: return "pjrt";
+    case DeviceKind::Cpu:
+      return "cpu";
+    case DeviceKind::Cuda:
+      return "cuda";
+    case DeviceKind::Pjrt:
+      return "pjrt";
   }
   return "?";
 }

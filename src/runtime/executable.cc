@@ -1,7 +1,7 @@
 // Executable helpers shared by every backend: IO validation and the typed (converting) IO.
 #include "rlx/runtime/executable.h"
 
-#include <set>
+#include <cstring>
 
 #include "rlx/ir/error.h"
 
@@ -14,19 +14,11 @@ std::string names_of(const std::vector<IoSpec>& specs) {
   return s.empty() ? "none" : s;
 }
 
-// `t` converted to `dtype` element by element with the convert op's semantics (the same
-// conversions Tensor::set_f64 / set_i64 apply).
+// `t` converted to `dtype` by the reference evaluator's convert op, so typed IO rounds exactly
+// as a convert node would (e.g. i64 -> f32 rounds once, not through double).
 Tensor convert_tensor(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out(dtype, t.shape());
-  bool exact_int = !is_float(t.dtype());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (exact_int)
-      out.set_i64(i, t.get_i64(i));
-    else
-      out.set_f64(i, t.get_f64(i));
-  }
-  return out;
+  return evaluate_op(OpKind::Convert, {t}, AttrMap{{"dtype", dtype}})[0];
 }
 
 }  // namespace
@@ -44,10 +36,9 @@ void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs)
     const IoSpec* spec = nullptr;
     for (const IoSpec& s : specs)
       if (s.name == name) spec = &s;
-    check(spec != nullptr,
-          "run: unknown input '" + name + "' (inputs: " + names_of(specs) + ")");
-    check(t.type() == spec->type, "run: input '" + name + "': expected " +
-                                      spec->type.to_string() + ", got " + t.type().to_string());
+    check(spec != nullptr, "run: unknown input '" + name + "' (inputs: " + names_of(specs) + ")");
+    check(t.type() == spec->type, "run: input '" + name + "': expected " + spec->type.to_string() +
+                                      ", got " + t.type().to_string());
   }
   for (const IoSpec& s : specs)
     check(inputs.count(s.name) != 0,
@@ -59,24 +50,30 @@ void Executable::set_param_typed(const std::string& name, DType dtype, const Sha
   const IoSpec& spec = find_spec(params(), name, "set_param_typed", "param");
   check(shape == spec.type.shape, "set_param_typed '" + name + "': expected shape " +
                                       spec.type.shape.to_string() + ", got " + shape.to_string());
-  Tensor view = Tensor::borrow(dtype, shape, bytes.data());
-  check(bytes.size() == view.nbytes(),
+  // The byte count is checked before the bytes are touched; copying them into a tensor of its
+  // own also aligns data that sit at an arbitrary offset of a file.
+  Tensor copy(dtype, shape);
+  check(bytes.size() == copy.nbytes(),
         "set_param_typed '" + name + "': " + std::to_string(bytes.size()) + " bytes for " +
-            view.type().to_string() + ", which needs " + std::to_string(view.nbytes()));
-  Tensor owned = dtype == spec.type.dtype ? view.clone() : convert_tensor(view, spec.type.dtype);
-  set_param(name, owned);
+            copy.type().to_string() + ", which needs " + std::to_string(copy.nbytes()));
+  if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+  set_param(name, convert_tensor(copy, spec.type.dtype));
 }
 
 std::vector<Tensor> Executable::run_typed(const TensorMap& inputs,
                                           std::optional<DType> output_dtype) {
-  TensorMap converted;
+  // Every input is checked before any is converted, so an error costs no conversion work.
+  std::vector<DType> declared;
   for (const auto& [name, t] : inputs) {
     const IoSpec& spec = find_spec(this->inputs(), name, "run_typed", "input");
     check(t.shape() == spec.type.shape, "run_typed: input '" + name + "': expected shape " +
                                             spec.type.shape.to_string() + ", got " +
                                             t.shape().to_string());
-    converted.emplace(name, convert_tensor(t, spec.type.dtype));
+    declared.push_back(spec.type.dtype);
   }
+  TensorMap converted;
+  size_t i = 0;
+  for (const auto& [name, t] : inputs) converted.emplace(name, convert_tensor(t, declared[i++]));
   std::vector<Tensor> outs = run(converted);
   if (output_dtype)
     for (Tensor& o : outs) o = convert_tensor(o, *output_dtype);

@@ -20,39 +20,62 @@ size_t capacity_from(const SessionOptions& options) {
   return static_cast<size_t>(n);
 }
 
+// The cache key: device, options and the graph's canonical text form, which determines the
+// graph exactly (ops, attributes incl. constant values, types, names, outputs), so equal keys
+// mean equal graphs; no hash collisions. An absent precision is resolved here because the
+// pipeline then reads RLX_PRECISION, which may change between compiles.
+std::string cache_key(const Device& device, const CompileOptions& options, const Graph& graph) {
+  std::string key = device.to_string() + "\n" + options.cache_key();
+  if (!options.precision) {
+    const char* env = std::getenv("RLX_PRECISION");
+    key += ";RLX_PRECISION=" + std::string(env == nullptr ? "" : env);
+  }
+  return key + "\n" + graph.to_string();
+}
+
 }  // namespace
 
 Session::Session(Device device, SessionOptions options)
     : device_(device), backend_(backend_for(device.kind)), capacity_(capacity_from(options)) {}
 
 std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOptions& options) {
-  // The canonical text form determines the graph exactly (ops, attributes incl. constant
-  // values, types, names, outputs), so equal keys mean equal graphs; no hash collisions.
-  std::string key = device_.to_string() + "\n" + options.cache_key() + "\n" + graph.to_string();
+  std::string key = cache_key(device_, options, graph);
+  std::promise<std::shared_ptr<Executable>> promise;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++stats_.hits;
       return it->second->second;
     }
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      std::shared_future<std::shared_ptr<Executable>> compiling = it->second;
+      ++stats_.hits;
+      lock.unlock();
+      return compiling.get();  // rethrows that compilation's error
+    }
+    ++stats_.misses;
+    // Without a cache every call compiles its own executable, so there is nothing to share.
+    if (capacity_ > 0) pending_.emplace(key, promise.get_future().share());
   }
-  // Compile outside the lock so other threads can hit the cache meanwhile; two threads
-  // missing on one key both compile and the second insert wins (both results are valid).
+  // Compile outside the lock so other keys hit or compile meanwhile.
   auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<Executable> exe = backend_->compile(graph, options, device_);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.misses;
-  stats_.compile_seconds += seconds;
-  if (capacity_ == 0) return exe;
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    lru_.erase(it->second);
-    index_.erase(it);
+  std::shared_ptr<Executable> exe;
+  try {
+    exe = backend_->compile(graph, options, device_);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.compile_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (pending_.erase(key) > 0) promise.set_exception(std::current_exception());
+    throw;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.compile_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (capacity_ == 0) return exe;
+  pending_.erase(key);
+  promise.set_value(exe);
   lru_.emplace_front(key, exe);
   index_[key] = lru_.begin();
   while (lru_.size() > capacity_) {

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
@@ -71,15 +72,15 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   if (n <= 0) return;
   grain = grain < 1 ? 1 : grain;
   int threads = num_threads();
-  int64_t max_chunks = (n + grain - 1) / grain;
-  int64_t chunks = std::min<int64_t>(max_chunks, threads);
+  // At most n / grain chunks, so that every chunk of the even split holds >= grain iterations.
+  int64_t chunks = std::min<int64_t>(n / grain, threads);
   if (chunks <= 1 || omp_in_parallel()) {
     fn(begin, end);
     return;
   }
   // One contiguous chunk per thread: kernels here are uniform per iteration, and contiguous
   // ranges keep each thread's memory streams sequential.
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = begin + n * c / chunks;
     int64_t e = begin + n * (c + 1) / chunks;

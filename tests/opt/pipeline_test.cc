@@ -175,5 +175,29 @@ TEST(Pipeline, PrecisionFromTheEnvironment) {
   unsetenv("RLX_PRECISION");
 }
 
+TEST(Pipeline, OnStageSeesTheGraphAfterEachPass) {
+  Graph g("stages");
+  Value x = g.input("x", DType::f32, Shape{2, 4});
+  Value y = g.softmax(g.add(x, g.scalar(0.0, DType::f32)), -1);
+  g.add(x, x);  // dead: DCE removes it
+  g.set_outputs({y});
+  PipelineOptions o;
+  std::vector<std::pair<std::string, std::string>> stages;
+  o.on_stage = [&](std::string_view pass, const Graph& after) {
+    stages.emplace_back(std::string(pass), after.to_string());
+  };
+  PipelineResult r = run_standard_pipeline(g, o);
+  ASSERT_FALSE(stages.empty());
+  EXPECT_EQ(stages.front().first, "legalize");
+  EXPECT_NE(stages.front().second.find("add"), std::string::npos);
+  EXPECT_EQ(stages.back().second, r.graph.to_string());  // the last stage is the result
+  std::vector<std::string> names;
+  for (const auto& s : stages) names.push_back(s.first);
+  std::vector<std::string> timed;
+  for (const PassTiming& t : r.timings)
+    if (t.pass != "memory-plan") timed.push_back(t.pass);
+  EXPECT_EQ(names, timed);  // one call per pass run, in order
+}
+
 }  // namespace
 }  // namespace rlx

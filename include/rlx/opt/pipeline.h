@@ -2,9 +2,11 @@
 // simplify -> fusions (those the backend claims) -> AMP -> DCE -> memory plan.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rlx/opt/legalize.h"
@@ -28,6 +30,10 @@ struct PipelineOptions {
   bool fold_constants = true;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
+  /// When set, called with each pass's name and the graph after it, in pipeline order (IR dumps
+  /// of every stage, e.g. rlx.pipeline_stages in Python). It replaces the PassManager's dump
+  /// sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is set.
+  std::function<void(std::string_view pass, const Graph& after)> on_stage;
 };
 
 /// The pipeline's result: the graph the backend lowers, its memory plan, the dispatch report

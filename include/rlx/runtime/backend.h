@@ -19,7 +19,7 @@ namespace rlx {
 /// How a param is stored quantized (a binding name -> format), for backends with quantized
 /// kernels (GGUF-style block formats). Backends without them reject any binding at compile.
 struct QuantizedParamBinding {
-  std::string format;      ///< e.g. "q8_0", "q4_0" (ggml block formats)
+  std::string format;       ///< e.g. "q8_0", "q4_0" (ggml block formats)
   int64_t block_size = 32;  ///< elements per quantization block
   bool operator==(const QuantizedParamBinding&) const = default;
 };

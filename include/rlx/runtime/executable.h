@@ -47,32 +47,41 @@ class Executable {
 
   virtual Capabilities capabilities() const = 0;
   virtual Device device() const = 0;
-  /// Graph inputs, params and outputs in graph order.
+  /// Graph inputs, params and outputs in graph order. An output is named by the node that
+  /// computes it, with "#i" for result i of a multi-result node as in the text form ("topk#1");
+  /// an output listed twice appears twice.
   virtual const std::vector<IoSpec>& inputs() const = 0;
   virtual const std::vector<IoSpec>& params() const = 0;
   virtual const std::vector<IoSpec>& outputs() const = 0;
 
   /// Binds param `name` to `value`, whose dtype and shape must equal the declared ones. The
-  /// executable keeps a reference to value's storage (no copy); with a borrowed tensor the
-  /// caller keeps the memory alive and unchanged while the executable uses it. Throws
-  /// rlx::Error "set_param: unknown param 'x' (params: a, b)" or "set_param 'w': expected
-  /// f32[4,8], got f16[4,8]".
+  /// executable keeps a reference to value's storage (no copy, when
+  /// capabilities().zero_copy_params): it reads that storage on every run, so writes the
+  /// caller makes to it between runs are seen by the next run (writing during a run is a data
+  /// race). A borrowed tensor's memory must outlive the binding. Every declared param must be
+  /// set before run(), also one that the compiled graph no longer reads. Throws rlx::Error
+  /// "set_param: unknown param 'x' (params: a, b)" or "set_param 'w': expected f32[4,8], got
+  /// f16[4,8]"; the earlier binding is then kept.
   virtual void set_param(const std::string& name, const Tensor& value) = 0;
   /// Binds param `name` from `bytes` holding a row-major tensor of `dtype` and `shape`: the
   /// shape must equal the declared one; the dtype may differ and is then converted to the
   /// declared dtype as by the convert op (e.g. bf16 weights into an f32 graph). The data are
-  /// copied. Throws rlx::Error for an unknown name, a wrong shape or a byte count that is not
-  /// numel * dtype_size(dtype).
+  /// copied (they may be unaligned). Throws rlx::Error for an unknown name, a wrong shape or a
+  /// byte count that is not numel * dtype_size(dtype), e.g. "set_param_typed 'w': 10 bytes for
+  /// bf16[2,3], which needs 12".
   void set_param_typed(const std::string& name, DType dtype, const Shape& shape,
                        std::span<const std::byte> bytes);
 
   /// Runs the graph on `inputs` (by input name; dtypes and shapes exactly as declared) and
-  /// returns the outputs in graph order, each in its own storage. Throws rlx::Error naming the
-  /// input and the expected and actual type for a wrong dtype or shape, naming unknown inputs
-  /// (with the list of valid names), missing inputs, and params never set.
+  /// returns the outputs in graph order, each in its own storage. Inputs are only read (never
+  /// written, also not in place). Throws rlx::Error naming the input and the expected and
+  /// actual type for a wrong dtype or shape ("run: input 'x': expected f32[2,3], got
+  /// f32[3,2]"), naming unknown inputs with the list of valid names, missing inputs, and params
+  /// never set; all of that is checked before anything runs.
   virtual std::vector<Tensor> run(const TensorMap& inputs) = 0;
-  /// run() where each input may have any dtype and is converted to the declared dtype (shapes
-  /// must match). Outputs are returned in `output_dtype` when given (converted), else in their
+  /// run() where each input may have any dtype and is converted to the declared dtype as by the
+  /// convert op (shapes must match: "run_typed: input 'x': expected shape [2,3], got [3,2]").
+  /// Outputs are returned in `output_dtype` when given (converted likewise), else in their
   /// declared dtypes.
   std::vector<Tensor> run_typed(const TensorMap& inputs,
                                 std::optional<DType> output_dtype = std::nullopt);

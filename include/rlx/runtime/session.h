@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -22,18 +23,24 @@ struct SessionOptions {
 
 /// Counters of the compile cache.
 struct CompileCacheStats {
+  /// compile() calls answered without compiling: from the cache, or by waiting for another
+  /// thread's compilation of the same key.
   int64_t hits = 0;
-  int64_t misses = 0;     ///< compilations run
-  int64_t evictions = 0;
-  size_t size = 0;        ///< executables held now
-  double compile_seconds = 0;  ///< total wall time of compilations
+  int64_t misses = 0;          ///< compilations started (failed ones included)
+  int64_t evictions = 0;       ///< executables dropped because the cache was full
+  size_t size = 0;             ///< executables held now
+  double compile_seconds = 0;  ///< total wall time of compilations (failed ones included)
 };
 
 /// Compiles graphs for one device (like jax.jit's cache or an ONNX Runtime session). compile()
 /// of a graph with the same structure (its canonical text form: ops, attributes, types,
 /// names), options and device returns the cached executable — the same object, params
-/// included — instead of compiling again. The cache is an LRU bounded by cache_capacity so
-/// memory does not grow without limit as shapes vary. Thread-safe.
+/// included, so set_param on it is seen by every holder — instead of compiling again. The
+/// options' key resolves what they leave to the environment (RLX_PRECISION), so changing that
+/// variable compiles anew. The cache is an LRU bounded by cache_capacity so memory does not
+/// grow without limit as shapes vary. Thread-safe: threads asking for one key while it
+/// compiles wait for that compilation and share its executable (or its error) rather than
+/// compiling again.
 class Session {
  public:
   /// Throws rlx::Error when no backend serves `device`.
@@ -43,10 +50,12 @@ class Session {
   Backend& backend() const { return *backend_; }
 
   /// The executable for `graph` under `options`: cached, or compiled by the backend (see
-  /// Backend::compile for errors; a failed compile caches nothing).
+  /// Backend::compile for errors; a failed compile caches nothing, and the next call for the
+  /// same key compiles again).
   std::shared_ptr<Executable> compile(const Graph& graph, const CompileOptions& options = {});
 
   CompileCacheStats cache_stats() const;
+  /// Drops every cached executable (holders keep theirs); the counters are kept.
   void clear_cache();
 
  private:
@@ -56,6 +65,8 @@ class Session {
   mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<Executable>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+  // Compilations in flight, by key: later callers of that key wait on the future.
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> pending_;
   CompileCacheStats stats_;
 };
 

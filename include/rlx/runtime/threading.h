@@ -22,9 +22,10 @@ int physical_cores();
 void bind_library_threads();
 
 /// Runs fn(begin_i, end_i) over chunks that partition [begin, end), in parallel on the pool.
-/// Chunks hold at least `grain` iterations (except possibly the last), so tiny loops stay on
-/// the calling thread. `fn` must not throw (kernels validate at compile time). Calls from
-/// inside a parallel region run serially on the calling thread.
+/// Chunks hold at least `grain` iterations (a range smaller than that is one chunk), so tiny
+/// loops stay on the calling thread; at most num_threads() chunks, of near-equal size. `fn` must
+/// not throw (kernels validate at compile time). Calls from inside a parallel region run serially
+/// on the calling thread.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 

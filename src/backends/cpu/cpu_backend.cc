@@ -91,15 +91,17 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
   for (size_t i = 0; i < source.outputs().size(); ++i) {
     Value v = source.outputs()[i];
     std::string name = source.node(v).name;
-    if (source.node(v).results.size() > 1) name += ":" + std::to_string(v.index);
+    if (source.node(v).results.size() > 1) name += "#" + std::to_string(v.index);
     p.outputs.push_back({name, source.type(v)});
   }
 
   // Slots of leaves first, then of every planned buffer.
   std::map<std::pair<int32_t, int32_t>, Slot> slots;
   std::map<std::string, int32_t> input_index, param_index;
-  for (size_t i = 0; i < p.inputs.size(); ++i) input_index[p.inputs[i].name] = static_cast<int32_t>(i);
-  for (size_t i = 0; i < p.params.size(); ++i) param_index[p.params[i].name] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    input_index[p.inputs[i].name] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < p.params.size(); ++i)
+    param_index[p.params[i].name] = static_cast<int32_t>(i);
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
     const Node& n = g.node(id);
     if (n.op == OpKind::Input) {
@@ -116,8 +118,8 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
     Slot s{Slot::Arena, 0, b.offset};
     if (b.is_view) {
       const Node& src = g.node(b.alias_of);
-      bool leaf_data = src.op == OpKind::Input || src.op == OpKind::Param ||
-                       src.op == OpKind::Constant;
+      bool leaf_data =
+          src.op == OpKind::Input || src.op == OpKind::Param || src.op == OpKind::Constant;
       if (leaf_data) {  // a view outside the arena: offset counts from the leaf's data
         s = slots.at({b.alias_of.node, b.alias_of.index});
         s.offset = b.offset;
@@ -135,18 +137,21 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
     const Node& n = g.node(id);
     if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) continue;
     if (!computes.count(id)) continue;  // every result is a view
+    // A node without elements has nothing to compute. Native kernels are only ever called
+    // when every result has elements; one with some empty results runs the reference kernel.
+    int64_t empty = 0;
+    for (const TensorType& t : n.results) empty += t.shape.numel() == 0;
+    if (empty == static_cast<int64_t>(n.results.size())) continue;
     Step step;
     step.node = id;
     for (Value v : n.operands) step.in.push_back(slots.at({v.node, v.index}));
     for (int32_t r = 0; r < static_cast<int32_t>(n.results.size()); ++r)
       step.out.push_back(slots.at({id, r}));
-    if (KernelFactory f = kernel_factory(n.op)) step.kernel = f(g, n);
+    if (KernelFactory f = kernel_factory(n.op); f != nullptr && empty == 0) step.kernel = f(g, n);
     step.native = static_cast<bool>(step.kernel);
     if (!step.native) step.kernel = reference_kernel(g, n);
-    bool empty = false;
-    for (const TensorType& t : n.results) empty = empty || t.shape.numel() == 0;
     (step.native ? counts[n.op].first : counts[n.op].second) += 1;
-    if (!empty) p.steps.push_back(std::move(step));
+    p.steps.push_back(std::move(step));
   }
   for (Value v : g.outputs()) {
     p.output_slots.push_back(slots.at({v.node, v.index}));
@@ -182,9 +187,8 @@ class CpuExecutable final : public Executable {
 
   void set_param(const std::string& name, const Tensor& value) override {
     const IoSpec& spec = find_spec(program_->params, name, "set_param", "param");
-    check(value.type() == spec.type, "set_param '" + name + "': expected " +
-                                         spec.type.to_string() + ", got " +
-                                         value.type().to_string());
+    check(value.type() == spec.type, "set_param '" + name + "': expected " + spec.type.to_string() +
+                                         ", got " + value.type().to_string());
     size_t index = static_cast<size_t>(&spec - program_->params.data());
     std::lock_guard<std::mutex> lock(mu_);
     if (params_.use_count() > 1) params_ = std::make_shared<ParamStore>(*params_);  // copy on write
@@ -203,10 +207,18 @@ class CpuExecutable final : public Executable {
     auto resolve = [&](const Slot& s) -> std::byte* {
       const std::byte* base = nullptr;
       switch (s.kind) {
-        case Slot::Arena: base = arena_->ptr; break;
-        case Slot::Input: base = feed[static_cast<size_t>(s.index)]; break;
-        case Slot::Param: base = params_->values[static_cast<size_t>(s.index)].data(); break;
-        case Slot::Constant: base = program_->constants[static_cast<size_t>(s.index)].data(); break;
+        case Slot::Arena:
+          base = arena_->ptr;
+          break;
+        case Slot::Input:
+          base = feed[static_cast<size_t>(s.index)];
+          break;
+        case Slot::Param:
+          base = params_->values[static_cast<size_t>(s.index)].data();
+          break;
+        case Slot::Constant:
+          base = program_->constants[static_cast<size_t>(s.index)].data();
+          break;
       }
       // Only arena slots are ever written (results never live in feeds, params or constants).
       return const_cast<std::byte*>(base) + s.offset;
@@ -263,8 +275,8 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
-    check(device.kind == DeviceKind::Cpu, "cpu backend cannot compile for device '" +
-                                              device.to_string() + "'");
+    check(device.kind == DeviceKind::Cpu,
+          "cpu backend cannot compile for device '" + device.to_string() + "'");
     if (!options.quantized_params.empty())
       throw Error("cpu backend: quantized params are not supported (param '" +
                   options.quantized_params.begin()->first + "' bound to format '" +

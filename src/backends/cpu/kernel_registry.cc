@@ -29,8 +29,7 @@ Kernel reference_kernel(const Graph& g, const Node& node) {
     std::vector<Tensor> operands;
     operands.reserve(operand_types.size());
     for (size_t i = 0; i < operand_types.size(); ++i)
-      operands.push_back(
-          Tensor::borrow(operand_types[i].dtype, operand_types[i].shape, io.in[i]));
+      operands.push_back(Tensor::borrow(operand_types[i].dtype, operand_types[i].shape, io.in[i]));
     std::vector<Tensor> outs = evaluate_op(op, operands, attrs);
     for (size_t i = 0; i < results.size(); ++i)
       std::memcpy(io.out[i], outs[i].data(), outs[i].nbytes());

@@ -1,8 +1,819 @@
-// Native CPU kernels: gemm family (being written).
+// Native CPU kernels of the gemm family: dot_general, matmul and fused_matmul_bias_act. f32 and
+// bf16 (f32 accumulation) run on oneDNN's matmul primitive with the bias and activation fused
+// as post-ops; f16 runs through f32 copies; f64 and integer dtypes run a blocked loop.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 #include "../kernel.h"
+#include "dnnl_util.h"
 
 namespace rlx::cpu {
 
-void register_gemm_kernels() {}
+void register_conv_kernels();
+
+namespace {
+
+using dnnl::memory;
+
+// ---- the problem: a batched matrix product over strided views
+
+// One operand as a strided view in the result's index space: an axis per result batch dim
+// (stride 0 where the operand broadcasts), then its row axes and column axes (lhs: M then K,
+// rhs: K then N), outermost first. dot_general's free and contracting dims may give several
+// axes per group until merged.
+struct Operand {
+  std::vector<Axis> batch, rows, cols;
+};
+
+// For every batch index b: C[b, m, n] = act(sum_k A[b, m, k] * B[b, k, n] + bias[b, m, n]),
+// with C contiguous [batch..., M, N] (the layout of every op's result here).
+struct Problem {
+  std::vector<int64_t> batch;
+  int64_t m = 1, k = 1, n = 1;
+  Operand a, b;
+  bool has_bias = false;
+  std::vector<Axis> bias;  // axes batch..., M, N (stride 0 where the bias broadcasts)
+  std::string act = "none";
+  DType in = DType::f32, out = DType::f32;
+};
+
+// A problem whose operands are single strided matrices per batch index.
+struct Mat {
+  std::vector<Axis> batch;
+  Axis row, col;
+};
+struct Layout {
+  std::vector<int64_t> batch;
+  int64_t m = 1, k = 1, n = 1;
+  Mat a, b, bias, c;
+};
+
+// Row-major strides of `sizes` (elements).
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> s(sizes.size());
+  int64_t run = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    s[i] = run;
+    run *= sizes[i];
+  }
+  return s;
+}
+
+// One axis for a group of axes, or nullopt when they do not tile one strided line.
+std::optional<Axis> merge_group(const std::vector<Axis>& axes) {
+  std::vector<Axis> c = compact_axes(axes);
+  if (c.size() > 1) return std::nullopt;
+  return c.empty() ? Axis{1, 1} : c[0];
+}
+
+// The view `op` takes once packed: a contiguous copy of its non-broadcast batch axes, rows and
+// columns, in that order (broadcast axes stay stride 0 and are not replicated).
+Mat packed_view(const Operand& op, int64_t rows, int64_t cols) {
+  Mat m;
+  m.col = {cols, 1};
+  m.row = {rows, cols};
+  int64_t run = rows * cols;
+  m.batch.resize(op.batch.size());
+  for (size_t i = op.batch.size(); i-- > 0;) {
+    m.batch[i] = {op.batch[i].size, op.batch[i].stride == 0 ? 0 : run};
+    if (op.batch[i].stride != 0) run *= op.batch[i].size;
+  }
+  return m;
+}
+
+// The source axes that pack `op` into packed_view order, compacted for gather.
+std::vector<Axis> pack_source(const Operand& op) {
+  std::vector<Axis> axes;
+  for (const Axis& a : op.batch)
+    if (a.stride != 0) axes.push_back(a);
+  axes.insert(axes.end(), op.rows.begin(), op.rows.end());
+  axes.insert(axes.end(), op.cols.begin(), op.cols.end());
+  axes = compact_axes(axes);
+  if (axes.empty()) axes.push_back({1, 1});
+  return axes;
+}
+
+// Elements a packed copy of `op` holds.
+int64_t packed_numel(const Operand& op, int64_t rows, int64_t cols) {
+  int64_t n = rows * cols;
+  for (const Axis& a : op.batch)
+    if (a.stride != 0) n *= a.size;
+  return n;
+}
+
+// Merges each operand's row and column groups (packing `pack_a` / `pack_b`), then shrinks the
+// batch: size-1 axes are dropped, neighbours that every view can merge are merged, and trailing
+// batch axes along which B broadcasts fold into M (x[B, S, H] @ w[H, N] becomes one GEMM of
+// B*S rows). nullopt when an unpacked operand's groups do not merge.
+std::optional<Layout> make_layout(const Problem& p, bool pack_a, bool pack_b) {
+  Layout l;
+  l.m = p.m;
+  l.k = p.k;
+  l.n = p.n;
+  Mat pa = packed_view(p.a, p.m, p.k), pb = packed_view(p.b, p.k, p.n);
+  auto view = [](const Operand& op, const Mat& packed, bool pack, int64_t rows, int64_t cols,
+                 Mat* out) {
+    if (pack) {
+      out->row = packed.row;
+      out->col = packed.col;
+      return true;
+    }
+    std::optional<Axis> r = merge_group(op.rows), c = merge_group(op.cols);
+    if (!r || !c) return false;
+    out->row = {rows, r->stride};
+    out->col = {cols, c->stride};
+    return true;
+  };
+  if (!view(p.a, pa, pack_a, p.m, p.k, &l.a) || !view(p.b, pb, pack_b, p.k, p.n, &l.b))
+    return std::nullopt;
+  size_t nb = p.batch.size();
+  std::vector<int64_t> c_dims = p.batch;
+  c_dims.push_back(p.m);
+  c_dims.push_back(p.n);
+  std::vector<int64_t> cs = dense_strides(c_dims);
+  l.c.row = {p.m, cs[nb]};
+  l.c.col = {p.n, 1};
+  if (p.has_bias) {
+    l.bias.row = p.bias[nb];
+    l.bias.col = p.bias[nb + 1];
+  }
+
+  // Size-1 batch axes are dropped; an axis merges into the previous one when all four views
+  // allow it.
+  Mat* views[4] = {&l.a, &l.b, &l.bias, &l.c};
+  for (size_t i = 0; i < nb; ++i) {
+    if (p.batch[i] == 1) continue;
+    Axis axes[4] = {pack_a ? pa.batch[i] : p.a.batch[i], pack_b ? pb.batch[i] : p.b.batch[i],
+                    p.has_bias ? p.bias[i] : Axis{p.batch[i], 0}, Axis{p.batch[i], cs[i]}};
+    bool merged = !l.batch.empty();
+    Axis m[4];
+    for (int v = 0; v < 4 && merged; ++v)
+      merged = merge_axes(views[v]->batch.back(), axes[v], &m[v]);
+    for (int v = 0; v < 4; ++v) {
+      if (merged)
+        views[v]->batch.back() = m[v];
+      else
+        views[v]->batch.push_back(axes[v]);
+    }
+    if (merged)
+      l.batch.back() *= p.batch[i];
+    else
+      l.batch.push_back(p.batch[i]);
+  }
+  // The innermost batch axis folds into M while B broadcasts along it and A, bias and C merge.
+  Mat* rowed[3] = {&l.a, &l.bias, &l.c};
+  while (!l.batch.empty() && l.b.batch.back().stride == 0) {
+    Axis m[3];
+    bool ok = true;
+    for (int v = 0; v < 3 && ok; ++v) ok = merge_axes(rowed[v]->batch.back(), rowed[v]->row, &m[v]);
+    if (!ok) break;
+    for (int v = 0; v < 3; ++v) {
+      rowed[v]->row = m[v];
+      rowed[v]->batch.pop_back();
+    }
+    l.m *= l.batch.back();
+    l.b.batch.pop_back();
+    l.batch.pop_back();
+  }
+  return l;
+}
+
+// ---- the oneDNN path (f32, bf16, f16 through f32)
+
+// A oneDNN memory descriptor of the view `axes` (outermost first): broadcast axes get dim 1,
+// and a size-1 dim gets the stride a row-major layout would give it (its inner neighbour's
+// stride times size), so oneDNN recognises plain and transposed layouts. `unit` prepends one
+// more size-1 dim.
+memory::desc axes_md(std::vector<Axis> axes, memory::data_type dt, bool unit) {
+  if (unit || axes.empty()) axes.insert(axes.begin(), Axis{1, 0});
+  memory::dims dims(axes.size()), strides(axes.size());
+  for (size_t i = axes.size(); i-- > 0;) {
+    dims[i] = axes[i].stride == 0 ? 1 : axes[i].size;
+    strides[i] = dims[i] > 1            ? axes[i].stride
+                 : i + 1 == axes.size() ? 1
+                                        : strides[i + 1] * dims[i + 1];
+  }
+  return memory::desc(dims, dt, strides);
+}
+
+// The descriptor of matrix view `v` as dims [batch..., rows, cols] (see axes_md).
+memory::desc mat_md(const Mat& v, memory::data_type dt, bool unit) {
+  std::vector<Axis> axes = v.batch;
+  axes.push_back(v.row);
+  axes.push_back(v.col);
+  return axes_md(axes, dt, unit);
+}
+
+// The split epilogue's in-place bias add as a binary primitive (with `attr`) over C viewed with
+// the fewest dims: neighbouring dims merge while the bias broadcasts along both or neither.
+// jit binary broadcasts along dim 1 but not dim 0 (a per-batch bias [B, 1, 1] is reference
+// code as [B, M, N] yet jit as [1, B, M*N]), so a unit dim is also tried in front; the first
+// non-reference form wins. Throws dnnl::error when oneDNN rejects both.
+struct SplitAdd {
+  dnnl::binary::primitive_desc pd;
+  memory::desc c, bias;
+};
+SplitAdd split_add(const Problem& p, memory::data_type c_dt, memory::data_type bias_dt,
+                   const dnnl::primitive_attr& attr) {
+  std::vector<int64_t> dims = p.batch;
+  dims.push_back(p.m);
+  dims.push_back(p.n);
+  std::vector<int64_t> cs = dense_strides(dims);
+  std::vector<Axis> c, b;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    Axis ca{dims[i], cs[i]}, ba = p.bias[i], cm, bm;
+    if (!c.empty() && merge_axes(c.back(), ca, &cm) && merge_axes(b.back(), ba, &bm)) {
+      c.back() = cm;
+      b.back() = bm;
+    } else {
+      c.push_back(ca);
+      b.push_back(ba);
+    }
+  }
+  std::optional<SplitAdd> first;
+  for (bool unit : {false, true}) {
+    memory::desc cm = axes_md(c, c_dt, unit), bm = axes_md(b, bias_dt, unit);
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, cm, bm, cm),
+                                    attr, dnnl_engine());
+    if (!is_reference_impl(pd)) return {pd, cm, bm};
+    if (!first) first = SplitAdd{pd, cm, bm};
+  }
+  return *first;
+}
+
+// How the bias reaches oneDNN: the matmul's bias input (a per-column bias), a binary_add
+// post-op (the broadcasts oneDNN's jit post-ops handle), the same with a unit dim prepended to
+// a 2-D problem (jit post-ops broadcast along dim 1 of a 3-D dst, e.g. a per-row bias, but not
+// along dim 0 of a 2-D one), or a separate in-place binary primitive after the matmul (one
+// more pass over the result) when no fused form avoids oneDNN's reference implementation.
+enum class BiasMode { None, Arg, PostOp, PostOp3D, Split };
+
+// A problem compiled to oneDNN primitives, plus the copies around them: operands packed
+// (strided views oneDNN would run through its reference implementation) or converted (f16 to
+// f32), an f16 bias converted to f32, and an f32 result rounded to f16/bf16.
+// Accuracy: f32 sums in oneDNN's blocked order of f32 products (exact for bf16 / f16
+// operands), so an element errs by at most ~K * 2^-24 * sum_k |a_k b_k| (in practice ~sqrt(K)
+// times less); bias and activation are applied in f32 and the result is rounded once.
+struct DnnlGemm {
+  int64_t k = 0;
+  BiasMode mode = BiasMode::None;
+  bool pack_a = false, pack_b = false;
+  std::vector<Axis> a_src, b_src;
+  size_t a_bytes = 0, b_bytes = 0;
+  GatherFn gather_in = nullptr;
+  ConvertFn bias_in = nullptr;
+  int64_t bias_numel = 0;
+  ConvertFn dst_out = nullptr;
+  int64_t c_numel = 0;
+  size_t c_bytes = 0;
+  memory::desc a_md, b_md, c_md, bias_md, matmul_pad;
+  memory::desc split_c_md, split_bias_md, split_pad;
+  std::optional<dnnl::matmul> matmul;
+  std::optional<dnnl::binary> split;  // dst += bias, then the activation
+  bool matmul_reference = false, split_reference = false;
+
+  void operator()(const KernelIO& io) const {
+    const std::byte* a = io.in[0];
+    const std::byte* b = io.in[1];
+    const std::byte* bias = mode == BiasMode::None ? nullptr : io.in[2];
+    std::byte* c = dst_out ? scratch(kScratchDst, c_bytes) : io.out[0];
+    if (pack_a) {
+      std::byte* buf = scratch(kScratchSrc, a_bytes);
+      gather_in(a, a_src, buf);
+      a = buf;
+    }
+    if (pack_b) {
+      std::byte* buf = scratch(kScratchWeights, b_bytes);
+      gather_in(b, b_src, buf);
+      b = buf;
+    }
+    if (bias && bias_in) {
+      std::byte* buf = scratch(kScratchBias, static_cast<size_t>(bias_numel) * sizeof(float));
+      bias_in(bias, buf, bias_numel);
+      bias = buf;
+    }
+    dnnl::stream& s = dnnl_stream();
+    if (matmul) {
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dnnl_memory(a_md, a)},
+                                              {DNNL_ARG_WEIGHTS, dnnl_memory(b_md, b)},
+                                              {DNNL_ARG_DST, dnnl_memory(c_md, c)}};
+      if (mode == BiasMode::Arg) args.insert({DNNL_ARG_BIAS, dnnl_memory(bias_md, bias)});
+      if (mode == BiasMode::PostOp || mode == BiasMode::PostOp3D)
+        args.insert(
+            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl_memory(bias_md, bias)});
+      if (matmul_pad.get_size() > 0)
+        args.insert({DNNL_ARG_SCRATCHPAD,
+                     dnnl_memory(matmul_pad, scratch(kScratchPad, matmul_pad.get_size()))});
+      matmul->execute(s, args);
+    } else {
+      std::memset(c, 0, c_bytes);  // K = 0: empty sums (0 bits are +0 in f32 and bf16)
+    }
+    if (split) {
+      memory cm = dnnl_memory(split_c_md, c);
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC_0, cm},
+                                              {DNNL_ARG_SRC_1, dnnl_memory(split_bias_md, bias)},
+                                              {DNNL_ARG_DST, cm}};
+      if (split_pad.get_size() > 0)
+        args.insert({DNNL_ARG_SCRATCHPAD,
+                     dnnl_memory(split_pad, scratch(kScratchPad, split_pad.get_size()))});
+      split->execute(s, args);
+    }
+    s.wait();
+    if (dst_out) dst_out(c, io.out[0], c_numel);
+  }
+};
+
+// The type oneDNN computes in for operands of type `in`: bf16 natively (f32 accumulation on
+// AVX512-BF16), everything else in f32 (oneDNN 2.6 has no f16 matmul on this CPU).
+DType compute_type(DType in) { return in == DType::bf16 ? DType::bf16 : DType::f32; }
+
+// The type oneDNN writes: the result type when oneDNN can (f32, or bf16 from bf16 operands),
+// else f32 that the kernel then rounds.
+DType dst_type(DType in, DType out) {
+  return out == DType::f32 || out == compute_type(in) ? out : DType::f32;
+}
+
+// Builds `p` with the bias passed as `mode`, packing operands as asked; nullopt when the layout
+// needs a pack not asked for or oneDNN rejects the descriptors.
+std::optional<DnnlGemm> build_dnnl(const Problem& p, bool pack_a, bool pack_b, BiasMode mode) {
+  std::optional<Layout> l = make_layout(p, pack_a, pack_b);
+  if (!l) return std::nullopt;
+  bool unit = mode == BiasMode::PostOp3D;
+  if (unit && !l->batch.empty()) return std::nullopt;
+  if (mode == BiasMode::Arg) {
+    for (const Axis& a : l->bias.batch)
+      if (a.stride != 0) return std::nullopt;
+    if (l->bias.row.stride != 0) return std::nullopt;
+  }
+  DType compute = compute_type(p.in), dst = dst_type(p.in, p.out);
+  DnnlGemm g;
+  g.k = p.k;
+  g.mode = mode;
+  try {
+    g.a_md = mat_md(l->a, dnnl_type(compute), unit);
+    g.b_md = mat_md(l->b, dnnl_type(compute), unit);
+    g.c_md = mat_md(l->c, dnnl_type(dst), unit);
+    if (p.has_bias) g.bias_md = mat_md(l->bias, dnnl_type(compute), unit);
+    const dnnl::engine& eng = dnnl_engine();
+    if (p.k > 0) {
+      dnnl::post_ops po;
+      if (mode == BiasMode::PostOp || mode == BiasMode::PostOp3D)
+        po.append_binary(dnnl::algorithm::binary_add, g.bias_md);
+      if (mode != BiasMode::Split) append_activation(po, p.act);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      attr.set_post_ops(po);
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(g.a_md, g.b_md, mode == BiasMode::Arg ? g.bias_md : memory::desc(),
+                             g.c_md),
+          attr, eng);
+      g.matmul_reference = is_reference_impl(pd);
+      g.matmul_pad = pd.scratchpad_desc();
+      g.matmul = dnnl::matmul(pd);
+    }
+    if (mode == BiasMode::Split) {
+      dnnl::post_ops po;
+      append_activation(po, p.act);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      attr.set_post_ops(po);
+      SplitAdd add = split_add(p, dnnl_type(dst), dnnl_type(compute), attr);
+      g.split_reference = is_reference_impl(add.pd);
+      g.split_c_md = add.c;
+      g.split_bias_md = add.bias;
+      g.split_pad = add.pd.scratchpad_desc();
+      g.split = dnnl::binary(add.pd);
+    }
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+  g.c_numel = p.m * p.n;
+  for (int64_t d : p.batch) g.c_numel *= d;
+  g.c_bytes = static_cast<size_t>(g.c_numel) * dtype_size(dst);
+  size_t csize = dtype_size(compute);
+  // K = 0 reads neither operand, so nothing is packed.
+  g.pack_a = pack_a && p.k > 0;
+  g.pack_b = pack_b && p.k > 0;
+  g.a_src = pack_source(p.a);
+  g.b_src = pack_source(p.b);
+  g.a_bytes = static_cast<size_t>(packed_numel(p.a, p.m, p.k)) * csize;
+  g.b_bytes = static_cast<size_t>(packed_numel(p.b, p.k, p.n)) * csize;
+  switch (p.in) {
+    case DType::bf16:
+      g.gather_in = gather_bytes<bf16, bf16>;
+      break;
+    case DType::f16:
+      g.gather_in = gather_bytes<f16, float>;
+      g.bias_in = convert_bytes<f16, float>;
+      break;
+    default:
+      g.gather_in = gather_bytes<float, float>;
+      break;
+  }
+  if (dst != p.out)
+    g.dst_out = p.out == DType::f16 ? convert_bytes<float, f16> : convert_bytes<float, bf16>;
+  return g;
+}
+
+// The oneDNN build of `p`, trying fused bias forms before the split one and views before
+// packed copies: the first without oneDNN reference code, else the first whose matmul is not
+// reference code (a reference bias add costs one pass), else the first at all (still
+// correct); nullopt when oneDNN rejects every form.
+std::optional<DnnlGemm> plan_dnnl(const Problem& p, int64_t bias_numel) {
+  std::vector<BiasMode> modes;
+  if (!p.has_bias)
+    modes = {BiasMode::None};
+  else if (p.k == 0)
+    modes = {BiasMode::Split};
+  else
+    modes = {BiasMode::Arg, BiasMode::PostOp, BiasMode::PostOp3D, BiasMode::Split};
+  bool convert = p.in == DType::f16;  // converting to f32 packs
+  std::optional<DnnlGemm> fast_matmul, any;
+  for (int packs = 0; packs < (convert ? 1 : 4); ++packs) {
+    bool pack_a = convert || (packs & 1), pack_b = convert || (packs & 2);
+    for (BiasMode mode : modes) {
+      std::optional<DnnlGemm> g = build_dnnl(p, pack_a, pack_b, mode);
+      if (!g) continue;
+      g->bias_numel = bias_numel;
+      if (!g->matmul_reference && !g->split_reference) return g;
+      if (!g->matmul_reference && !fast_matmul) fast_matmul = g;
+      if (!any) any = std::move(g);
+    }
+  }
+  return fast_matmul ? fast_matmul : any;
+}
+
+// ---- the loop path (f64 and integer operands, f64 results)
+
+// The activations in double, as the reference evaluator computes them.
+double logistic(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+enum class Act { None, Relu, Gelu, GeluTanh, Silu };
+Act parse_act(const std::string& act) {
+  if (act == "relu") return Act::Relu;
+  if (act == "gelu") return Act::Gelu;
+  if (act == "gelu_tanh") return Act::GeluTanh;
+  if (act == "silu") return Act::Silu;
+  return Act::None;
+}
+double activate(Act act, double v) {
+  switch (act) {
+    case Act::Relu:
+      return std::isnan(v) ? v : std::max(v, 0.0);
+    case Act::Gelu:
+      return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2));
+    case Act::GeluTanh: {
+      const double c = std::sqrt(2.0 / std::numbers::pi);
+      return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v)));
+    }
+    case Act::Silu:
+      return v * logistic(v);
+    case Act::None:
+      break;
+  }
+  return v;
+}
+
+// Operand elements widened to the accumulator: double for float results (products of f32 or
+// narrower are exact; of f64, rounded as in the reference), uint64 for integer results, where
+// products and sums wrap modulo 2^64 exactly as the reference's.
+template <class Acc, class T>
+Acc widen(T x) {
+  if constexpr (std::is_same_v<Acc, double>) {
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      return static_cast<double>(to_f32(x));
+    else
+      return static_cast<double>(x);
+  } else {
+    return static_cast<uint64_t>(static_cast<int64_t>(x));
+  }
+}
+
+// Rounds a row of accumulators into the result type: once from double (as the reference), or
+// by truncating the wrapped uint64 sum to the integer width.
+template <class Acc, class Out>
+void store_row(const Acc* acc, std::byte* out, int64_t n) {
+  Out* o = reinterpret_cast<Out*>(out);
+  for (int64_t j = 0; j < n; ++j) {
+    if constexpr (std::is_same_v<Out, f16>)
+      o[j] = f16_from_double(acc[j]);
+    else if constexpr (std::is_same_v<Out, bf16>)
+      o[j] = bf16_from_double(acc[j]);
+    else if constexpr (std::is_same_v<Acc, uint64_t>)
+      o[j] = static_cast<Out>(static_cast<int64_t>(acc[j]));
+    else
+      o[j] = static_cast<Out>(acc[j]);
+  }
+}
+
+template <class Acc>
+using StoreFn = void (*)(const Acc*, std::byte*, int64_t);
+
+template <class Acc>
+StoreFn<Acc> store_fn(DType out) {
+  if constexpr (std::is_same_v<Acc, double>) {
+    switch (out) {
+      case DType::f16:
+        return store_row<double, f16>;
+      case DType::bf16:
+        return store_row<double, bf16>;
+      case DType::f64:
+        return store_row<double, double>;
+      default:
+        return store_row<double, float>;
+    }
+  } else {
+    switch (out) {
+      case DType::i8:
+        return store_row<uint64_t, int8_t>;
+      case DType::u8:
+        return store_row<uint64_t, uint8_t>;
+      case DType::i32:
+        return store_row<uint64_t, int32_t>;
+      default:
+        return store_row<uint64_t, int64_t>;
+    }
+  }
+}
+
+// The batched product as row-times-matrix loops: each result row is built in chunks of
+// kChunk columns, accumulating K rank-1 updates so the inner loop streams a row of B
+// (vectorized for full chunks of contiguous f32 / f64 rows); rows run in parallel. Operands
+// whose row or column groups do not merge are packed first. Each sum runs over k in the
+// reference's order (dot_general may reorder several contracting dims), so f64 results are
+// bit-identical to the reference's for matmul and integer results always are.
+template <class In, class Acc>
+struct LoopGemm {
+  static constexpr int64_t kChunk = 256;
+  Layout l;
+  bool pack_a = false, pack_b = false;
+  std::vector<Axis> a_src, b_src;
+  bool has_bias = false;
+  Act act = Act::None;
+  StoreFn<Acc> store = nullptr;
+  size_t out_size = 0;
+
+  void operator()(const KernelIO& io) const {
+    const In* a = io.input<In>(0);
+    const In* b = io.input<In>(1);
+    if (pack_a) {
+      In* buf = reinterpret_cast<In*>(scratch(kScratchSrc, packed_bytes(a_src)));
+      gather(a, a_src, buf);
+      a = buf;
+    }
+    if (pack_b) {
+      In* buf = reinterpret_cast<In*>(scratch(kScratchWeights, packed_bytes(b_src)));
+      gather(b, b_src, buf);
+      b = buf;
+    }
+    const In* bias = has_bias ? io.input<In>(2) : nullptr;
+    std::byte* c = io.out[0];
+    int64_t batches = 1;
+    for (int64_t d : l.batch) batches *= d;
+    int64_t rows = batches * l.m;
+    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, l.n * l.k));
+    parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+      Acc acc[kChunk];
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t bi = r / l.m, i = r % l.m;
+        int64_t ao = i * l.a.row.stride, bo = 0, biaso = i * l.bias.row.stride;
+        for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
+          int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
+          rest /= static_cast<size_t>(l.batch[d]);
+          ao += idx * l.a.batch[d].stride;
+          bo += idx * l.b.batch[d].stride;
+          biaso += idx * l.bias.batch[d].stride;
+        }
+        for (int64_t j0 = 0; j0 < l.n; j0 += kChunk) {
+          int64_t nj = std::min(kChunk, l.n - j0);
+          std::fill(acc, acc + nj, Acc{0});
+          for (int64_t p = 0; p < l.k; ++p) {
+            Acc av = widen<Acc>(a[ao + p * l.a.col.stride]);
+            const In* brow = b + bo + p * l.b.row.stride + j0 * l.b.col.stride;
+            if (l.b.col.stride == 1 && nj == kChunk) {
+              // A fixed trip count, which -O2 vectorizes (for f32 / f64 operands; an
+              // open-ended loop it does not vectorize at all).
+              for (int64_t j = 0; j < kChunk; ++j) acc[j] += av * widen<Acc>(brow[j]);
+            } else if (l.b.col.stride == 1) {
+              for (int64_t j = 0; j < nj; ++j) acc[j] += av * widen<Acc>(brow[j]);
+            } else {
+              for (int64_t j = 0; j < nj; ++j) acc[j] += av * widen<Acc>(brow[j * l.b.col.stride]);
+            }
+          }
+          if constexpr (std::is_same_v<Acc, double>) {
+            if (bias) {
+              const In* brow = bias + biaso + j0 * l.bias.col.stride;
+              for (int64_t j = 0; j < nj; ++j)
+                acc[j] = activate(act, acc[j] + widen<Acc>(brow[j * l.bias.col.stride]));
+            }
+          }
+          store(acc, c + static_cast<size_t>(r * l.n + j0) * out_size, nj);
+        }
+      }
+    });
+  }
+
+  static size_t packed_bytes(const std::vector<Axis>& src) {
+    size_t n = sizeof(In);
+    for (const Axis& a : src) n *= static_cast<size_t>(a.size);
+    return n;
+  }
+};
+
+template <class In, class Acc>
+Kernel loop_kernel(const Problem& p) {
+  for (int packs = 0; packs < 4; ++packs) {
+    bool pack_a = packs & 1, pack_b = packs & 2;
+    std::optional<Layout> l = make_layout(p, pack_a, pack_b);
+    if (!l) continue;
+    LoopGemm<In, Acc> g;
+    g.l = *l;
+    g.pack_a = pack_a;
+    g.pack_b = pack_b;
+    g.a_src = pack_source(p.a);
+    g.b_src = pack_source(p.b);
+    g.has_bias = p.has_bias;
+    g.act = parse_act(p.act);
+    g.store = store_fn<Acc>(p.out);
+    g.out_size = dtype_size(p.out);
+    return g;
+  }
+  return {};  // unreachable: packing both operands always gives a layout
+}
+
+// Loop accumulating in double (float results) or uint64 (integer results).
+template <class In>
+Kernel loop_kernel_for(const Problem& p) {
+  if constexpr (std::is_floating_point_v<In> || std::is_same_v<In, f16> ||
+                std::is_same_v<In, bf16>) {
+    return loop_kernel<In, double>(p);
+  } else {
+    return is_float(p.out) ? loop_kernel<In, double>(p) : loop_kernel<In, uint64_t>(p);
+  }
+}
+
+// The kernel of problem `p` (a node whose result has `numel` elements): oneDNN for f32, bf16
+// and f16 operands with a result of one of those types; the loop for f64 and integer operands
+// and any f64 result (oneDNN would accumulate those in f32 at best).
+Kernel gemm_kernel(const Problem& p, int64_t numel, int64_t bias_numel) {
+  if (numel == 0) return [](const KernelIO&) {};  // never called: the result is empty
+  if (p.in == DType::f32 || p.in == DType::bf16 || p.in == DType::f16) {
+    if (p.out != DType::f64) {
+      std::optional<DnnlGemm> g = plan_dnnl(p, bias_numel);
+      return g ? Kernel(std::move(*g)) : Kernel();
+    }
+  }
+  switch (p.in) {
+    case DType::f32:
+      return loop_kernel_for<float>(p);
+    case DType::f16:
+      return loop_kernel_for<f16>(p);
+    case DType::bf16:
+      return loop_kernel_for<bf16>(p);
+    case DType::f64:
+      return loop_kernel_for<double>(p);
+    case DType::i8:
+      return loop_kernel_for<int8_t>(p);
+    case DType::u8:
+      return loop_kernel_for<uint8_t>(p);
+    case DType::i32:
+      return loop_kernel_for<int32_t>(p);
+    case DType::i64:
+      return loop_kernel_for<int64_t>(p);
+    default:
+      return {};
+  }
+}
+
+// ---- the ops
+
+Kernel dot_general_kernel(const Graph& g, const Node& node) {
+  const TensorType& lt = g.type(node.operands[0]);
+  const std::vector<int64_t>& ls = lt.shape.dims();
+  const std::vector<int64_t>& rs = g.type(node.operands[1]).shape.dims();
+  std::vector<int64_t> lst = dense_strides(ls), rst = dense_strides(rs);
+  const std::vector<int64_t>& lb = node.attrs.get_ints("lhs_batch");
+  const std::vector<int64_t>& rb = node.attrs.get_ints("rhs_batch");
+  const std::vector<int64_t>& lc = node.attrs.get_ints("lhs_contract");
+  const std::vector<int64_t>& rc = node.attrs.get_ints("rhs_contract");
+  auto at = [](const std::vector<int64_t>& v, int64_t d) { return v[static_cast<size_t>(d)]; };
+  Problem p;
+  p.in = lt.dtype;
+  p.out = node.results[0].dtype;
+  for (size_t j = 0; j < lb.size(); ++j) {
+    p.batch.push_back(at(ls, lb[j]));
+    p.a.batch.push_back({at(ls, lb[j]), at(lst, lb[j])});
+    p.b.batch.push_back({at(rs, rb[j]), at(rst, rb[j])});
+  }
+  auto free_dims = [](size_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    std::vector<bool> bound(rank, false);
+    for (int64_t d : b) bound[static_cast<size_t>(d)] = true;
+    for (int64_t d : c) bound[static_cast<size_t>(d)] = true;
+    std::vector<int64_t> f;
+    for (size_t i = 0; i < rank; ++i)
+      if (!bound[i]) f.push_back(static_cast<int64_t>(i));
+    return f;
+  };
+  for (int64_t d : free_dims(ls.size(), lb, lc)) {
+    p.a.rows.push_back({at(ls, d), at(lst, d)});
+    p.m *= at(ls, d);
+  }
+  for (int64_t d : free_dims(rs.size(), rb, rc)) {
+    p.b.cols.push_back({at(rs, d), at(rst, d)});
+    p.n *= at(rs, d);
+  }
+  // Contracting pairs in the order of decreasing lhs stride, so a permuted but dense lhs
+  // merges into one K axis (the rhs, if it then does not merge, is packed in that order).
+  std::vector<size_t> order(lc.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return at(lst, lc[x]) > at(lst, lc[y]); });
+  for (size_t j : order) {
+    p.a.cols.push_back({at(ls, lc[j]), at(lst, lc[j])});
+    p.b.rows.push_back({at(rs, rc[j]), at(rst, rc[j])});
+    p.k *= at(ls, lc[j]);
+  }
+  return gemm_kernel(p, node.results[0].shape.numel(), 0);
+}
+
+// numpy matmul of x and w as a Problem: 1-D operands promoted ([K] -> [1, K] on the left,
+// [K] -> [K, 1] on the right; the result has the same row-major layout with those unit dims
+// squeezed), batch dims right-aligned and broadcast with stride 0.
+Problem matmul_problem(const Shape& x, const Shape& w) {
+  std::vector<int64_t> xs = x.dims(), ws = w.dims();
+  if (xs.size() == 1) xs.insert(xs.begin(), 1);
+  if (ws.size() == 1) ws.push_back(1);
+  std::vector<int64_t> xst = dense_strides(xs), wst = dense_strides(ws);
+  size_t rx = xs.size(), ry = ws.size(), nb = std::max(rx, ry) - 2;
+  Problem p;
+  p.m = xs[rx - 2];
+  p.k = xs[rx - 1];
+  p.n = ws[ry - 1];
+  for (size_t i = 0; i < nb; ++i) {
+    // Batch dim i of the result, aligned to the right of each operand's batch dims.
+    bool in_x = i + (rx - 2) >= nb, in_w = i + (ry - 2) >= nb;
+    size_t xi = i + (rx - 2) - nb, wi = i + (ry - 2) - nb;
+    int64_t xd = in_x ? xs[xi] : 1, wd = in_w ? ws[wi] : 1;
+    int64_t size = xd == 1 ? wd : xd;
+    p.batch.push_back(size);
+    p.a.batch.push_back({size, xd == 1 ? 0 : xst[xi]});
+    p.b.batch.push_back({size, wd == 1 ? 0 : wst[wi]});
+  }
+  p.a.rows = {{p.m, xst[rx - 2]}};
+  p.a.cols = {{p.k, 1}};
+  p.b.rows = {{p.k, wst[ry - 2]}};
+  p.b.cols = {{p.n, 1}};
+  return p;
+}
+
+Kernel matmul_kernel(const Graph& g, const Node& node) {
+  const TensorType& xt = g.type(node.operands[0]);
+  Problem p = matmul_problem(xt.shape, g.type(node.operands[1]).shape);
+  p.in = xt.dtype;
+  p.out = node.results[0].dtype;
+  return gemm_kernel(p, node.results[0].shape.numel(), 0);
+}
+
+Kernel matmul_bias_act_kernel(const Graph& g, const Node& node) {
+  const TensorType& xt = g.type(node.operands[0]);
+  const TensorType& wt = g.type(node.operands[1]);
+  const TensorType& bt = g.type(node.operands[2]);
+  Problem p = matmul_problem(xt.shape, wt.shape);
+  p.in = xt.dtype;
+  p.out = node.results[0].dtype;
+  p.has_bias = true;
+  p.act = node.attrs.get_string("activation");
+  // The bias broadcasts to the (squeezed) result [batch..., M?, N?]; map its dims to the
+  // problem's axes [batch..., M, N], stride 0 where it broadcasts or the dim was squeezed.
+  const std::vector<int64_t>& rs = node.results[0].shape.dims();
+  std::vector<int64_t> bs(rs.size() - static_cast<size_t>(bt.shape.rank()), 1);
+  bs.insert(bs.end(), bt.shape.dims().begin(), bt.shape.dims().end());
+  std::vector<int64_t> bst = dense_strides(bs);
+  auto axis = [&](size_t pos, int64_t size) { return Axis{size, bs[pos] == 1 ? 0 : bst[pos]}; };
+  size_t nb = p.batch.size(), pos = nb;
+  for (size_t i = 0; i < nb; ++i) p.bias.push_back(axis(i, p.batch[i]));
+  p.bias.push_back(xt.shape.rank() > 1 ? axis(pos++, p.m) : Axis{p.m, 0});
+  p.bias.push_back(wt.shape.rank() > 1 ? axis(pos++, p.n) : Axis{p.n, 0});
+  return gemm_kernel(p, node.results[0].shape.numel(), bt.shape.numel());
+}
+
+}  // namespace
+
+void register_gemm_kernels() {
+  set_kernel_factory(OpKind::DotGeneral, dot_general_kernel);
+  set_kernel_factory(OpKind::MatMul, matmul_kernel);
+  set_kernel_factory(OpKind::FusedMatMulBiasAct, matmul_bias_act_kernel);
+  register_conv_kernels();
+}
 
 }  // namespace rlx::cpu

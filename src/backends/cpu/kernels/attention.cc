@@ -1,0 +1,588 @@
+// Native CPU kernel of the attention op: FlashAttention-style (Dao et al., 2022) blocked
+// attention with an online softmax, for f32, f16, bf16 (computed in f32) and f64, every mask kind
+// and GQA. Highway SIMD code compiled for every x86 target and picked at run time (this file is
+// re-included once per target by foreach_target.h).
+//
+// Work is split into (batch, query head, block of kBlockQ query rows) items. An item keeps the
+// transposed query block Qt [D, Bq] and output accumulator Ot [Dv, Bq] in per-thread scratch and
+// walks the key blocks of kBlockK keys that its mask leaves visible: scores St = K Qt [Bk, Bq],
+// scale and mask, online softmax update (running max m and sum l per query, rescaling Ot), then
+// Ot += V^T St. Vectors run along the query rows, so the per-query max and sum are lane-wise and
+// K and V are read in place, row by row, with no packing. Scratch is O(Bq (D + Bk + Dv) + Bk
+// (D + Dv)); the [Sq, Sk] score matrix never exists.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef RLX_CPU_KERNELS_ATTENTION_SHARED
+#define RLX_CPU_KERNELS_ATTENTION_SHARED
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../kernel.h"
+#include "half.h"
+#include "rlx/runtime/threading.h"
+
+namespace rlx::cpu::attention_simd {
+
+enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kBool, kBias };
+
+/// Query rows and keys per block. 64 x 64 keeps an item's scratch (Qt, St, Ot and the 16-bit
+/// K / V blocks) within L2 for head dims up to 256.
+inline constexpr int64_t kBlockQ = 64;
+inline constexpr int64_t kBlockK = 64;
+
+/// Shapes and attributes of one attention node; items are (query block, batch, head) triples.
+struct AttentionTask {
+  DType dtype;
+  int64_t batch, heads, kv_heads, sq, sk, d, dv;
+  double scale;
+  MaskKind mask;
+  int64_t window;  // sliding_window, clamped to sk like the reference
+  int64_t
+      mask_strides[4];  // element strides of the mask tensor over [B, Hq, Sq, Sk]; 0 = broadcast
+  int64_t q_blocks;
+};
+
+/// Per-thread scratch of at least n elements of C (clones of one executable run concurrently
+/// and share their kernels, so scratch is per thread, never captured by a kernel).
+template <class C>
+C* scratch(size_t n) {
+  thread_local std::vector<C> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+}  // namespace rlx::cpu::attention_simd
+
+#endif  // RLX_CPU_KERNELS_ATTENTION_SHARED
+
+// ---- per-target SIMD code (math-inl.h is per-target too, so it follows foreach_target.h)
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace rlx::cpu::attention_simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class T>
+using Calc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Highway 1.0.3 converts f16 in hardware (F16C) only on AVX2 and up; its emulation on older
+// targets maps inf/NaN to finite values, so those targets convert with half.h instead.
+constexpr bool kF16Hardware = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
+// Query vectors per register tile: 4 x 4 accumulators fit AVX-512's 32 registers, 4 x 2 the 16
+// of narrower targets.
+constexpr size_t kMaxTileVectors = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <class C>
+constexpr C kInf = std::numeric_limits<C>::infinity();
+
+// dst[i] = float(src[i]) for i < n; exact.
+HWY_INLINE void Widen(const bf16* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const auto* bits = reinterpret_cast<const uint16_t*>(src);
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, bits + i)))),
+               df, dst + i);
+  for (; i < n; ++i) dst[i] = to_f32(src[i]);
+}
+
+HWY_INLINE void Widen(const f16* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  size_t i = 0;
+  if constexpr (kF16Hardware) {
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
+    const size_t lanes = hn::Lanes(df);
+    for (; i + lanes <= n; i += lanes)
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = to_f32(src[i]);
+}
+
+// dst[i] = src[i] rounded to nearest even, overflow to inf, NaN kept (quiet): half.h's rules.
+HWY_INLINE void Narrow(const float* HWY_RESTRICT src, bf16* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du32;
+  const hn::RebindToSigned<decltype(df)> di32;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  auto* bits = reinterpret_cast<uint16_t*>(dst);
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(df, src + i);
+    const auto u = hn::BitCast(du32, v);
+    const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1));
+    const auto rounded = hn::Add(u, hn::Add(hn::Set(du32, 0x7fff), odd));
+    const auto quiet = hn::Or(u, hn::Set(du32, 0x400000));
+    const auto top =
+        hn::ShiftRight<16>(hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet, rounded));
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, top)), du16, bits + i);
+  }
+  for (; i < n; ++i) dst[i] = from_f32<bf16>(src[i]);
+}
+
+HWY_INLINE void Narrow(const float* HWY_RESTRICT src, f16* HWY_RESTRICT dst, size_t n) {
+  size_t i = 0;
+  if constexpr (kF16Hardware) {  // vcvtps2ph rounds to nearest even
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    auto* h = reinterpret_cast<hwy::float16_t*>(dst);
+    const size_t lanes = hn::Lanes(df);
+    for (; i + lanes <= n; i += lanes)
+      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, src + i)), dh, h + i);
+  }
+  for (; i < n; ++i) dst[i] = from_f32<f16>(src[i]);
+}
+
+// Rows of storage type T as Calc<T>: T's own memory for float / double, else widened into buf.
+template <class T>
+HWY_INLINE const Calc<T>* ReadRows(const T* src, size_t n, Calc<T>* buf) {
+  if constexpr (std::is_same_v<T, Calc<T>>) {
+    return src;
+  } else {
+    Widen(src, buf, n);
+    return buf;
+  }
+}
+
+template <class C, class T>
+HWY_INLINE C ToCalc(T v) {
+  if constexpr (std::is_same_v<T, C>)
+    return v;
+  else
+    return to_f32(v);
+}
+
+// St[j][v-th vector] for the MR keys j of K (rows of `dim`) and NV query vectors of Qt (rows of
+// `bq`): scale * sum_c K[j][c] * Qt[c][.], an MR x NV register tile.
+template <size_t MR, size_t NV, class D, class C>
+HWY_INLINE void ScoreTile(D d, const C* HWY_RESTRICT k, size_t dim, const C* HWY_RESTRICT qt,
+                          size_t bq, C scale, C* HWY_RESTRICT st) {
+  const size_t lanes = hn::Lanes(d);
+  hn::Vec<D> acc[MR][NV];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::Zero(d);
+  for (size_t c = 0; c < dim; ++c) {
+    hn::Vec<D> q[NV];
+    for (size_t t = 0; t < NV; ++t) q[t] = hn::LoadU(d, qt + c * bq + t * lanes);
+    for (size_t r = 0; r < MR; ++r) {
+      const auto kv = hn::Set(d, k[r * dim + c]);
+      for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::MulAdd(kv, q[t], acc[r][t]);
+    }
+  }
+  const auto vs = hn::Set(d, scale);
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t t = 0; t < NV; ++t) hn::StoreU(hn::Mul(acc[r][t], vs), d, st + r * bq + t * lanes);
+}
+
+template <size_t MR, class D, class C>
+HWY_INLINE void ScoreRows(D d, size_t nv, const C* k, size_t dim, const C* qt, size_t bq, C scale,
+                          C* st) {
+  const size_t lanes = hn::Lanes(d);
+  for (size_t v = 0; v < nv; v += kMaxTileVectors) {
+    const size_t off = v * lanes;
+    switch (std::min(kMaxTileVectors, nv - v)) {
+      case 1:
+        ScoreTile<MR, 1>(d, k, dim, qt + off, bq, scale, st + off);
+        break;
+      case 2:
+        ScoreTile<MR, 2>(d, k, dim, qt + off, bq, scale, st + off);
+        break;
+      case 3:
+        ScoreTile<MR, 3>(d, k, dim, qt + off, bq, scale, st + off);
+        break;
+      default:
+        ScoreTile<MR, kMaxTileVectors>(d, k, dim, qt + off, bq, scale, st + off);
+        break;
+    }
+  }
+}
+
+// St [nk, bq] = scale * K [nk, dim] Qt [dim, bq].
+template <class D, class C>
+HWY_INLINE void Scores(D d, size_t nv, const C* k, size_t nk, size_t dim, const C* qt, size_t bq,
+                       C scale, C* st) {
+  size_t j = 0;
+  for (; j + 4 <= nk; j += 4) ScoreRows<4>(d, nv, k + j * dim, dim, qt, bq, scale, st + j * bq);
+  for (; j < nk; ++j) ScoreRows<1>(d, nv, k + j * dim, dim, qt, bq, scale, st + j * bq);
+}
+
+// Ot[e][v-th vector] += sum_j V[j][e] * Pt[j][.] for ME value dims e and NV query vectors.
+template <size_t ME, size_t NV, class D, class C>
+HWY_INLINE void ValueTile(D d, const C* HWY_RESTRICT v, size_t dv, const C* HWY_RESTRICT pt,
+                          size_t nk, size_t bq, C* HWY_RESTRICT ot) {
+  const size_t lanes = hn::Lanes(d);
+  hn::Vec<D> acc[ME][NV];
+  for (size_t r = 0; r < ME; ++r)
+    for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::LoadU(d, ot + r * bq + t * lanes);
+  for (size_t j = 0; j < nk; ++j) {
+    hn::Vec<D> p[NV];
+    for (size_t t = 0; t < NV; ++t) p[t] = hn::LoadU(d, pt + j * bq + t * lanes);
+    for (size_t r = 0; r < ME; ++r) {
+      const auto vv = hn::Set(d, v[j * dv + r]);
+      for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::MulAdd(vv, p[t], acc[r][t]);
+    }
+  }
+  for (size_t r = 0; r < ME; ++r)
+    for (size_t t = 0; t < NV; ++t) hn::StoreU(acc[r][t], d, ot + r * bq + t * lanes);
+}
+
+template <size_t ME, class D, class C>
+HWY_INLINE void ValueRows(D d, size_t nv, const C* v, size_t dv, const C* pt, size_t nk, size_t bq,
+                          C* ot) {
+  const size_t lanes = hn::Lanes(d);
+  for (size_t w = 0; w < nv; w += kMaxTileVectors) {
+    const size_t off = w * lanes;
+    switch (std::min(kMaxTileVectors, nv - w)) {
+      case 1:
+        ValueTile<ME, 1>(d, v, dv, pt + off, nk, bq, ot + off);
+        break;
+      case 2:
+        ValueTile<ME, 2>(d, v, dv, pt + off, nk, bq, ot + off);
+        break;
+      case 3:
+        ValueTile<ME, 3>(d, v, dv, pt + off, nk, bq, ot + off);
+        break;
+      default:
+        ValueTile<ME, kMaxTileVectors>(d, v, dv, pt + off, nk, bq, ot + off);
+        break;
+    }
+  }
+}
+
+// Ot [dv, bq] += V^T [dv, nk] Pt [nk, bq].
+template <class D, class C>
+HWY_INLINE void Values(D d, size_t nv, const C* v, size_t nk, size_t dv, const C* pt, size_t bq,
+                       C* ot) {
+  size_t e = 0;
+  for (; e + 4 <= dv; e += 4) ValueRows<4>(d, nv, v + e, dv, pt, nk, bq, ot + e * bq);
+  for (; e < dv; ++e) ValueRows<1>(d, nv, v + e, dv, pt, nk, bq, ot + e * bq);
+}
+
+// One work item's per-query state, one lane per query row.
+template <class C>
+struct RowState {
+  C* m;        // running max of visible scores (-inf: none finite yet)
+  C* l;        // running sum of exp(score - m)
+  C* bad;      // 1 where a visible score is NaN or +inf: the row is NaN, as in the reference
+  C* visible;  // 1 where some key is visible: an all -inf row is then NaN, else 0
+};
+
+// Online softmax step over the block's scores St [nk, bq] (masked ones already -inf): the
+// lane-wise block max raises m, Ot and l are rescaled by exp(m_old - m_new), and St is replaced
+// by exp(score - m_new) (Highway exp: within 1 ulp, arguments <= 0, so no overflow).
+template <class D, class C>
+HWY_INLINE void SoftmaxStep(D d, size_t nv, size_t nk, size_t bq, size_t dv, C* st,
+                            const RowState<C>& s, C* ot) {
+  const size_t lanes = hn::Lanes(d);
+  const auto neg_inf = hn::Set(d, -kInf<C>), one = hn::Set(d, C(1));
+  for (size_t w = 0; w < nv; ++w) {
+    const size_t off = w * lanes;
+    auto mb = neg_inf;
+    auto nan = hn::FirstN(d, 0);
+    for (size_t j = 0; j < nk; ++j) {
+      const auto x = hn::LoadU(d, st + j * bq + off);
+      mb = hn::Max(mb, x);
+      nan = hn::Or(nan, hn::IsNaN(x));
+    }
+    const auto bad = hn::Or(hn::Gt(hn::LoadU(d, s.bad + off), hn::Zero(d)),
+                            hn::Or(nan, hn::Eq(mb, hn::Set(d, kInf<C>))));
+    hn::StoreU(hn::IfThenElseZero(bad, one), d, s.bad + off);
+    const auto m_old = hn::LoadU(d, s.m + off);
+    // Bad lanes keep m = 0 so their arithmetic stays finite; their output is NaN anyway.
+    const auto m_new = hn::IfThenZeroElse(bad, hn::Max(m_old, mb));
+    hn::StoreU(m_new, d, s.m + off);
+    // While nothing finite is visible m is -inf; exponents then use 0 so masked scores give 0.
+    const auto m_use = hn::IfThenZeroElse(hn::Eq(m_new, neg_inf), m_new);
+    const auto alpha = hn::Exp(d, hn::Sub(m_old, m_use));
+    auto sum = hn::Zero(d);
+    for (size_t j = 0; j < nk; ++j) {
+      const auto p = hn::Exp(d, hn::Sub(hn::LoadU(d, st + j * bq + off), m_use));
+      hn::StoreU(p, d, st + j * bq + off);
+      sum = hn::Add(sum, p);
+    }
+    hn::StoreU(hn::MulAdd(hn::LoadU(d, s.l + off), alpha, sum), d, s.l + off);
+    if (!hn::AllTrue(d, hn::Eq(alpha, one)))
+      for (size_t e = 0; e < dv; ++e)
+        hn::StoreU(hn::Mul(hn::LoadU(d, ot + e * bq + off), alpha), d, ot + e * bq + off);
+  }
+}
+
+// Masks scores of keys [j0, j0 + nk) for query rows whose position (i + Sk - Sq) is `pos0` for
+// lane 0: causal sees keys <= pos, sliding_window(w) keys in (pos - w, pos].
+template <class D, class C>
+HWY_INLINE void MaskPositions(D d, size_t nv, size_t nk, size_t bq, int64_t j0, int64_t pos0,
+                              int64_t window, C* st) {
+  const size_t lanes = hn::Lanes(d);
+  const auto neg_inf = hn::Set(d, -kInf<C>);
+  for (size_t w = 0; w < nv; ++w) {
+    const size_t off = w * lanes;
+    const auto pos = hn::Iota(d, static_cast<C>(pos0 + static_cast<int64_t>(off)));
+    for (size_t j = 0; j < nk; ++j) {
+      const auto key = hn::Set(d, static_cast<C>(j0 + static_cast<int64_t>(j)));
+      auto visible = hn::Ge(pos, key);
+      if (window > 0) visible = hn::And(visible, hn::Lt(pos, hn::Add(key, hn::Set(d, C(window)))));
+      C* row = st + j * bq + off;
+      hn::StoreU(hn::IfThenElse(visible, hn::LoadU(d, row), neg_inf), d, row);
+    }
+  }
+}
+
+// The mask tensor's block [nq, nk] transposed into mt [nk, bq] (C values: bias, or 0 / 1).
+template <class T, class C>
+HWY_INLINE void GatherMask(const T* mask, const int64_t* strides, int64_t base, int64_t i0,
+                           size_t nq, int64_t j0, size_t nk, size_t bq, C* mt, C* row) {
+  const size_t rows = strides[2] == 0 ? 1 : nq;  // a mask broadcast over queries: one row
+  for (size_t r = 0; r < rows; ++r) {
+    const int64_t off = base + (i0 + static_cast<int64_t>(r)) * strides[2] + j0 * strides[3];
+    if constexpr (!std::is_same_v<T, uint8_t>) {
+      if (strides[3] == 1) {  // a contiguous row of the bias: widened with SIMD
+        const C* src = ReadRows(mask + off, nk, row);
+        for (size_t j = 0; j < nk; ++j) mt[j * bq + r] = src[j];
+        continue;
+      }
+    }
+    for (size_t j = 0; j < nk; ++j)
+      mt[j * bq + r] = ToCalc<C>(mask[off + static_cast<int64_t>(j) * strides[3]]);
+  }
+  if (rows == 1)
+    for (size_t j = 0; j < nk; ++j) std::fill(mt + j * bq + 1, mt + j * bq + nq, mt[j * bq]);
+}
+
+template <class T>
+void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  using C = Calc<T>;
+  const hn::ScalableTag<C> d;
+  const size_t lanes = hn::Lanes(d);
+  const T* q = io.input<T>(0);
+  const T* k = io.input<T>(1);
+  const T* v = io.input<T>(2);
+  const auto dim = static_cast<size_t>(t.d), dv = static_cast<size_t>(t.dv);
+  const size_t bq = (static_cast<size_t>(std::min(kBlockQ, t.sq)) + lanes - 1) / lanes * lanes;
+  const size_t nv = bq / lanes;
+  const auto bk = static_cast<size_t>(kBlockK);
+  const bool narrow = !std::is_same_v<T, C>;
+  const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
+  // Scratch layout: Qt, St, Ot, state (4 rows), mask block, widened K and V blocks, a row.
+  const size_t n_qt = dim * bq, n_st = bk * bq, n_ot = dv * bq, n_state = 4 * bq;
+  const size_t n_mt = has_tensor ? bk * bq : 0;
+  const size_t n_kv = narrow ? bk * (dim + dv) : 0;
+  const size_t n_row = std::max({dim, dv, bk});
+  C* qt = scratch<C>(n_qt + n_st + n_ot + n_state + n_mt + n_kv + n_row);
+  C* st = qt + n_qt;
+  C* ot = st + n_st;
+  const RowState<C> s{ot + n_ot, ot + n_ot + bq, ot + n_ot + 2 * bq, ot + n_ot + 3 * bq};
+  C* mt = s.m + n_state;
+  C* kbuf = mt + n_mt;
+  C* vbuf = kbuf + (narrow ? bk * dim : 0);
+  C* row = kbuf + n_kv;
+  const int64_t group = t.heads / t.kv_heads;
+  const C scale = static_cast<C>(t.scale);
+  const bool positional = t.mask == MaskKind::kCausal || t.mask == MaskKind::kSlidingWindow;
+  const int64_t window = t.mask == MaskKind::kSlidingWindow ? t.window : 0;
+
+  for (int64_t item = begin; item < end; ++item) {
+    // Query blocks in zig-zag order (0, last, 1, last - 1, ...) so the contiguous item ranges of
+    // the threads mix long and short causal rows.
+    const int64_t bh_count = t.batch * t.heads;
+    const int64_t z = item / bh_count, bh = item % bh_count;
+    const int64_t qb = z % 2 == 0 ? z / 2 : t.q_blocks - 1 - z / 2;
+    const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
+    const int64_t i0 = qb * kBlockQ;
+    const auto nq = static_cast<size_t>(std::min(kBlockQ, t.sq - i0));
+    const int64_t pos0 = i0 + t.sk - t.sq;  // position of the block's first query
+    const int64_t pos_last = pos0 + static_cast<int64_t>(nq) - 1;
+
+    // Qt [dim, bq] with zero padding lanes.
+    std::fill(qt, qt + n_qt, C(0));
+    const T* qrows = q + ((b * t.heads + h) * t.sq + i0) * t.d;
+    for (size_t r = 0; r < nq; ++r) {
+      const C* src = ReadRows(qrows + r * dim, dim, row);
+      for (size_t c = 0; c < dim; ++c) qt[c * bq + r] = src[c];
+    }
+    std::fill(ot, ot + n_ot, C(0));
+    std::fill(s.m, s.m + bq, -kInf<C>);
+    std::fill(s.l, s.l + 2 * bq, C(0));  // l and bad
+    for (size_t r = 0; r < bq; ++r) {
+      bool vis = false;
+      switch (t.mask) {
+        case MaskKind::kNone:
+          vis = t.sk > 0;
+          break;
+        case MaskKind::kCausal:
+        case MaskKind::kSlidingWindow:
+          vis = pos0 + static_cast<int64_t>(r) >= 0;
+          break;
+        default:
+          break;  // bool: set where a key is unmasked; bias: -inf is masked
+      }
+      s.visible[r] = vis ? C(1) : C(0);
+    }
+
+    // The keys any row of the block can see.
+    int64_t kbegin = 0, kend = t.sk;
+    if (positional) kend = std::clamp<int64_t>(pos_last + 1, 0, t.sk);
+    if (window > 0) kbegin = std::clamp<int64_t>(pos0 - window + 1, 0, t.sk);
+    const T* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
+    const T* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
+    for (int64_t j0 = kbegin; j0 < kend; j0 += kBlockK) {
+      const auto nk = static_cast<size_t>(std::min(kBlockK, kend - j0));
+      const C* kb = ReadRows(kbase + j0 * t.d, nk * dim, kbuf);
+      const C* vb = ReadRows(vbase + j0 * t.dv, nk * dv, vbuf);
+      Scores(d, nv, kb, nk, dim, qt, bq, scale, st);
+      // Positional masks only touch blocks that some row sees only in part.
+      const int64_t j_last = j0 + static_cast<int64_t>(nk) - 1;
+      if (positional && (j_last > pos0 || (window > 0 && j0 <= pos_last - window)))
+        MaskPositions(d, nv, nk, bq, j0, pos0, window, st);
+      if (has_tensor) {
+        if (t.mask == MaskKind::kBool)
+          GatherMask(reinterpret_cast<const uint8_t*>(io.in[3]), t.mask_strides, mask_base, i0, nq,
+                     j0, nk, bq, mt, row);
+        else
+          GatherMask(io.input<T>(3), t.mask_strides, mask_base, i0, nq, j0, nk, bq, mt, row);
+        const auto neg_inf = hn::Set(d, -kInf<C>), zero = hn::Zero(d);
+        for (size_t w = 0; w < nv; ++w) {
+          const size_t off = w * lanes;
+          auto seen = hn::Gt(hn::LoadU(d, s.visible + off), zero);
+          for (size_t j = 0; j < nk; ++j) {
+            const auto x = hn::LoadU(d, st + j * bq + off), m = hn::LoadU(d, mt + j * bq + off);
+            if (t.mask == MaskKind::kBool) {
+              const auto keep = hn::Ne(m, zero);
+              seen = hn::Or(seen, keep);
+              hn::StoreU(hn::IfThenElse(keep, x, neg_inf), d, st + j * bq + off);
+            } else {
+              hn::StoreU(hn::Add(x, m), d, st + j * bq + off);
+            }
+          }
+          hn::StoreU(hn::IfThenElseZero(seen, hn::Set(d, C(1))), d, s.visible + off);
+        }
+      }
+      SoftmaxStep(d, nv, nk, bq, dv, st, s, ot);
+      Values(d, nv, vb, nk, dv, st, bq, ot);
+    }
+
+    // out = Ot / l; rows with nothing finite visible give 0 (fully masked) or NaN (visible
+    // scores all -inf), bad rows NaN.
+    const auto neg_inf = hn::Set(d, -kInf<C>), zero = hn::Zero(d);
+    const auto nan = hn::Set(d, std::numeric_limits<C>::quiet_NaN());
+    for (size_t w = 0; w < nv; ++w) {
+      const size_t off = w * lanes;
+      const auto l = hn::LoadU(d, s.l + off);
+      const auto empty = hn::Eq(hn::LoadU(d, s.m + off), neg_inf);
+      const auto fill = hn::IfThenElse(hn::Gt(hn::LoadU(d, s.visible + off), zero), nan, zero);
+      const auto bad = hn::Gt(hn::LoadU(d, s.bad + off), zero);
+      for (size_t e = 0; e < dv; ++e) {
+        const auto o = hn::Div(hn::LoadU(d, ot + e * bq + off), l);
+        hn::StoreU(hn::IfThenElse(bad, nan, hn::IfThenElse(empty, fill, o)), d, ot + e * bq + off);
+      }
+    }
+    T* out = io.output<T>(0) + ((b * t.heads + h) * t.sq + i0) * t.dv;
+    for (size_t r = 0; r < nq; ++r) {
+      if constexpr (std::is_same_v<T, C>) {
+        for (size_t e = 0; e < dv; ++e) out[r * dv + e] = ot[e * bq + r];
+      } else {
+        for (size_t e = 0; e < dv; ++e) row[e] = ot[e * bq + r];
+        Narrow(row, out + r * dv, dv);
+      }
+    }
+  }
+}
+
+void AttentionRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  switch (t.dtype) {
+    case DType::f32:
+      return AttentionImpl<float>(t, io, begin, end);
+    case DType::f64:
+      return AttentionImpl<double>(t, io, begin, end);
+    case DType::f16:
+      return AttentionImpl<f16>(t, io, begin, end);
+    case DType::bf16:
+      return AttentionImpl<bf16>(t, io, begin, end);
+    default:
+      return;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace rlx::cpu::attention_simd
+HWY_AFTER_NAMESPACE();
+
+// ---- kernel factory (compiled once)
+#if HWY_ONCE
+namespace rlx::cpu {
+namespace attention_simd {
+
+HWY_EXPORT(AttentionRange);
+
+namespace {
+
+Kernel attention_factory(const Graph& g, const Node& node) {
+  const TensorType& qt = g.type(node.operands[0]);
+  const DType dt = qt.dtype;
+  if (dt != DType::f32 && dt != DType::f64 && dt != DType::f16 && dt != DType::bf16) return {};
+  for (size_t i = 1; i < 3; ++i)
+    if (g.type(node.operands[i]).dtype != dt) return {};
+  const Shape& ks = g.type(node.operands[1]).shape;
+  const Shape& vs = g.type(node.operands[2]).shape;
+  AttentionTask t{};
+  t.dtype = dt;
+  t.batch = qt.shape[0];
+  t.heads = qt.shape[1];
+  t.sq = qt.shape[2];
+  t.d = qt.shape[3];
+  t.kv_heads = ks[1];
+  t.sk = ks[2];
+  t.dv = vs[3];
+  t.scale = node.attrs.has("scale") ? node.attrs.get_float("scale")
+                                    : 1.0 / std::sqrt(static_cast<double>(t.d));
+  const std::string& kind = node.attrs.get_string("mask");
+  t.mask = kind == "causal"           ? MaskKind::kCausal
+           : kind == "sliding_window" ? MaskKind::kSlidingWindow
+           : kind == "bool"           ? MaskKind::kBool
+           : kind == "bias"           ? MaskKind::kBias
+                                      : MaskKind::kNone;
+  t.window = std::min(node.attrs.get_int("window"), t.sk);
+  // Positions are compared in the compute type's lanes: exact for integers below 2^24 in f32.
+  if (dt != DType::f64 && t.sq + t.sk + t.window >= (int64_t{1} << 24)) return {};
+  if (node.operands.size() == 4) {
+    const Shape& ms = g.type(node.operands[3]).shape;
+    int64_t stride = 1;
+    for (int i = 3, j = ms.rank() - 1; i >= 0; --i, --j) {
+      const int64_t size = j >= 0 ? ms[j] : 1;
+      t.mask_strides[i] = size == 1 ? 0 : stride;
+      stride *= size;
+    }
+  }
+  t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
+  const int64_t items = t.q_blocks * t.batch * t.heads;
+  return [t, items](const KernelIO& io) {
+    parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
+      HWY_DYNAMIC_DISPATCH(AttentionRange)(t, io, b, e);
+    });
+  };
+}
+
+}  // namespace
+}  // namespace attention_simd
+
+void register_attention_kernels() {
+  set_kernel_factory(OpKind::Attention, attention_simd::attention_factory);
+}
+
+}  // namespace rlx::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,299 @@
+// CPU backend attention kernel against the reference evaluator: every mask kind, GQA, Sq != Sk,
+// D != Dv, tiny to long sequences, every float dtype, special values and bounded memory.
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/test_util.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx {
+namespace {
+
+using testing::all_close;
+using testing::random_tensor;
+
+constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Nodes of `op` that ran a native kernel / the reference fallback, from the kernel report's
+// "  <op>: <native> / <reference>" line; {0, 0} when the op did not occur.
+std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
+  std::istringstream report(exe.kernel_report());
+  const std::string key = "  " + std::string(op_name(op)) + ": ";
+  for (std::string line; std::getline(report, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    int native = 0, reference = 0;
+    char slash = 0;
+    std::istringstream(line.substr(key.size())) >> native >> slash >> reference;
+    return {native, reference};
+  }
+  return {0, 0};
+}
+
+// The kernel computes in f32 (f64 for f64); outputs are convex combinations of v in [-2, 2].
+// f32: score rounding (~D ulp of |q||k|) moves weights by ~1e-6 relative; 16-bit: one ulp of
+// the output's rounding on top.
+struct Tol {
+  double rtol, atol;
+};
+Tol tol(DType t) {
+  switch (t) {
+    case DType::f16:
+      return {2e-3, 5e-5};
+    case DType::bf16:
+      return {1.6e-2, 2e-4};
+    case DType::f64:
+      return {1e-11, 1e-12};
+    default:
+      return {1e-4, 2e-5};
+  }
+}
+
+struct Config {
+  int64_t b, hq, hkv, sq, sk, d, dv;
+  std::string to_string() const {
+    std::ostringstream s;
+    s << "B" << b << " Hq" << hq << " Hkv" << hkv << " Sq" << sq << " Sk" << sk << " D" << d
+      << " Dv" << dv;
+    return s.str();
+  }
+};
+
+// One mask variant: kind, window, and the shape of the mask tensor (bool / bias kinds).
+struct MaskCase {
+  MaskCase(std::string kind, int64_t window = 0, std::optional<Shape> tensor = std::nullopt)
+      : kind(std::move(kind)), window(window), tensor(std::move(tensor)) {}
+  std::string kind;
+  int64_t window;
+  std::optional<Shape> tensor;
+};
+
+Graph::AttentionOptions options(const std::string& kind, std::optional<double> scale = {},
+                                int64_t window = 0) {
+  Graph::AttentionOptions o;
+  o.mask = kind;
+  o.scale = scale;
+  o.window = window;
+  return o;
+}
+
+std::vector<MaskCase> mask_cases(const Config& c) {
+  std::vector<MaskCase> m = {
+      {"none"}, {"causal"}, {"sliding_window", 1}, {"sliding_window", 3}, {"sliding_window", 100}};
+  for (const char* kind : {"bool", "bias"}) {
+    m.push_back({kind, 0, Shape{c.b, c.hq, c.sq, c.sk}});
+    m.push_back({kind, 0, Shape{c.b, 1, 1, c.sk}});
+    m.push_back({kind, 0, Shape{c.sq, c.sk}});
+    m.push_back({kind, 0, Shape{c.sk}});
+  }
+  return m;
+}
+
+// A bool mask (~70% visible, the first query row fully masked) or a bias in [-2, 2] with a
+// -inf every 5th entry and the first query row all -inf (fully masked).
+Tensor mask_tensor(const std::string& kind, DType dt, const Shape& s, uint64_t seed) {
+  const int64_t sk = s[s.rank() - 1];
+  const bool has_rows = s.rank() >= 2 && s[s.rank() - 2] > 1;
+  if (kind == "bool") {
+    Tensor m = random_tensor(DType::f32, s, seed, 0, 1);
+    Tensor out(DType::bool_, s);
+    for (int64_t i = 0; i < m.numel(); ++i)
+      out.set_i64(i, has_rows && i < sk ? 0 : m.get_f64(i) < 0.7);
+    return out;
+  }
+  Tensor m = random_tensor(dt, s, seed);
+  for (int64_t i = 0; i < m.numel(); ++i)
+    if (i % 5 == 3 || (has_rows && i < sk)) m.set_f64(i, -kInf);
+  return m;
+}
+
+// Builds attention(q, k, v[, mask]) for `c`, runs it on the CPU and compares with the reference.
+void expect_attention_matches(const Config& c, DType dt, const MaskCase& mc, uint64_t seed,
+                              std::optional<double> scale = std::nullopt,
+                              const TensorMap& overrides = {}) {
+  SCOPED_TRACE(c.to_string() + " " + std::string(dtype_name(dt)) + " mask " + mc.kind +
+               (mc.window ? " w" + std::to_string(mc.window) : "") +
+               (mc.tensor ? " " + mc.tensor->to_string() : ""));
+  Graph g("attention");
+  Value q = g.input("q", dt, Shape{c.b, c.hq, c.sq, c.d});
+  Value k = g.input("k", dt, Shape{c.b, c.hkv, c.sk, c.d});
+  Value v = g.input("v", dt, Shape{c.b, c.hkv, c.sk, c.dv});
+  TensorMap feeds{{"q", random_tensor(dt, Shape{c.b, c.hq, c.sq, c.d}, seed)},
+                  {"k", random_tensor(dt, Shape{c.b, c.hkv, c.sk, c.d}, seed + 1)},
+                  {"v", random_tensor(dt, Shape{c.b, c.hkv, c.sk, c.dv}, seed + 2)}};
+  std::optional<Value> mask;
+  if (mc.tensor) {
+    DType mt = mc.kind == "bool" ? DType::bool_ : dt;
+    mask = g.input("mask", mt, *mc.tensor);
+    feeds["mask"] = mask_tensor(mc.kind, dt, *mc.tensor, seed + 3);
+  }
+  for (const auto& [name, t] : overrides) feeds[name] = t;
+  g.set_outputs({g.attention(q, k, v, options(mc.kind, scale, mc.window), mask)});
+  Session session;
+  auto exe = session.compile(g);
+  std::pair<int, int> counts = kernel_counts(*exe, OpKind::Attention);
+  // An attention with an empty result is folded away by the pipeline.
+  EXPECT_EQ(counts.first, c.b == 0 ? 0 : 1) << exe->kernel_report();
+  EXPECT_EQ(counts.second, 0) << exe->kernel_report();
+  Tensor got = exe->run(feeds)[0];
+  Tensor want = evaluate(g, feeds)[0];
+  Tol t = tol(dt);
+  EXPECT_TRUE(all_close(got, want, t.rtol, t.atol));
+}
+
+TEST(CpuAttentionKernel, MatchesReferenceForEveryMaskAndDtype) {
+  const std::vector<Config> configs = {
+      {1, 2, 2, 7, 7, 8, 8},     {2, 4, 2, 1, 129, 16, 8},  // decode with GQA
+      {1, 2, 1, 64, 64, 32, 32}, {1, 1, 1, 129, 129, 16, 24},
+      {1, 2, 2, 5, 9, 8, 8},     {1, 1, 1, 9, 5, 8, 12},  // Sq < Sk, Sq > Sk
+      {1, 1, 1, 1, 1, 4, 4},     {0, 2, 2, 4, 4, 8, 8},   // one key; empty batch
+      {1, 6, 2, 17, 70, 5, 3},   {1, 2, 2, 3, 0, 8, 8},   // odd D; no keys
+  };
+  uint64_t seed = 1;
+  for (DType dt : kFloatTypes)
+    for (const Config& c : configs)
+      for (const MaskCase& mc : mask_cases(c)) {
+        expect_attention_matches(c, dt, mc, seed);
+        seed += 4;
+      }
+}
+
+TEST(CpuAttentionKernel, ExplicitScale) {
+  for (DType dt : kFloatTypes)
+    for (double scale : {0.3, 2.5, 0.0})
+      expect_attention_matches({1, 2, 2, 33, 40, 16, 16}, dt, {"causal"}, 11, scale);
+}
+
+TEST(CpuAttentionKernel, LongSequences) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const MaskCase& mc :
+         {MaskCase{"none"}, MaskCase{"causal"}, MaskCase{"sliding_window", 100},
+          MaskCase{"bias", 0, Shape{1, 1, 1, 1024}}})
+      expect_attention_matches({1, 1, 1, 1024, 1024, 8, 8}, dt, mc, 21);
+  expect_attention_matches({1, 2, 1, 300, 1024, 8, 8}, DType::f32, {"causal"}, 25);
+}
+
+// A NaN score poisons its row unless masked; +inf scores give NaN; a row whose visible scores
+// are all -inf is NaN, a fully masked row is 0.
+TEST(CpuAttentionKernel, SpecialValues) {
+  const Config c{1, 2, 2, 8, 8, 4, 4};
+  for (DType dt : kFloatTypes) {
+    Tensor q = random_tensor(dt, Shape{1, 2, 8, 4}, 31);
+    Tensor k = random_tensor(dt, Shape{1, 2, 8, 4}, 32);
+    k.set_f64(5 * 4 + 1, kNaN);        // head 0, key 5: NaN for every row; causal masks it
+    q.set_f64((8 + 2) * 4 + 0, kInf);  // head 1, row 2: +-inf scores
+    for (int64_t j = 0; j < 8; ++j)    // head 1: key component 0 negative...
+      k.set_f64((8 + j) * 4 + 0, -0.5 - 0.1 * static_cast<double>(j));
+    // ... so row 2 of head 1 scores -inf against every key: NaN unless fully masked.
+    TensorMap feeds{{"q", q}, {"k", k}};
+    for (const MaskCase& mc :
+         {MaskCase{"none"}, MaskCase{"causal"}, MaskCase{"sliding_window", 2},
+          MaskCase{"bool", 0, Shape{1, 2, 8, 8}}, MaskCase{"bias", 0, Shape{1, 2, 8, 8}}})
+      expect_attention_matches(c, dt, mc, 33, std::nullopt, feeds);
+  }
+}
+
+// The kernel needs no [Sq, Sk] buffer: the arena holds the output only, and the result of a few
+// rows matches a direct double computation.
+TEST(CpuAttentionKernel, LongSequenceRunsInBoundedMemory) {
+  const int64_t s = 4096, d = 16;
+  Graph g("attention_4k");
+  Value q = g.input("q", DType::f32, Shape{1, 1, s, d});
+  Value k = g.input("k", DType::f32, Shape{1, 1, s, d});
+  Value v = g.input("v", DType::f32, Shape{1, 1, s, d});
+  g.set_outputs({g.attention(q, k, v, options("causal"))});
+  Session session;
+  auto exe = session.compile(g);
+  EXPECT_EQ(kernel_counts(*exe, OpKind::Attention).first, 1);
+  EXPECT_LE(exe->memory_plan().arena_bytes, s * d * 4 + 4096);
+  EXPECT_LT(exe->memory_plan().arena_bytes * 64, s * s * 4);
+  TensorMap feeds{{"q", random_tensor(DType::f32, Shape{1, 1, s, d}, 41)},
+                  {"k", random_tensor(DType::f32, Shape{1, 1, s, d}, 42)},
+                  {"v", random_tensor(DType::f32, Shape{1, 1, s, d}, 43)}};
+  Tensor out = exe->run(feeds)[0];
+  const Tensor &qt = feeds.at("q"), &kt = feeds.at("k"), &vt = feeds.at("v");
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{2047}, s - 1}) {
+    std::vector<double> p(static_cast<size_t>(i + 1));
+    double m = -kInf, den = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      double dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += qt.get_f64(i * d + c) * kt.get_f64(j * d + c);
+      p[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+      m = std::max(m, p[static_cast<size_t>(j)]);
+    }
+    for (double& x : p) den += (x = std::exp(x - m));
+    for (int64_t e = 0; e < d; ++e) {
+      double want = 0;
+      for (int64_t j = 0; j <= i; ++j)
+        want += p[static_cast<size_t>(j)] / den * vt.get_f64(j * d + e);
+      EXPECT_NEAR(out.get_f64(i * d + e), want, 2e-5) << "row " << i << " dim " << e;
+    }
+  }
+}
+
+// ---- throughput (run with --gtest_also_run_disabled_tests)
+
+// CPU seconds (of every thread of the process, so shared machines skew it less than wall time)
+// per call of fn: the best of repeated calls after a warm-up call; with budget 0, one cold call
+// (for the slow reference evaluator). Run with RLX_NUM_THREADS=1 for per-core throughput.
+template <class F>
+double seconds_per_call(F&& fn, double budget = 0.5) {
+  if (budget > 0) fn();
+  double best = 1e30, spent = 0;
+  for (int i = 0; i == 0 || (i < 200 && spent < budget); ++i) {
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    fn();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    double sec = static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+    best = std::min(best, sec);
+    spent += sec;
+  }
+  return best;
+}
+
+TEST(CpuAttentionKernel, DISABLED_Throughput) {
+  for (int64_t s : {128, 1024})
+    for (const char* kind : {"none", "causal"}) {
+      const int64_t h = 12, d = 32;
+      Graph g("attention");
+      Value q = g.input("q", DType::f32, Shape{1, h, s, d});
+      Value k = g.input("k", DType::f32, Shape{1, h, s, d});
+      Value v = g.input("v", DType::f32, Shape{1, h, s, d});
+      g.set_outputs({g.attention(q, k, v, options(kind))});
+      TensorMap feeds{{"q", random_tensor(DType::f32, Shape{1, h, s, d}, 1)},
+                      {"k", random_tensor(DType::f32, Shape{1, h, s, d}, 2)},
+                      {"v", random_tensor(DType::f32, Shape{1, h, s, d}, 3)}};
+      Session session;
+      auto native = session.compile(g);
+      CompileOptions common;
+      common.dispatch = DispatchOptions::parse("attention=force_common");
+      auto decomposed = session.compile(g, common);
+      double t_native = seconds_per_call([&] { native->run(feeds); });
+      double t_common = seconds_per_call([&] { decomposed->run(feeds); }, s > 128 ? 0 : 0.5);
+      double t_ref = seconds_per_call([&] { evaluate(g, feeds); }, 0);
+      // Flops of q k^T and p v over the visible half (causal) or all scores.
+      double flops = 4.0 * h * s * s * d * (std::string(kind) == "causal" ? 0.5 : 1.0);
+      std::printf(
+          "attention B1 H%lld S%lld D%lld %-6s native %8.3f ms cpu (%6.1f GFLOP/s) | "
+          "decomposed %9.2f ms (x%.1f) | reference %9.1f ms (x%.0f)\n",
+          static_cast<long long>(h), static_cast<long long>(s), static_cast<long long>(d), kind,
+          t_native * 1e3, flops / t_native / 1e9, t_common * 1e3, t_common / t_native, t_ref * 1e3,
+          t_ref / t_native);
+    }
+}
+
+}  // namespace
+}  // namespace rlx

@@ -1,0 +1,314 @@
+// Clones running concurrently, copy-on-write params between clones, results independent of
+// the thread count, and the thread pool (parallel_for, RLX_NUM_THREADS).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/test_util.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/runtime/session.h"
+#include "rlx/runtime/threading.h"
+
+namespace rlx {
+namespace {
+
+using testing::all_close;
+using testing::error_of;
+using testing::random_tensor;
+
+// Restores the pool size a test changed.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(num_threads()) {}
+  ~ThreadCountGuard() { set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// A small encoder block touching the main kernel families: layer_norm, matmul + bias + gelu,
+// attention, softmax, reductions, transpose, concatenate and elementwise ops.
+struct Block {
+  Graph g{"block"};
+  TensorMap params;
+  static constexpr int64_t kB = 2, kS = 9, kH = 2, kD = 8, kE = kH * kD, kF = 40;
+  Block() {
+    Value x = g.input("x", DType::f32, Shape{kB, kS, kE});
+    auto param = [&](const std::string& name, Shape shape, double lo, double hi) {
+      params[name] = random_tensor(DType::f32, shape, 100 + params.size(), lo, hi);
+      return g.param(name, DType::f32, std::move(shape));
+    };
+    Value wq = param("wq", Shape{kE, kE}, -0.5, 0.5), wk = param("wk", Shape{kE, kE}, -0.5, 0.5);
+    Value wv = param("wv", Shape{kE, kE}, -0.5, 0.5), w1 = param("w1", Shape{kE, kF}, -0.3, 0.3);
+    Value b1 = param("b1", Shape{kF}, -0.1, 0.1), w2 = param("w2", Shape{kF, kE}, -0.3, 0.3);
+    Value scale = param("scale", Shape{kE}, 0.5, 1.5), bias = param("bias", Shape{kE}, -0.1, 0.1);
+    auto split = [&](Value t, Value w) {
+      return g.transpose(g.reshape(g.matmul(t, w), {kB, kS, kH, kD}), {0, 2, 1, 3});
+    };
+    Value ln = g.layer_norm(x, scale, bias);
+    Value att = g.attention(split(ln, wq), split(ln, wk), split(ln, wv),
+                            Graph::AttentionOptions{"causal", std::nullopt, 0});
+    Value merged = g.reshape(g.transpose(att, {0, 2, 1, 3}), {kB, kS, kE});
+    Value h = g.add(x, merged);
+    Value ffn = g.matmul(g.gelu(g.add(g.matmul(h, w1), b1)), w2);
+    Value out = g.add(h, ffn);
+    g.set_outputs({out, g.softmax(out, -1), g.reduce_max(out, {1}),
+                   g.concatenate({g.reduce_sum(out, {2}), g.reduce_sum(x, {2})}, 1)});
+  }
+  TensorMap feeds(uint64_t seed) const {
+    TensorMap f = params;
+    f["x"] = random_tensor(DType::f32, Shape{kB, kS, kE}, seed);
+    return f;
+  }
+  void bind(Executable& exe) const {
+    for (const auto& [name, t] : params) exe.set_param(name, t);
+  }
+};
+
+::testing::AssertionResult close_to_reference(const std::vector<Tensor>& got,
+                                              const std::vector<Tensor>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto r = all_close(got[i], want[i], 1e-4, 1e-5);
+    if (!r) return r << " (output " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ExecutableClones, ConcurrentClonesMatchTheReference) {
+  Block block;
+  Session s;
+  auto exe = s.compile(block.g);
+  block.bind(*exe);
+  ASSERT_TRUE(exe->capabilities().concurrent_clones);
+  constexpr int kThreads = 4, kRuns = 50, kInputs = 5;
+  // Per thread and input: the feed, the reference result and the serial result of the same
+  // executable (so a race that perturbs one bit is caught, not only a large error).
+  std::vector<std::vector<Tensor>> inputs(kThreads);
+  std::vector<std::vector<std::vector<Tensor>>> serial(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int k = 0; k < kInputs; ++k) {
+      TensorMap f = block.feeds(static_cast<uint64_t>(1000 * t + k));
+      inputs[t].push_back(f.at("x"));
+      serial[t].push_back(exe->run({{"x", f.at("x")}}));
+      EXPECT_TRUE(close_to_reference(serial[t].back(), evaluate(block.g, f)));
+    }
+  }
+  std::vector<std::unique_ptr<Executable>> clones;
+  for (int t = 0; t < kThreads; ++t) clones.push_back(exe->clone());
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRuns; ++r) {
+        int k = (r + t) % kInputs;
+        std::vector<Tensor> got = clones[t]->run({{"x", inputs[t][k]}});
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!got[i].bitwise_equal(serial[t][k][i])) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(ExecutableClones, SetParamIsCopyOnWrite) {
+  Graph g("cow");
+  Value x = g.input("x", DType::f32, Shape{3});
+  Value w = g.param("w", DType::f32, Shape{3});
+  Value b = g.param("b", DType::f32, Shape{3});
+  g.set_outputs({g.add(g.mul(x, w), b)});
+  Session s;
+  auto original = s.compile(g);
+  // A clone made before any param is set shares nothing that is set later.
+  auto early = original->clone();
+  original->set_param("w", Tensor::full(DType::f32, Shape{3}, 2.0));
+  original->set_param("b", Tensor::full(DType::f32, Shape{3}, 1.0));
+  Tensor xt = Tensor::full(DType::f32, Shape{3}, 3.0);
+  EXPECT_EQ(error_of([&] { early->run({{"x", xt}}); }), "run: param 'w' (f32[3]) was never set");
+  auto clone = original->clone();
+  auto grandchild = clone->clone();
+  EXPECT_EQ(clone->run({{"x", xt}})[0].get_f64(0), 7.0);  // shares the original's params
+  clone->set_param("w", Tensor::full(DType::f32, Shape{3}, 10.0));
+  EXPECT_EQ(clone->run({{"x", xt}})[0].get_f64(0), 31.0);
+  EXPECT_EQ(original->run({{"x", xt}})[0].get_f64(0), 7.0);
+  EXPECT_EQ(grandchild->run({{"x", xt}})[0].get_f64(0), 7.0);
+  original->set_param("b", Tensor::full(DType::f32, Shape{3}, -1.0));
+  EXPECT_EQ(original->run({{"x", xt}})[0].get_f64(0), 5.0);
+  EXPECT_EQ(clone->run({{"x", xt}})[0].get_f64(0), 31.0);  // keeps b = 1 and its own w
+  EXPECT_EQ(grandchild->run({{"x", xt}})[0].get_f64(0), 7.0);
+  EXPECT_EQ(error_of([&] { early->run({{"x", xt}}); }), "run: param 'w' (f32[3]) was never set");
+}
+
+TEST(ExecutableClones, SetParamOnTheOriginalWhileClonesRun) {
+  Block block;
+  Session s;
+  auto exe = s.compile(block.g);
+  block.bind(*exe);
+  TensorMap f = block.feeds(7);
+  std::vector<Tensor> want = exe->run({{"x", f.at("x")}});
+  std::vector<std::unique_ptr<Executable>> clones;
+  for (int t = 0; t < 3; ++t) clones.push_back(exe->clone());
+  std::atomic<bool> stop{false};
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (auto& c : clones)
+    threads.emplace_back([&, clone = c.get()] {
+      while (!stop) {
+        std::vector<Tensor> got = clone->run({{"x", f.at("x")}});
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!got[i].bitwise_equal(want[i])) ++mismatches;
+      }
+    });
+  for (int k = 0; k < 30; ++k) {
+    exe->set_param("w1", random_tensor(DType::f32, Shape{Block::kE, Block::kF}, 500 + k));
+    exe->run({{"x", f.at("x")}});
+  }
+  stop = true;
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
+  ThreadCountGuard guard;
+  // Sizes large enough that every kernel splits its work, and odd so that chunks end off the
+  // vector width.
+  Graph g("threads");
+  Value x = g.input("x", DType::f32, Shape{67, 515});
+  Value w = g.param("w", DType::f32, Shape{515, 131});
+  Value bias = g.param("bias", DType::f32, Shape{131});
+  Value mm = g.add(g.matmul(x, w), bias);
+  g.set_outputs({g.exp(g.neg(g.abs(x))), mm, g.softmax(x, -1), g.reduce_sum(x, {1}),
+                 g.reduce_sum(x, {0}), g.reduce_max(x, {0, 1}),
+                 g.layer_norm(x, g.constant(Tensor::full(DType::f32, Shape{515}, 1.0)),
+                              g.constant(Tensor(DType::f32, Shape{515}))),
+                 g.transpose(x, {1, 0}), g.gelu(mm), g.cumsum(x, 1)});
+  TensorMap feeds{{"x", random_tensor(DType::f32, Shape{67, 515}, 81)},
+                  {"w", random_tensor(DType::f32, Shape{515, 131}, 82, -0.2, 0.2)},
+                  {"bias", random_tensor(DType::f32, Shape{131}, 83)}};
+  Session s;
+  auto exe = s.compile(g);
+  exe->set_param("w", feeds.at("w"));
+  exe->set_param("bias", feeds.at("bias"));
+  std::vector<Tensor> want = evaluate(g, feeds);
+  std::vector<std::vector<Tensor>> results;
+  for (int n : {1, 2, 4, 3}) {
+    set_num_threads(n);
+    EXPECT_EQ(num_threads(), n);
+    for (int rep = 0; rep < 2; ++rep) results.push_back(exe->run({{"x", feeds.at("x")}}));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(all_close(results[0][i], want[i], 2e-4, 1e-4)) << "output " << i;
+    for (size_t r = 1; r < results.size(); ++r) {
+      // Every kernel partitions its work so that each element is computed by the same
+      // sequence of operations whatever the thread count: results are bitwise equal.
+      EXPECT_TRUE(results[r][i].bitwise_equal(results[0][i]))
+          << "output " << i << " differs in run " << r << " ("
+          << op_name(exe->compiled_graph().node(exe->compiled_graph().outputs()[i]).op) << ")";
+    }
+  }
+}
+
+TEST(ThreadPool, SetNumThreadsValidates) {
+  ThreadCountGuard guard;
+  EXPECT_EQ(error_of([] { set_num_threads(0); }), "set_num_threads: need at least 1 thread, got 0");
+  EXPECT_EQ(error_of([] { set_num_threads(-3); }),
+            "set_num_threads: need at least 1 thread, got -3");
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  EXPECT_GE(physical_cores(), 1);
+}
+
+TEST(ThreadPool, ParallelForCoversTheRangeOnce) {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 7, 100, 1001}) {
+      for (int64_t grain : {1, 16, 1000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        parallel_for(5, 5 + n, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i - 5)];
+          std::lock_guard<std::mutex> lock(mu);
+          chunks.push_back({b, e});
+        });
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+        EXPECT_LE(static_cast<int64_t>(chunks.size()), threads);
+        if (n > 0) {
+          // Chunks hold at least `grain` iterations unless there is only one.
+          for (auto [b, e] : chunks) {
+            if (chunks.size() > 1) {
+              EXPECT_GE(e - b, grain);
+            }
+          }
+        } else {
+          EXPECT_TRUE(chunks.empty());
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, NestedParallelForRunsSerially) {
+  ThreadCountGuard guard;
+  set_num_threads(2);
+  std::atomic<int> inner_calls{0}, total{0};
+  parallel_for(0, 2, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      parallel_for(0, 100, 1, [&](int64_t ib, int64_t ie) {
+        ++inner_calls;
+        total += static_cast<int>(ie - ib);
+      });
+  });
+  EXPECT_EQ(total.load(), 200);
+  EXPECT_EQ(inner_calls.load(), 2);  // one serial call per outer iteration
+}
+
+// num_threads() reads RLX_NUM_THREADS once per process, so each value is checked in a fresh
+// process (gtest's threadsafe death tests re-run the binary for the test body).
+TEST(ThreadPoolDeathTest, RlxNumThreadsMustBeAPositiveInteger) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* bad : {"abc", "0", "-2", "4x", " 3"}) {
+    EXPECT_EXIT(
+        {
+          setenv("RLX_NUM_THREADS", bad, 1);
+          std::string message = error_of([] { num_threads(); });
+          std::fprintf(stderr, "%s\n", message.c_str());
+          std::exit(message.empty() ? 1 : 0);
+        },
+        ::testing::ExitedWithCode(0),
+        "RLX_NUM_THREADS must be a positive integer, found '" + std::string(bad) + "'");
+  }
+  EXPECT_EXIT(
+      {
+        setenv("RLX_NUM_THREADS", "3", 1);
+        std::exit(num_threads() == 3 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(ThreadPoolDeathTest, RunReportsABadRlxNumThreads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("RLX_NUM_THREADS", "many", 1);
+        Graph g("t");
+        g.set_outputs({g.neg(g.input("x", DType::f32, Shape{2}))});
+        std::string message = error_of([&] {
+          Session s;
+          s.compile(g)->run({{"x", Tensor(DType::f32, Shape{2})}});
+        });
+        std::fprintf(stderr, "%s\n", message.c_str());
+        std::exit(message.empty() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "RLX_NUM_THREADS must be a positive integer, found 'many'");
+}
+
+}  // namespace
+}  // namespace rlx
