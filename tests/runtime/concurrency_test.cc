@@ -204,9 +204,17 @@ TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
   }
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_TRUE(all_close(results[0][i], want[i], 2e-4, 1e-4)) << "output " << i;
+    // rlx's own kernels partition their work so that each element is computed by the same
+    // sequence of operations whatever the thread count: results are bitwise equal. oneDNN's
+    // GEMM (outputs 1 and 8, matmul and gelu of it) promises no such thing: its AVX2 sgemm
+    // splits K across threads when there are more threads than M/N blocks, so there the results
+    // only match the reference (checked for every thread count).
+    bool gemm = i == 1 || i == 8;
     for (size_t r = 1; r < results.size(); ++r) {
-      // Every kernel partitions its work so that each element is computed by the same
-      // sequence of operations whatever the thread count: results are bitwise equal.
+      if (gemm) {
+        EXPECT_TRUE(all_close(results[r][i], want[i], 2e-4, 1e-4)) << "output " << i;
+        continue;
+      }
       EXPECT_TRUE(results[r][i].bitwise_equal(results[0][i]))
           << "output " << i << " differs in run " << r << " ("
           << op_name(exe->compiled_graph().node(exe->compiled_graph().outputs()[i]).op) << ")";

@@ -113,19 +113,11 @@ Tolerance tolerance(DType t, Config c) {
 // ---- known bugs: a prefix of "<case name>@<config>" -> the skip message naming the bug.
 // Empty when every kernel (and the evaluator) is right.
 const std::map<std::string, std::string>& known_failures() {
-  const std::string conv_bf16_nan =
-      "known kernel bug (reported): bf16 conv reads one tap past the window (with weight 0), so "
-      "NaN/inf at x[p] also makes output p - 2 NaN for a width-2 kernel: x = [1, NaN, 2, 3, "
-      "inf], w = [1, 1] gives [NaN, NaN, NaN, inf], expected [NaN, NaN, 5, inf]";
   static const std::map<std::string, std::string> known{
       {"reduce_sum/f32/cancellation",
        "known kernel difference (reported): reduce_sum f32 accumulates in f32, so "
        "[1e8, 1, -1e8, 1, 3e-8] sums to 1 where the evaluator and the golden value (double "
        "accumulation) give 2; the accumulation precision of f32 sums is not pinned yet"},
-      {"conv/f32/nan@amp_bf16", conv_bf16_nan},
-      {"conv_nonfinite_unpadded/bf16", conv_bf16_nan},
-      {"conv_nonfinite_unpadded/f32@amp_bf16", conv_bf16_nan},
-      {"conv_nonfinite_unpadded/f16@amp_bf16", conv_bf16_nan},
       {"attention_nonfinite_values_sliding_window/",
        "known evaluator bug (reported): the reference attention multiplies a masked position's "
        "weight 0 by its value, so NaN/inf in v at a masked key gives NaN (a fully masked row "

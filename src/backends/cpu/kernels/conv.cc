@@ -88,8 +88,10 @@ struct DnnlConv {
   }
 };
 
-// conv for f32 and bf16 (f32 accumulation) on oneDNN, f16 through f32 copies; f64 returns an
-// empty kernel (the reference kernel runs it: oneDNN has no f64 convolution).
+// conv on oneDNN in f32; f16 and bf16 through exact f32 copies, rounded once on output (as the
+// reference: f32 accumulation). Not oneDNN's bf16 convolution: its jit kernels read one tap past
+// the window with weight 0, so a NaN/inf there leaked into a neighbouring output (0 * inf).
+// f64 returns an empty kernel (the reference kernel runs it: oneDNN has no f64 convolution).
 Kernel conv_kernel(const Graph& g, const Node& node) {
   const TensorType& xt = g.type(node.operands[0]);
   const TensorType& wt = g.type(node.operands[1]);
@@ -108,8 +110,7 @@ Kernel conv_kernel(const Graph& g, const Node& node) {
   auto hi = attr2(node, "pad_high", sp, 0, 0), dil = attr2(node, "dilation", sp, 1, 1);
   int64_t n = xt.shape[0], c = xt.shape[1], o = wt.shape[0];
   int64_t groups = node.attrs.get_int("groups");
-  DType compute = xt.dtype == DType::bf16 ? DType::bf16 : DType::f32;
-  memory::data_type dt = dnnl_type(compute);
+  memory::data_type dt = dnnl_type(DType::f32);
 
   DnnlConv k;
   // A 1x1 stride-1 conv is a plain GEMM on NCHW, where reorders would only add passes; other
@@ -149,10 +150,11 @@ Kernel conv_kernel(const Graph& g, const Node& node) {
   } catch (const dnnl::error&) {
     return {};
   }
-  if (xt.dtype == DType::f16) {
-    k.x_in = convert_bytes<f16, float>;
-    k.w_in = convert_bytes<f16, float>;
-    k.y_out = convert_bytes<float, f16>;
+  if (xt.dtype == DType::f16 || xt.dtype == DType::bf16) {
+    bool half = xt.dtype == DType::f16;
+    k.x_in = half ? convert_bytes<f16, float> : convert_bytes<bf16, float>;
+    k.w_in = half ? convert_bytes<f16, float> : convert_bytes<bf16, float>;
+    k.y_out = half ? convert_bytes<float, f16> : convert_bytes<float, bf16>;
     k.x_numel = xt.shape.numel();
     k.w_numel = wt.shape.numel();
     k.y_numel = yt.shape.numel();

@@ -1,6 +1,7 @@
 // Native CPU kernels of the gemm family: dot_general, matmul and fused_matmul_bias_act. f32 and
 // bf16 (f32 accumulation) run on oneDNN's matmul primitive with the bias and activation fused
-// as post-ops; f16 runs through f32 copies; f64 and integer dtypes run a blocked loop.
+// as post-ops; f16, and bf16 on CPUs where oneDNN has no bf16 matmul (AVX2), run through f32
+// copies; f64 and integer dtypes run a blocked loop.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -256,8 +257,9 @@ SplitAdd split_add(const Problem& p, memory::data_type c_dt, memory::data_type b
 enum class BiasMode { None, Arg, PostOp, PostOp3D, Split };
 
 // A problem compiled to oneDNN primitives, plus the copies around them: operands packed
-// (strided views oneDNN would run through its reference implementation) or converted (f16 to
-// f32), an f16 bias converted to f32, and an f32 result rounded to f16/bf16.
+// (strided views oneDNN would run through its reference implementation) or converted (f16, and
+// bf16 where oneDNN has no bf16 matmul, to f32), such a bias converted to f32, and an f32 result
+// rounded to f16/bf16.
 // Accuracy: f32 sums in oneDNN's blocked order of f32 products (exact for bf16 / f16
 // operands), so an element errs by at most ~K * 2^-24 * sum_k |a_k b_k| (in practice ~sqrt(K)
 // times less); bias and activation are applied in f32 and the result is rounded once.
@@ -330,9 +332,26 @@ struct DnnlGemm {
   }
 };
 
-// The type oneDNN computes in for operands of type `in`: bf16 natively (f32 accumulation on
-// AVX512-BF16), everything else in f32 (oneDNN 2.6 has no f16 matmul on this CPU).
-DType compute_type(DType in) { return in == DType::bf16 ? DType::bf16 : DType::f32; }
+// Whether oneDNN has a non-reference bf16 matmul on this CPU (AVX-512 cores, natively with
+// AVX512-BF16 / AMX); on AVX2-only CPUs it has none, and bf16 then goes through f32 copies.
+bool dnnl_has_bf16_matmul() {
+  static const bool has = [] {
+    try {
+      memory::desc md({8, 8}, memory::data_type::bf16, memory::format_tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), dnnl_engine());
+      return !is_reference_impl(pd);
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
+// The type oneDNN computes in for operands of type `in`: bf16 natively where oneDNN has a bf16
+// matmul (f32 accumulation), everything else in f32 (oneDNN 2.7 has no f16 matmul on CPUs).
+DType compute_type(DType in) {
+  return in == DType::bf16 && dnnl_has_bf16_matmul() ? DType::bf16 : DType::f32;
+}
 
 // The type oneDNN writes: the result type when oneDNN can (f32, or bf16 from bf16 operands),
 // else f32 that the kernel then rounds.
@@ -407,7 +426,12 @@ std::optional<DnnlGemm> build_dnnl(const Problem& p, bool pack_a, bool pack_b, B
   g.b_bytes = static_cast<size_t>(packed_numel(p.b, p.k, p.n)) * csize;
   switch (p.in) {
     case DType::bf16:
-      g.gather_in = gather_bytes<bf16, bf16>;
+      if (compute == DType::bf16) {
+        g.gather_in = gather_bytes<bf16, bf16>;
+      } else {
+        g.gather_in = gather_bytes<bf16, float>;
+        g.bias_in = convert_bytes<bf16, float>;
+      }
       break;
     case DType::f16:
       g.gather_in = gather_bytes<f16, float>;
@@ -434,7 +458,7 @@ std::optional<DnnlGemm> plan_dnnl(const Problem& p, int64_t bias_numel) {
     modes = {BiasMode::Split};
   else
     modes = {BiasMode::Arg, BiasMode::PostOp, BiasMode::PostOp3D, BiasMode::Split};
-  bool convert = p.in == DType::f16;  // converting to f32 packs
+  bool convert = compute_type(p.in) != p.in;  // f16 (and bf16 without a bf16 matmul) -> f32
   std::optional<DnnlGemm> fast_matmul, any;
   for (int packs = 0; packs < (convert ? 1 : 4); ++packs) {
     bool pack_a = convert || (packs & 1), pack_b = convert || (packs & 2);
