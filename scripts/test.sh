@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: install dependencies, build, run every test suite with CTest.
+# The README's test command: install dependencies, build, run every C++ test suite with CTest,
+# then the Python package's tests (pytest) against the module just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -10,3 +11,5 @@ if [ -z "${RLX_MODEL_DIR:-}" ]; then
   export RLX_MODEL_DIR
 fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The Python package from the build tree (the same module `pip install .` builds).
+PYTHONPATH="$PWD/build/python" python3 -m pytest python/tests -q -p no:cacheprovider

@@ -32,6 +32,7 @@ Value Graph::logical_not(Value x) { return emit1(OpKind::Not, {x}); }
 Value Graph::convert(Value x, DType dtype) {
   return emit1(OpKind::Convert, {x}, {{"dtype", dtype}});
 }
+Value Graph::stop_gradient(Value x) { return emit1(OpKind::StopGradient, {x}); }
 Value Graph::relu(Value x) { return emit1(OpKind::Relu, {x}); }
 Value Graph::gelu(Value x) { return emit1(OpKind::Gelu, {x}); }
 Value Graph::gelu_tanh(Value x) { return emit1(OpKind::GeluTanh, {x}); }

@@ -177,6 +177,30 @@ struct SentenceEmbedder::Impl {
     return exe;
   }
 
+  Tensor embed(const BatchEncoding& tokens) {
+    const int64_t batch = tokens.batch, seq = tokens.seq;
+    check(batch >= 1 && seq >= 1 && seq <= max_length,
+          "SentenceEmbedder::embed: need batch >= 1 and 1 <= seq <= max_length " +
+              std::to_string(max_length) + ", got [" + std::to_string(batch) + ", " +
+              std::to_string(seq) + "]");
+    const auto n = static_cast<size_t>(batch * seq);
+    check(tokens.ids.size() == n && tokens.attention_mask.size() == n &&
+              tokens.token_type_ids.size() == n,
+          "SentenceEmbedder::embed: ids, attention_mask and token_type_ids must each hold batch "
+          "* seq = " + std::to_string(n) + " values");
+    auto as_tensor = [&](const std::vector<int32_t>& v) {
+      Tensor t(DType::i32, Shape{batch, seq});
+      std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+      return t;
+    };
+    TensorMap feeds{{"input_ids", as_tensor(tokens.ids)},
+                    {"attention_mask", as_tensor(tokens.attention_mask)},
+                    {"token_type_ids", as_tensor(tokens.token_type_ids)}};
+    Tensor emb = executable(batch, seq)->run(feeds)[0];
+    ++stats.runs;
+    return emb;
+  }
+
   Tensor encode(const std::vector<std::string>& texts,
                 const std::function<void(int64_t, int64_t)>& progress) {
     const int64_t n = static_cast<int64_t>(texts.size());
@@ -237,6 +261,8 @@ Tensor SentenceEmbedder::encode(const std::vector<std::string>& texts,
                                 const std::function<void(int64_t, int64_t)>& progress) {
   return impl_->encode(texts, progress);
 }
+Tensor SentenceEmbedder::embed(const BatchEncoding& tokens) { return impl_->embed(tokens); }
+const WordPieceTokenizer& SentenceEmbedder::tokenizer() const { return impl_->tokenizer; }
 int64_t SentenceEmbedder::dim() const { return impl_->config.hidden_size; }
 int64_t SentenceEmbedder::max_length() const { return impl_->max_length; }
 const std::string& SentenceEmbedder::model_dir() const { return impl_->dir; }

@@ -376,6 +376,12 @@ def gen_unary():
     case("not/bool/rank0", "not", [("bool", np.array(True))], jnp.invert)
     case("not/u8/size0", "not", [("u8", np.zeros((0,), np.uint8))], jnp.invert)
 
+    # stop_gradient is the identity on values (its zero cotangent is tested in tests/autodiff).
+    for dt in ALL:
+        x = irand(dt, (2, 3)) if dt in INTS else rand(dt, (2, 3))
+        case(f"stop_gradient/{dt}", "stop_gradient", [(dt, x)], lax.stop_gradient)
+    case("stop_gradient/f32/special", "stop_gradient", [("f32", arr("f32", SPECIAL))], lax.stop_gradient)
+
 
 # ----------------------------------------------------------------------------- convert
 

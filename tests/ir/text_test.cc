@@ -171,6 +171,8 @@ Graph sample(OpKind kind) {
       return out(g.logical_not(g.input("p", DType::bool_, {2})));
     case OpKind::Convert:
       return out(g.convert(f32("x", {2, 3}), DType::i8));
+    case OpKind::StopGradient:
+      return out(g.stop_gradient(g.input("n", DType::i32, {2, 3})));
     case OpKind::LeakyRelu:
       return out(g.leaky_relu(f32("x", {2, 3}), 0.1));
     case OpKind::Add:

@@ -161,6 +161,30 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+// Model only: the rows of tokenizer().encode_batch, padded to one [batch, seq], run as given.
+TEST(MiniLM, EmbedOfTokenizedRowsMatchesSentenceTransformers) {
+  REQUIRE_MODEL(dir);
+  SentenceEmbedder e(dir);
+  Reference some;
+  for (size_t i = 0; i < 10; ++i) {
+    some.texts.push_back(reference().texts[i]);
+    some.embeddings.push_back(reference().embeddings[i]);
+  }
+  BatchEncoding tokens = e.tokenizer().encode_batch(some.texts, e.max_length(), 16);
+  Tensor got = e.embed(tokens);
+  ASSERT_EQ(got.shape(), (Shape{10, 384}));
+  Agreement a = compare(got, some);
+  EXPECT_GE(a.min_cosine, 0.99999);
+  EXPECT_LE(a.max_abs, 2e-4);
+  EXPECT_EQ(e.stats().runs, 1);
+  tokens.ids.pop_back();
+  EXPECT_NE(error_of([&] { e.embed(tokens); }).find("batch * seq"), std::string::npos);
+  BatchEncoding too_long;
+  too_long.batch = 1;
+  too_long.seq = e.max_length() + 1;
+  EXPECT_NE(error_of([&] { e.embed(too_long); }).find("max_length 256"), std::string::npos);
+}
+
 TEST(MiniLMErrors, MissingDirectoryNamesTheFile) {
   std::string msg = error_of([] { SentenceEmbedder e("/nonexistent/model"); });
   EXPECT_NE(msg.find("/nonexistent/model/config.json"), std::string::npos) << msg;

@@ -5,8 +5,10 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
 #include "rlx/runtime/backend.h"
@@ -117,6 +119,21 @@ int run_devices() {
   for (const Device& d : available_devices()) {
     std::printf("%s", d.to_string().c_str());
     if (d.kind == DeviceKind::Cpu) std::printf("\t%d threads (%d physical cores)", num_threads(), physical_cores());
+    if (d.kind == DeviceKind::Pjrt) {  // the plugin RLX_PJRT_PLUGIN (or libtpu) names, if any
+      std::optional<std::string> path = pjrt::plugin_path_from_env();
+      if (!path) {
+        std::printf("\tno plugin (set RLX_PJRT_PLUGIN to a PJRT plugin .so)");
+      } else {
+        try {
+          pjrt::PluginInfo info = pjrt::describe_plugin(*path);
+          std::printf("\t%s (PJRT API %d.%d, platform %s)", info.path.c_str(), info.api_major,
+                      info.api_minor, info.platform.c_str());
+          for (const std::string& dev : info.devices) std::printf("\n\t  %s", dev.c_str());
+        } catch (const Error& e) {
+          std::printf("\tplugin not usable: %s", e.what());
+        }
+      }
+    }
     std::printf("\n");
   }
   return 0;

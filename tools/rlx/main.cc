@@ -10,6 +10,8 @@
 
 #include "demo.h"
 #include "embed.h"
+#include "train_demo.h"
+#include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
@@ -213,6 +215,19 @@ int main(int argc, char** argv) {
 
   auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
 
+  train::DigitsDemoOptions train_args;
+  auto* train_demo = tools::add_train_demo_command(app, train_args);
+
+  std::string compile_path, compile_emit, compile_precision;
+  auto* compile = app.add_subcommand(
+      "compile", "Lower a text IR file for a backend and print the result (no device needed)");
+  compile->add_option("file", compile_path, "graph in the rlx text form (docs/ir.md)")->required();
+  compile->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
+      ->required()
+      ->check(CLI::IsMember({"stablehlo"}));
+  compile->add_option("--precision", compile_precision,
+                      "precision policy (default: the backend's, auto-mixed-bf16 for pjrt)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) {
@@ -230,6 +245,13 @@ int main(int argc, char** argv) {
     if (*ops) return run_ops(markdown);
     if (*embed) return tools::run_embed(embed_args);
     if (*devices) return tools::run_devices();
+    if (*train_demo) return tools::run_train_demo(train_args);
+    if (*compile) {
+      CompileOptions options;
+      if (!compile_precision.empty()) options.precision = parse_precision_policy(compile_precision);
+      std::cout << pjrt::lower_to_stablehlo(load_graph(compile_path), options);
+      return 0;
+    }
   } catch (const Error& e) {
     std::cerr << "rlx: error: " << e.what() << "\n";
     return 1;

@@ -116,6 +116,9 @@ class Graph {
   /// lax.convert_element_type: float -> int truncates and saturates (NaN -> 0), -> f16/bf16
   /// rounds to nearest even (overflow -> inf), int -> int wraps, -> bool is x != 0.
   Value convert(Value x, DType dtype);
+  /// lax.stop_gradient: x unchanged (any dtype); autodiff gives it a zero cotangent, so no
+  /// gradient flows into x through this use. Decomposes to x itself on every backend.
+  Value stop_gradient(Value x);
   Value relu(Value x);
   /// Exact (erf) GELU, jax.nn.gelu(approximate=False).
   Value gelu(Value x);

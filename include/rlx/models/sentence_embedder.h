@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rlx/models/bert.h"
+#include "rlx/models/tokenizer.h"
 #include "rlx/opt/precision.h"
 #include "rlx/runtime/device.h"
 
@@ -62,6 +63,16 @@ class SentenceEmbedder {
   /// normalises). `progress`, when given, is called with (done, total) after each batch.
   Tensor encode(const std::vector<std::string>& texts,
                 const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+  /// Model only: embeddings f32[tokens.batch, dim()] of already tokenized rows, run as given
+  /// (one executable call at exactly [tokens.batch, tokens.seq]: no sorting, re-bucketing or
+  /// splitting into batch_size). Rows are those of tokenizer().encode_batch(). Throws
+  /// rlx::Error when batch or seq is not positive, seq > max_length(), or an array's size is
+  /// not batch * seq.
+  Tensor embed(const BatchEncoding& tokens);
+
+  /// The model's tokenizer (tokenizer.json), as encode() uses it.
+  const WordPieceTokenizer& tokenizer() const;
 
   int64_t dim() const;
   int64_t max_length() const;

@@ -280,6 +280,8 @@ void register_eval_elementwise() {
            [](C c) { return unary_float(c, [](double x) { return std::nearbyint(x); }); });
   set_eval(OpKind::Not, eval_not);
   set_eval(OpKind::Convert, eval_convert);
+  // stop_gradient only matters to autodiff; its value is the operand, copied bit for bit.
+  set_eval(OpKind::StopGradient, [](C c) { return std::vector<Tensor>{c.operands[0].clone()}; });
 
   // ---- activations
   set_eval(OpKind::Relu, [](C c) {

@@ -133,9 +133,11 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
         double divisor = den > 0 ? den : 1.0;
         for (int64_t e = 0; e < dv; ++e) {
           double acc = 0;
+          // Masked keys are skipped, not weighted by 0: 0 * inf (or NaN) in v would be NaN.
           for (int64_t j = 0; j < sk; ++j)
-            acc +=
-                p[static_cast<size_t>(j)] / divisor * v.get_f64(((b * hkv + kh) * sk + j) * dv + e);
+            if (visible[static_cast<size_t>(j)])
+              acc += p[static_cast<size_t>(j)] / divisor *
+                     v.get_f64(((b * hkv + kh) * sk + j) * dv + e);
           out.set_f64(((b * hq + h) * sq + i) * dv + e, acc);
         }
       }

@@ -90,6 +90,7 @@ void register_elementwise_ops() {
   define_op(OpKind::Not, {}, infer_unary<Accepts::IntOrBool>);
   define_op(OpKind::Convert, {req("dtype", AttrType::DType)}, infer_convert);
   define_op(OpKind::LeakyRelu, {def("alpha", AttrType::Float, 0.01)}, kFloatUnary);
+  define_op(OpKind::StopGradient, {}, infer_unary<Accepts::Any>);
 
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max,
                    OpKind::Min, OpKind::Rem})

@@ -1,5 +1,5 @@
 // Decompositions of the composite activations (relu, gelu, gelu_tanh, silu, softplus,
-// leaky_relu) into elementwise primitives, in the operand's dtype.
+// leaky_relu) into elementwise primitives, in the operand's dtype, and of stop_gradient.
 #include <cmath>
 #include <numbers>
 
@@ -52,9 +52,14 @@ std::vector<Value> decompose_leaky_relu(Graph& g, const Node& node, Operands in)
   return {g.select(g.ge(x, g.scalar_like(x, 0.0)), x, scaled)};
 }
 
+// stop_gradient(x) = x: the op only marks a boundary for autodiff, so the forward computation
+// is the operand itself and no kernel is ever needed.
+std::vector<Value> decompose_stop_gradient(Graph&, const Node&, Operands in) { return {in[0]}; }
+
 }  // namespace
 
 void register_decompose_elementwise() {
+  set_decomposition(OpKind::StopGradient, decompose_stop_gradient);
   set_decomposition(OpKind::Relu, decompose_relu);
   set_decomposition(OpKind::Gelu, decompose_gelu);
   set_decomposition(OpKind::GeluTanh, decompose_gelu_tanh);

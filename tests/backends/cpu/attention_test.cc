@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -182,6 +183,94 @@ TEST(CpuAttentionKernel, LongSequences) {
           MaskCase{"bias", 0, Shape{1, 1, 1, 1024}}})
       expect_attention_matches({1, 1, 1, 1024, 1024, 8, 8}, dt, mc, 21);
   expect_attention_matches({1, 2, 1, 300, 1024, 8, 8}, DType::f32, {"causal"}, 25);
+}
+
+// docs/ir.md's attention in double with masked keys skipped outright, so that inf / NaN values
+// at masked keys cannot reach the output (the reference evaluator weights them by 0, and
+// 0 * inf is NaN). q, k, v: [B, H, S, D] with Hq == Hkv; key_visible(i, j) says whether query i
+// sees key j (the same in every batch and head).
+template <class Visible>
+Tensor attention_skipping_masked(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Visible& key_visible) {
+  const int64_t nb = q.shape()[0], nh = q.shape()[1], sq = q.shape()[2], d = q.shape()[3];
+  const int64_t sk = k.shape()[2], dv = v.shape()[3];
+  Tensor out(q.dtype(), Shape{nb, nh, sq, dv});
+  std::vector<double> s(static_cast<size_t>(sk));
+  std::vector<bool> vis(static_cast<size_t>(sk));
+  for (int64_t bh = 0; bh < nb * nh; ++bh)
+    for (int64_t i = 0; i < sq; ++i) {
+      double m = -kInf, den = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += q.get_f64((bh * sq + i) * d + c) * k.get_f64((bh * sk + j) * d + c);
+        auto ju = static_cast<size_t>(j);
+        s[ju] = dot / std::sqrt(static_cast<double>(d));
+        vis[ju] = key_visible(i, j);
+        if (vis[ju]) m = std::max(m, s[ju]);
+      }
+      std::vector<double> p(static_cast<size_t>(sk), 0.0);
+      for (size_t j = 0; j < p.size(); ++j)
+        if (vis[j]) den += (p[j] = std::exp(s[j] - m));
+      for (int64_t e = 0; e < dv; ++e) {
+        double acc = 0;
+        for (int64_t j = 0; j < sk; ++j)
+          if (vis[static_cast<size_t>(j)])
+            acc += p[static_cast<size_t>(j)] / den * v.get_f64((bh * sk + j) * dv + e);
+        out.set_f64((bh * sq + i) * dv + e, acc);
+      }
+    }
+  return out;
+}
+
+// Masked keys contribute exactly 0 (docs/ir.md) even where v holds inf or NaN: the last 5 keys
+// are padding, masked by BERT's [B,1,1,S] bool mask or a -inf bias, and hold inf / NaN values.
+// Sk 40 takes the direct f32 path, Sk 1030 (> 1024) the blocked one. Causal masks the padding
+// keys for all but the last rows, which see NaN and must be NaN.
+TEST(CpuAttentionKernel, MaskedKeysContributeExactlyZero) {
+  for (DType dt : {DType::f32, DType::f64})
+    for (int64_t sk : {int64_t{40}, int64_t{1030}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " Sk " + std::to_string(sk));
+      const int64_t nb = 2, nh = 3, sq = 70, d = 16, dv = 8, pad = 5;
+      const Shape key_mask{nb, 1, 1, sk};
+      Tensor q = random_tensor(dt, Shape{nb, nh, sq, d}, 51);
+      Tensor k = random_tensor(dt, Shape{nb, nh, sk, d}, 52);
+      Tensor v = random_tensor(dt, Shape{nb, nh, sk, dv}, 53);
+      for (int64_t bh = 0; bh < nb * nh; ++bh)
+        for (int64_t j = sk - pad; j < sk; ++j)
+          for (int64_t e = 0; e < dv; ++e) v.set_f64((bh * sk + j) * dv + e, j % 2 ? kNaN : kInf);
+      Tensor keep(DType::bool_, key_mask), bias = Tensor::full(dt, key_mask, 0.0);
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t j = sk - pad; j < sk; ++j) bias.set_f64(b * sk + j, -kInf);
+      for (int64_t i = 0; i < keep.numel(); ++i) keep.set_i64(i, i % sk < sk - pad);
+      const Tol t = tol(dt);
+      for (const char* kind : {"bool", "bias", "causal"}) {
+        SCOPED_TRACE(kind);
+        const bool causal = std::string(kind) == "causal";
+        Graph g("attention");
+        std::vector<Value> in;
+        for (const auto& [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
+          in.push_back(g.input(name, dt, t->shape()));
+        std::optional<Value> mask;
+        TensorMap feeds{{"q", q}, {"k", k}, {"v", v}};
+        if (!causal) {
+          mask = g.input("mask", std::string(kind) == "bool" ? DType::bool_ : dt, key_mask);
+          feeds["mask"] = std::string(kind) == "bool" ? keep : bias;
+        }
+        g.set_outputs({g.attention(in[0], in[1], in[2], options(kind), mask)});
+        Tensor got = Session().compile(g)->run(feeds)[0];
+        auto visible = [&](int64_t i, int64_t j) {
+          return causal ? j <= i + sk - sq : j < sk - pad;
+        };
+        Tensor want = attention_skipping_masked(q, k, v, visible);
+        EXPECT_TRUE(all_close(got, want, t.rtol, t.atol));
+        if (!causal) {  // no row sees a padding key: every output is finite
+          for (int64_t i = 0; i < got.numel(); ++i) {
+            ASSERT_TRUE(std::isfinite(got.get_f64(i))) << "element " << i;
+          }
+        }
+      }
+    }
 }
 
 // A NaN score poisons its row unless masked; +inf scores give NaN; a row whose visible scores

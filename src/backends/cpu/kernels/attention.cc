@@ -10,6 +10,14 @@
 // Ot += V^T St. Vectors run along the query rows, so the per-query max and sum are lane-wise and
 // K and V are read in place, row by row, with no packing. Scratch is O(Bq (D + Bk + Dv) + Bk
 // (D + Dv)); the [Sq, Sk] score matrix never exists.
+//
+// f32 without a positional mask and with at most kDirectMaxKeys keys (encoders such as BERT)
+// takes a direct path instead: per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
+// sgemm calls (packed, register-blocked JIT GEMM, several times the FLOP rate of the broadcast
+// tiles above at head dims of 32-128), with one exact two-pass softmax over each whole score
+// row in between. The whole row fits in L2 (kBlockQ x kDirectMaxKeys floats), so no online
+// rescaling is needed; items are (batch, head, query block) and a thread's consecutive items
+// share K and V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -27,6 +35,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "../kernel.h"
 #include "half.h"
 #include "rlx/runtime/threading.h"
@@ -39,6 +49,8 @@ enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kBool, kBias };
 /// K / V blocks) within L2 for head dims up to 256.
 inline constexpr int64_t kBlockQ = 64;
 inline constexpr int64_t kBlockK = 64;
+/// Most keys the direct f32 path takes: a block's score rows (kBlockQ x this, 256 KiB) stay in L2.
+inline constexpr int64_t kDirectMaxKeys = 1024;
 
 /// Shapes and attributes of one attention node; items are (query block, batch, head) triples.
 struct AttentionTask {
@@ -273,6 +285,32 @@ HWY_INLINE void Values(D d, size_t nv, const C* v, size_t nk, size_t dv, const C
   for (; e < dv; ++e) ValueRows<1>(d, nv, v + e, dv, pt, nk, bq, ot + e * bq);
 }
 
+// Whether v[0, n) holds only finite values. Masked keys must contribute exactly 0 (docs/ir.md),
+// but 0 * inf or 0 * NaN in the P V product is NaN, so blocks with a non-finite value take the
+// exact, slower accumulation of ValuesVisible instead of Values.
+template <class C>
+HWY_INLINE bool AllFinite(const C* HWY_RESTRICT v, size_t n) {
+  const hn::ScalableTag<C> d;
+  const size_t lanes = hn::Lanes(d);
+  auto bad = hn::FirstN(d, 0);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    bad = hn::Or(bad, hn::Not(hn::IsFinite(hn::LoadU(d, v + i))));
+  bool ok = hn::AllFalse(d, bad);
+  for (; i < n; ++i) ok = ok && std::isfinite(v[i]);
+  return ok;
+}
+
+// Ot [dv, bq] += V^T Pt over the keys j that query lane r sees (keep[j * bq + r] != 0) only.
+template <class C>
+void ValuesVisible(const C* v, size_t nk, size_t dv, const C* pt, const C* keep, size_t bq,
+                   C* ot) {
+  for (size_t j = 0; j < nk; ++j)
+    for (size_t r = 0; r < bq; ++r)
+      if (keep[j * bq + r] != C(0))
+        for (size_t e = 0; e < dv; ++e) ot[e * bq + r] += v[j * dv + e] * pt[j * bq + r];
+}
+
 // One work item's per-query state, one lane per query row.
 template <class C>
 struct RowState {
@@ -377,12 +415,13 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   const auto bk = static_cast<size_t>(kBlockK);
   const bool narrow = !std::is_same_v<T, C>;
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
-  // Scratch layout: Qt, St, Ot, state (4 rows), mask block, widened K and V blocks, a row.
+  // Scratch layout: Qt, St, Ot, state (4 rows), mask block, widened K and V blocks, a row,
+  // the visibility of a block's scores (blocks whose V holds inf / NaN only).
   const size_t n_qt = dim * bq, n_st = bk * bq, n_ot = dv * bq, n_state = 4 * bq;
   const size_t n_mt = has_tensor ? bk * bq : 0;
   const size_t n_kv = narrow ? bk * (dim + dv) : 0;
   const size_t n_row = std::max({dim, dv, bk});
-  C* qt = scratch<C>(n_qt + n_st + n_ot + n_state + n_mt + n_kv + n_row);
+  C* qt = scratch<C>(n_qt + n_st + n_ot + n_state + n_mt + n_kv + n_row + n_st);
   C* st = qt + n_qt;
   C* ot = st + n_st;
   const RowState<C> s{ot + n_ot, ot + n_ot + bq, ot + n_ot + 2 * bq, ot + n_ot + 3 * bq};
@@ -390,6 +429,7 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   C* kbuf = mt + n_mt;
   C* vbuf = kbuf + (narrow ? bk * dim : 0);
   C* row = kbuf + n_kv;
+  C* keep = row + n_row;
   const int64_t group = t.heads / t.kv_heads;
   const C scale = static_cast<C>(t.scale);
   const bool positional = t.mask == MaskKind::kCausal || t.mask == MaskKind::kSlidingWindow;
@@ -472,8 +512,24 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
           hn::StoreU(hn::IfThenElseZero(seen, hn::Set(d, C(1))), d, s.visible + off);
         }
       }
+      // Visibility as the reference defines it: the positional or bool mask, or for a bias a
+      // finite (or +inf / NaN) biased score; with no mask every key is visible.
+      const bool exact = !AllFinite(vb, nk * dv);
+      if (exact)
+        for (size_t j = 0; j < nk; ++j)
+          for (size_t r = 0; r < bq; ++r) {
+            const int64_t key = j0 + static_cast<int64_t>(j), pos = pos0 + static_cast<int64_t>(r);
+            bool vis = true;
+            if (positional) vis = key <= pos && (window == 0 || key > pos - window);
+            if (t.mask == MaskKind::kBool) vis = mt[j * bq + r] != C(0);
+            if (t.mask == MaskKind::kBias) vis = st[j * bq + r] != -kInf<C>;
+            keep[j * bq + r] = vis ? C(1) : C(0);
+          }
       SoftmaxStep(d, nv, nk, bq, dv, st, s, ot);
-      Values(d, nv, vb, nk, dv, st, bq, ot);
+      if (exact)
+        ValuesVisible(vb, nk, dv, st, keep, bq, ot);
+      else
+        Values(d, nv, vb, nk, dv, st, bq, ot);
     }
 
     // out = Ot / l; rows with nothing finite visible give 0 (fully masked) or NaN (visible
@@ -503,6 +559,134 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   }
 }
 
+// ---- direct path (f32, mask none / bool / bias)
+
+// Softmax state of one score row; see AttentionImpl's output rules, which this path shares.
+struct DirectRow {
+  float inv_l;  // 1 / sum of exp(score - max)
+  bool bad;     // a visible score is NaN or +inf: the row is NaN
+  bool empty;   // no finite visible score: the row is 0 (nothing visible) or NaN
+};
+
+// Replaces the masked score row x[0, n) (n a multiple of the lane count; padding and masked
+// entries -inf) by exp(x - max) in two passes: max (and NaN / +inf detection), then exp and sum.
+HWY_INLINE DirectRow DirectSoftmaxRow(float* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf<float>);
+  auto mx = hn::Neg(inf);
+  auto bad = hn::FirstN(d, 0);
+  for (size_t i = 0; i < n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    mx = hn::Max(mx, v);
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+  }
+  if (!hn::AllFalse(d, bad)) return {0.0f, true, false};
+  const float m = hn::GetLane(hn::MaxOfLanes(d, mx));
+  if (m == -kInf<float>) return {0.0f, false, true};
+  const auto vm = hn::Set(d, m);
+  auto sum = hn::Zero(d);
+  for (size_t i = 0; i < n; i += lanes) {
+    const auto p = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vm));  // arguments <= 0: no overflow
+    hn::StoreU(p, d, x + i);
+    sum = hn::Add(sum, p);
+  }
+  return {1.0f / hn::GetLane(hn::SumOfLanes(d, sum)), false, false};
+}
+
+// Applies the bool mask (mrow 0: masked, score -inf) or the additive bias in mrow to the score
+// row x[0, n); returns whether some key is visible (bool masks only: the others report false,
+// as AttentionImpl's `visible` state does for bias).
+HWY_INLINE bool DirectMaskRow(MaskKind kind, const float* HWY_RESTRICT mrow, float* HWY_RESTRICT x,
+                              size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto zero = hn::Zero(d), neg_inf = hn::Set(d, -kInf<float>);
+  auto seen = hn::FirstN(d, 0);
+  for (size_t i = 0; i < n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i), m = hn::LoadU(d, mrow + i);
+    if (kind == MaskKind::kBool) {
+      const auto keep = hn::Ne(m, zero);
+      seen = hn::Or(seen, keep);
+      hn::StoreU(hn::IfThenElse(keep, v, neg_inf), d, x + i);
+    } else {
+      hn::StoreU(hn::Add(v, m), d, x + i);
+    }
+  }
+  return !hn::AllFalse(d, seen);
+}
+
+void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t ld = (t.sk + lanes - 1) / lanes * lanes;  // score row stride, padded with -inf
+  const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
+  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld));
+  float* mrow = st + kBlockQ * ld;
+  std::fill(mrow + t.sk, mrow + ld, 0.0f);  // padding keys: visible to the mask, -inf scores
+  const int64_t group = t.heads / t.kv_heads;
+  const float* q = io.input<float>(0);
+  const float* k = io.input<float>(1);
+  const float* v = io.input<float>(2);
+  float* out = io.output<float>(0);
+  DirectRow rows[kBlockQ];
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t bh = item / t.q_blocks, qb = item % t.q_blocks;
+    const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
+    const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
+    const float* kb = k + (b * t.kv_heads + kh) * t.sk * t.d;
+    const float* vb = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    float* ob = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
+    if (!AllFinite(vb, static_cast<size_t>(t.sk * t.dv))) {
+      // Masked keys must not contribute 0 * inf: the blocked path's exact accumulation, on its
+      // item of the same (query block, batch, head) (its zig-zag order inverted).
+      const int64_t z = qb < (t.q_blocks + 1) / 2 ? 2 * qb : 2 * (t.q_blocks - 1 - qb) + 1;
+      AttentionImpl<float>(t, io, z * t.batch * t.heads + bh, z * t.batch * t.heads + bh + 1);
+      continue;
+    }
+    // Arguments are valid by construction (sizes >= 1, leading dims >= row widths), the only
+    // failure dnnl_sgemm reports, so its status is not checked.
+    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale),
+               q + ((b * t.heads + h) * t.sq + i0) * t.d, t.d, kb, t.d, 0.0f, st, ld);
+    const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
+    for (int64_t r = 0; r < nq; ++r) {
+      float* x = st + r * ld;
+      std::fill(x + t.sk, x + ld, -kInf<float>);
+      bool visible = t.mask == MaskKind::kNone;  // sk >= 1 on this path
+      if (has_tensor) {
+        // A mask broadcast over queries (stride 0) is gathered once per item.
+        if (r == 0 || t.mask_strides[2] != 0) {
+          const int64_t off = mask_base + (i0 + r) * t.mask_strides[2];
+          if (t.mask == MaskKind::kBool) {
+            const auto* m = reinterpret_cast<const uint8_t*>(io.in[3]) + off;
+            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]] ? 1.0f : 0.0f;
+          } else {
+            const float* m = io.input<float>(3) + off;
+            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]];
+          }
+        }
+        visible = DirectMaskRow(t.mask, mrow, x, static_cast<size_t>(ld));
+      }
+      rows[r] = DirectSoftmaxRow(x, static_cast<size_t>(ld));
+      if (rows[r].empty && visible) rows[r].bad = true;  // visible scores all -inf: NaN
+    }
+    dnnl_sgemm('N', 'N', nq, t.dv, t.sk, 1.0f, st, ld, vb, t.dv, 0.0f, ob, t.dv);
+    const auto nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+    for (int64_t r = 0; r < nq; ++r) {
+      float* o = ob + r * t.dv;
+      if (rows[r].bad || rows[r].empty) {
+        std::fill(o, o + t.dv, rows[r].bad ? hn::GetLane(nan) : 0.0f);
+        continue;
+      }
+      const auto scale = hn::Set(d, rows[r].inv_l);
+      int64_t e = 0;
+      for (; e + lanes <= t.dv; e += lanes)
+        hn::StoreU(hn::Mul(hn::LoadU(d, o + e), scale), d, o + e);
+      for (; e < t.dv; ++e) o[e] *= rows[r].inv_l;
+    }
+  }
+}
+
 void AttentionRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
   switch (t.dtype) {
     case DType::f32:
@@ -528,6 +712,7 @@ namespace rlx::cpu {
 namespace attention_simd {
 
 HWY_EXPORT(AttentionRange);
+HWY_EXPORT(DirectRange);
 
 namespace {
 
@@ -570,6 +755,14 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   }
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
+  if (dt == DType::f32 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
+      t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 && t.dv >= 1) {
+    return [t, items](const KernelIO& io) {
+      parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
+        HWY_DYNAMIC_DISPATCH(DirectRange)(t, io, b, e);
+      });
+    };
+  }
   return [t, items](const KernelIO& io) {
     parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
       HWY_DYNAMIC_DISPATCH(AttentionRange)(t, io, b, e);

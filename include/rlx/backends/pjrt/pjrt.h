@@ -1,0 +1,61 @@
+// The XLA backend through the PJRT C API: StableHLO emission, plugin discovery and the backend.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+#include "rlx/runtime/backend.h"
+
+namespace rlx::pjrt {
+
+/// Prints `g` as a StableHLO module in MLIR text (generic op form): `module @<graph name>`
+/// holding `func.func public @main` whose arguments are the graph inputs then the params (in
+/// graph order) and whose results are the graph outputs. Elementwise ops broadcast their
+/// operands explicitly (stablehlo.broadcast_in_dim); erf is chlo.erf; constants are exact hex
+/// (dense<"0x...">, little-endian bytes). Throws rlx::Error naming the op and node for an op
+/// outside native_ops() (legalize the graph first, as the backend does).
+std::string emit_stablehlo(const Graph& g);
+
+/// The StableHLO module the pjrt backend would compile for `graph`: the backend's pipeline
+/// (legalization, DCE, folding, CSE, precision policy as in make_pjrt_backend) followed by
+/// emit_stablehlo. Needs no plugin. Throws rlx::Error for an invalid graph or, with the
+/// legalization report, for ops the backend cannot run.
+std::string lower_to_stablehlo(const Graph& graph, const CompileOptions& options = {});
+
+/// The op kinds emit_stablehlo lowers natively (the backend's supported_ops()). Every other
+/// op is decomposed by legalization when it is a composite, else compile fails with the
+/// legalization report.
+std::set<OpKind> native_ops();
+
+/// The plugin path from the environment: RLX_PJRT_PLUGIN, else TPU_LIBRARY_PATH, else
+/// LIBTPU_PATH (libtpu's own variables); nullopt when none is set to a non-empty value.
+std::optional<std::string> plugin_path_from_env();
+
+/// What a loaded plugin reports about itself.
+struct PluginInfo {
+  std::string path;
+  int api_major = 0;
+  int api_minor = 0;
+  std::string platform;              ///< PJRT_Client_PlatformName: "cpu", "cuda", "tpu"
+  std::vector<std::string> devices;  ///< addressable devices, "id 0: cpu"
+};
+
+/// Loads the plugin at `path` (dlopen, GetPjrtApi, version check, Plugin_Initialize,
+/// Client_Create) and describes it. Throws rlx::Error naming the file: it cannot be opened,
+/// lacks GetPjrtApi, has another major / an older minor API version than rlx's (both versions
+/// named), or the plugin reports an error (its message).
+PluginInfo describe_plugin(const std::string& path);
+
+/// A PJRT backend (device kind pjrt) bound to the plugin at `plugin_path`; an empty path means
+/// plugin_path_from_env() at the first compile. The plugin is loaded at the first compile and
+/// kept for the backend's lifetime; device pjrt:N runs on the plugin's N-th addressable device.
+/// Compile runs the standard pipeline (legalize to native_ops(), DCE, fold, CSE, AMP) with the
+/// precision policy AutoMixedBf16 unless CompileOptions or RLX_PRECISION sets one; params are
+/// uploaded once by set_param and stay on the device.
+std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
+
+}  // namespace rlx::pjrt

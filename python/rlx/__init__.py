@@ -1,0 +1,78 @@
+"""rlx: an ML compiler and runtime (C++20) with a jax.lax-style IR.
+
+Build a graph with :class:`Graph`, compile it with :class:`Session` and run it on numpy arrays::
+
+    import numpy as np, rlx
+    g = rlx.Graph("mlp")
+    x = g.input("x", (4, 8))
+    w = g.param("w", (8, 16))
+    g.outputs(g.softmax(g.gelu(x @ w)))
+    exe = rlx.Session().compile(g)
+    exe.set_param("w", np.full((8, 16), 0.01, np.float32))
+    y = exe.run(x=np.ones((4, 8), np.float32))
+
+Errors from the C++ core are raised as :class:`Error` (a RuntimeError) with its message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from . import _core
+from ._core import (
+    DLPackTensor,
+    Error,
+    Executable,
+    Graph,
+    Session,
+    Value,
+    devices,
+    from_dlpack,
+    num_threads,
+    ops,
+    parse,
+    physical_cores,
+    set_num_threads,
+    to_dlpack,
+)
+
+__all__ = [
+    "DLPackTensor",
+    "Error",
+    "Executable",
+    "Graph",
+    "Session",
+    "Value",
+    "devices",
+    "evaluate",
+    "from_dlpack",
+    "num_threads",
+    "ops",
+    "parse",
+    "physical_cores",
+    "set_num_threads",
+    "to_dlpack",
+]
+
+__version__ = "0.1.0"
+
+
+def evaluate(
+    graph: Graph,
+    inputs: Optional[Mapping[str, Any]] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    **feeds: Any,
+):
+    """Runs ``graph`` on the reference evaluator (naive, in double, rounded once per op).
+
+    Inputs and params are given by name in ``inputs`` / ``params`` or as keywords; every input and
+    param must be present with its declared dtype and shape. Returns one array for a one-output
+    graph, else a list. Raises :class:`Error` naming the input and types on a mismatch.
+    """
+    merged = dict(inputs or {})
+    for name, value in feeds.items():
+        if name in merged:
+            raise Error(f"evaluate: input '{name}' given twice")
+        merged[name] = value
+    return _core.evaluate(graph, merged, dict(params or {}))
+from . import models  # noqa: E402  (rlx.models.SentenceEmbedder)

@@ -1,0 +1,17 @@
+// The binding families of rlx._core; module.cc calls each once.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace rlx::py_bind {
+
+/// Graph, Value, parse(), ops() (graph.cc).
+void bind_graph(pybind11::module_& m);
+/// Session, Executable, evaluate(), devices(), threads, _bench_run (runtime.cc).
+void bind_runtime(pybind11::module_& m);
+/// from_dlpack / to_dlpack and the DLPack capsule protocol (dlpack.cc).
+void bind_dlpack(pybind11::module_& m);
+/// SentenceEmbedder and default_model_dir (models.cc); absent without rlx_models.
+void bind_models(pybind11::module_& m);
+
+}  // namespace rlx::py_bind

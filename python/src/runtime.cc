@@ -1,0 +1,265 @@
+// Bindings of the runtime: Session, Executable, the reference evaluator, devices, threads and
+// the C++-side benchmark loop used by bench/python_overhead.py.
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <set>
+
+#include "bindings.h"
+#include "convert.h"
+#include "rlx/ir/error.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/opt/pipeline.h"
+#include "rlx/runtime/session.h"
+#include "rlx/runtime/threading.h"
+
+namespace rlx::py_bind {
+
+namespace {
+
+// An executable plus what this compile() call recorded (the IR after each pipeline stage).
+struct PyExecutable {
+  std::shared_ptr<Executable> exe;
+  std::vector<std::pair<std::string, std::string>> stages;
+};
+
+// A session plus its default precision policy (absent: RLX_PRECISION / the backend default).
+struct PySession {
+  std::unique_ptr<Session> session;
+  std::optional<PrecisionPolicy> precision;
+};
+
+py::list specs_list(const std::vector<IoSpec>& specs) {
+  py::list out;
+  for (const auto& s : specs)
+    out.append(py::make_tuple(s.name, py::tuple(py::cast(s.type.shape.dims())),
+                              std::string(dtype_name(s.type.dtype))));
+  return out;
+}
+
+// A feed: numpy arrays keep their dtype (the executable reports a mismatch); other objects
+// (scalars, lists) become arrays of the declared dtype.
+Tensor feed(const std::vector<IoSpec>& specs, const std::string& name, const py::handle& obj,
+            const std::string& what, bool keep_alive) {
+  std::optional<DType> want;
+  if (!py::isinstance<py::array>(obj)) {
+    for (const auto& s : specs)
+      if (s.name == name) want = s.type.dtype;
+  }
+  return to_tensor(obj, want, what + " '" + name + "'", nullptr, keep_alive);
+}
+
+// Inputs by name from positional arguments (graph input order), one dict, and keywords. The
+// tensors borrow the arrays (the caller's arguments keep them alive while the map lives).
+TensorMap feeds_of(const Executable& exe, const py::args& args, const py::kwargs& kwargs) {
+  const auto& specs = exe.inputs();
+  TensorMap m;
+  auto add = [&](const std::string& name, const py::handle& v) {
+    check(m.count(name) == 0, "run: input '" + name + "' given twice");
+    m.emplace(name, feed(specs, name, v, "run: input", false));
+  };
+  if (args.size() == 1 && py::isinstance<py::dict>(args[0])) {
+    for (auto [k, v] : py::reinterpret_borrow<py::dict>(args[0])) add(k.cast<std::string>(), v);
+  } else {
+    check(args.size() <= specs.size(), "run: " + std::to_string(args.size()) +
+                                           " positional inputs for a graph with " +
+                                           std::to_string(specs.size()) + " inputs");
+    for (size_t i = 0; i < args.size(); ++i) add(specs[i].name, args[i]);
+  }
+  for (auto [k, v] : kwargs) add(k.cast<std::string>(), v);
+  return m;
+}
+
+py::object results(const std::vector<Tensor>& outs) {
+  if (outs.size() == 1) return to_numpy(outs[0]);
+  py::list l;
+  for (const auto& t : outs) l.append(to_numpy(t));
+  return l;
+}
+
+py::object run(PyExecutable& pe, const py::args& args, const py::kwargs& kwargs) {
+  TensorMap feeds = feeds_of(*pe.exe, args, kwargs);
+  std::vector<Tensor> outs;
+  {
+    py::gil_scoped_release nogil;
+    outs = pe.exe->run(feeds);
+  }
+  return results(outs);
+}
+
+const std::set<std::string> kCompileOptions = {"precision", "dispatch",  "dce",
+                                               "fold_constants", "seed", "dump_stages"};
+
+PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
+  for (auto [k, v] : kw) {
+    auto key = k.cast<std::string>();
+    if (kCompileOptions.count(key) == 0) {
+      std::string all;
+      for (const auto& o : kCompileOptions) all += (all.empty() ? "" : ", ") + o;
+      throw Error("compile: unknown option '" + key + "' (options: " + all + ")");
+    }
+  }
+  CompileOptions o;
+  o.precision = ps.precision;
+  if (kw.contains("precision")) o.precision = to_precision(kw["precision"].cast<std::string>());
+  if (kw.contains("dispatch"))
+    o.dispatch = DispatchOptions::parse(kw["dispatch"].cast<std::string>(), "compile: dispatch");
+  if (kw.contains("dce")) o.dce = kw["dce"].cast<bool>();
+  if (kw.contains("fold_constants")) o.fold_constants = kw["fold_constants"].cast<bool>();
+  if (kw.contains("seed")) o.seed = kw["seed"].cast<uint64_t>();
+  bool dump = kw.contains("dump_stages") && kw["dump_stages"].cast<bool>();
+  PyExecutable pe;
+  {
+    py::gil_scoped_release nogil;
+    pe.exe = ps.session->compile(g, o);
+  }
+  if (dump) {
+    // The backend's own pipeline has no stage hook, so run the same standard pipeline (same
+    // supported ops and options) once more with PipelineOptions::on_stage recording each stage.
+    Backend& b = ps.session->backend();
+    PipelineOptions po;
+    po.backend = b.name();
+    po.supported = b.supported_ops();
+    po.dispatch = o.dispatch;
+    po.precision = o.precision;
+    po.dce = o.dce;
+    po.fold_constants = o.fold_constants;
+    pe.stages.emplace_back("input", g.to_string());
+    po.on_stage = [&pe](std::string_view pass, const Graph& after) {
+      pe.stages.emplace_back(std::string(pass), after.to_string());
+    };
+    run_standard_pipeline(g, po);
+  }
+  return pe;
+}
+
+// A TensorMap of every graph input and param from dicts of arrays, for evaluate().
+TensorMap eval_feeds(const Graph& g, const py::dict& inputs, const py::dict& params) {
+  TensorMap m;
+  std::vector<IoSpec> specs;
+  for (int32_t id : g.inputs()) specs.push_back({g.node(id).name, g.node(id).results[0]});
+  for (int32_t id : g.params()) specs.push_back({g.node(id).name, g.node(id).results[0]});
+  for (const py::dict& d : {inputs, params})
+    for (auto [k, v] : d) {
+      auto name = k.cast<std::string>();
+      check(m.count(name) == 0, "evaluate: '" + name + "' given twice");
+      m.emplace(name, feed(specs, name, v, "evaluate: input", false));
+    }
+  return m;
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  py::class_<PyExecutable>(m, "Executable", "A graph compiled for one device.")
+      .def("run", &run, "Runs the graph: positional inputs in graph order, one dict or keywords.")
+      .def("__call__", &run)
+      .def("set_param",
+           [](PyExecutable& pe, const std::string& name, const py::object& value) {
+             // The executable keeps the binding, so the tensor holds a reference to the array.
+             Tensor t = feed(pe.exe->params(), name, value, "set_param", true);
+             pe.exe->set_param(name, t);
+           },
+           py::arg("name"), py::arg("value"))
+      .def_property_readonly("inputs", [](const PyExecutable& pe) { return specs_list(pe.exe->inputs()); })
+      .def_property_readonly("params", [](const PyExecutable& pe) { return specs_list(pe.exe->params()); })
+      .def_property_readonly("outputs",
+                             [](const PyExecutable& pe) { return specs_list(pe.exe->outputs()); })
+      .def_property_readonly("device", [](const PyExecutable& pe) { return pe.exe->device().to_string(); })
+      .def_property_readonly("stages",
+                             [](const PyExecutable& pe) {
+                               // ordered dict; a pass that runs twice gets "#2", "#3", ...
+                               py::dict d;
+                               std::map<std::string, int> seen;
+                               for (const auto& [name, text] : pe.stages) {
+                                 int n = ++seen[name];
+                                 d[py::str(n == 1 ? name : name + "#" + std::to_string(n))] = text;
+                               }
+                               return d;
+                             })
+      .def("kernel_report", [](const PyExecutable& pe) { return pe.exe->kernel_report(); })
+      .def("dispatch_report",
+           [](const PyExecutable& pe) { return pe.exe->dispatch_report().to_string(); })
+      .def("compiled_graph", [](const PyExecutable& pe) { return Graph(pe.exe->compiled_graph()); })
+      .def("clone",
+           [](const PyExecutable& pe) {
+             return PyExecutable{std::shared_ptr<Executable>(pe.exe->clone()), pe.stages};
+           })
+      .def("capabilities", [](const PyExecutable& pe) {
+        Capabilities c = pe.exe->capabilities();
+        py::dict d;
+        d["clone"] = c.clone;
+        d["concurrent_clones"] = c.concurrent_clones;
+        d["typed_io"] = c.typed_io;
+        d["zero_copy_params"] = c.zero_copy_params;
+        return d;
+      });
+
+  py::class_<PySession>(m, "Session", "Compiles graphs for one device through a compile cache.")
+      .def(py::init([](const std::string& device, const std::optional<std::string>& precision,
+                       size_t cache_capacity) {
+             PySession s;
+             s.session = std::make_unique<Session>(Device::parse(device),
+                                                   SessionOptions{cache_capacity});
+             if (precision) s.precision = to_precision(*precision);
+             return s;
+           }),
+           py::arg("device") = "cpu", py::arg("precision") = py::none(),
+           py::arg("cache_capacity") = 32)
+      .def("compile", &compile, py::arg("graph"))
+      .def_property_readonly("device",
+                             [](const PySession& s) { return s.session->device().to_string(); })
+      .def("cache_stats", [](const PySession& s) {
+        CompileCacheStats st = s.session->cache_stats();
+        py::dict d;
+        d["hits"] = st.hits;
+        d["misses"] = st.misses;
+        d["evictions"] = st.evictions;
+        d["size"] = st.size;
+        d["compile_seconds"] = st.compile_seconds;
+        return d;
+      });
+
+  m.def("evaluate",
+        [](const Graph& g, const py::dict& inputs, const py::dict& params) {
+          TensorMap feeds = eval_feeds(g, inputs, params);
+          std::vector<Tensor> outs;
+          {
+            py::gil_scoped_release nogil;
+            outs = evaluate(g, feeds);
+          }
+          return results(outs);
+        },
+        py::arg("graph"), py::arg("inputs") = py::dict(), py::arg("params") = py::dict(),
+        "Runs the reference evaluator (the oracle: naive, in double, rounded once).");
+  m.def("devices", [] {
+    std::vector<std::string> out;
+    for (const Device& d : available_devices()) out.push_back(d.to_string());
+    return out;
+  });
+  m.def("set_num_threads", &set_num_threads, py::arg("n"));
+  m.def("num_threads", &num_threads);
+  m.def("physical_cores", &physical_cores);
+  m.def("_bench_run",
+        [](PyExecutable& pe, const py::dict& feeds, int64_t n) {
+          check(n > 0, "_bench_run: n must be positive");
+          TensorMap m = feeds_of(*pe.exe, py::make_tuple(feeds), py::kwargs());
+          py::gil_scoped_release nogil;
+          auto t0 = std::chrono::steady_clock::now();
+          for (int64_t i = 0; i < n; ++i) pe.exe->run(m);
+          std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+          return dt.count() / static_cast<double>(n);
+        },
+        py::arg("exe"), py::arg("feeds"), py::arg("n"),
+        "Seconds per Executable::run over a prepared input map, looped in C++.");
+  m.def("_input_address",
+        [](const py::object& arr) {
+          bool borrowed = false;
+          Tensor t = to_tensor(arr, std::nullopt, "_input_address", &borrowed, false);
+          return py::make_tuple(reinterpret_cast<uintptr_t>(t.data()), borrowed);
+        },
+        py::arg("array"),
+        "Debug hook: (data address, zero-copy?) of the tensor run() would build for `array`.");
+}
+
+}  // namespace rlx::py_bind

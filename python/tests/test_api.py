@@ -1,0 +1,408 @@
+"""The Python API: builder, operators and indexing, text round trip, errors with their C++
+messages, zero-copy inputs, DLPack, stage dumps, reports and the runtime helpers."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rlx
+from harness import jnp  # jax configured (x64, cpu) by the harness
+
+
+def mlp():
+    g = rlx.Graph("mlp")
+    x = g.input("x", (4, 8))
+    w = g.param("w", (8, 16))
+    g.outputs(g.softmax(g.gelu(x @ w)))
+    return g
+
+
+# ---------------------------------------------------------------- builder and text form
+
+
+def test_inferred_types_and_text_round_trip():
+    g = rlx.Graph("t")
+    x = g.input("x", (2, 3), np.float16)
+    y = g.input("y", [3], "f16")
+    z = (x + y) * 2 - 1
+    assert z.shape == (2, 3) and z.dtype == "f16"
+    c = x < y
+    assert c.dtype == "bool"
+    t, i = g.top_k(x, 2)
+    g.outputs(z, c, t, i)
+    text = str(g)
+    assert "graph @t {" in text and "top_k" in text
+    g2 = rlx.parse(text)
+    assert g2 == g
+    assert str(g2) == text
+    assert rlx.Graph.parse(text) == g
+
+
+def test_dtype_spellings():
+    g = rlx.Graph()
+    for spelling, name in [("bf16", "bf16"), (ml_dtypes.bfloat16, "bf16"), (np.int64, "i64"),
+                           (np.dtype("uint8"), "u8"), ("float64", "f64"), (bool, "bool")]:
+        assert g.input(f"v{name}{len(str(spelling))}", (1,), spelling).dtype == name
+
+
+def test_weak_scalars_and_promotion():
+    g = rlx.Graph()
+    xi = g.input("xi", (2,), "i32")
+    xh = g.input("xh", (2,), "f16")
+    assert (xi + 1).dtype == "i32"
+    assert (xi * 0.5).dtype == "f32"  # a float scalar next to ints gives f32 (jnp weak type)
+    assert (xh * 0.5).dtype == "f16"  # ... and keeps a float value's dtype
+    assert (xi + xh).dtype == "f16"  # jnp.promote_types(i32, f16)
+    assert (np.ones(2, np.float64) + xh).dtype == "f64"  # numpy on the left defers
+
+
+def test_indexing_shapes():
+    g = rlx.Graph()
+    x = g.input("x", (4, 5, 6))
+    assert x[1].shape == (5, 6)
+    assert x[1:3, ::2].shape == (2, 3, 6)
+    assert x[..., None].shape == (4, 5, 6, 1)
+    assert x[:, -1, None, 1:].shape == (4, 1, 5)
+    assert x[::-1].shape == (4, 5, 6)
+    i = g.input("i", (2, 7), "i32")
+    assert x[:, i].shape == (4, 2, 7, 6)
+
+
+@pytest.mark.parametrize("key,msg", [
+    (5, "index 5 is out of bounds for axis 0 of size 4"),
+    ((0, 0, 0, 0), "too many indices"),
+    ((Ellipsis, Ellipsis), "more than one '...'"),
+    ("a", "unsupported index element 'a'"),
+    ([0, 1], "unsupported index element [0, 1]"),
+])
+def test_indexing_errors(key, msg):
+    g = rlx.Graph()
+    x = g.input("x", (4, 5, 6))
+    with pytest.raises(rlx.Error, match=None) as e:
+        x[key]
+    assert msg in str(e.value)
+
+
+def test_ambiguous_indexing_raises():
+    g = rlx.Graph()
+    x = g.input("x", (4, 5, 6))
+    i = g.input("i", (2,), "i32")
+    with pytest.raises(rlx.Error, match="ambiguous"):
+        x[0, :, i]
+    with pytest.raises(rlx.Error, match="ambiguous"):
+        x[i, i]
+    f = g.input("f", (2,), "f32")
+    n = len(g)
+    with pytest.raises(rlx.Error, match="integer dtype"):
+        x[1:, f]
+    assert len(g) == n  # nothing emitted by the failed indexing
+    assert x[np.int64(1), np.int32(-1)].shape == (6,)
+    with pytest.raises(rlx.Error, match="truth value"):
+        bool(x > 0)
+
+
+def test_emit_any_op_and_ops_listing():
+    ops = {o["name"]: o for o in rlx.ops()}
+    assert {"add", "attention", "elementwise_region"} <= set(ops)
+    assert ops["cumsum"]["attrs"]["exclusive"] == ("bool", False)
+    g = rlx.Graph()
+    x = g.input("x", (3, 4))
+    y = g.emit("cumsum", [x], {"axis": -1, "reverse": True})
+    assert y.op == "cumsum" and y.shape == (3, 4)
+    v, i = g.emit("top_k", [x], {"k": 2})
+    assert (v.dtype, i.dtype) == ("f32", "i32")
+
+
+# ---------------------------------------------------------------- errors carry the C++ message
+
+
+def test_error_is_runtime_error():
+    assert issubclass(rlx.Error, RuntimeError)
+
+
+def test_builder_shape_error_message():
+    g = rlx.Graph()
+    a = g.input("a", (2, 3))
+    b = g.input("b", (4,))
+    with pytest.raises(rlx.Error) as e:
+        a + b
+    msg = str(e.value)
+    assert "op 'add'" in msg and "f32[2,3]" in msg and "f32[4]" in msg
+    assert len(g) == 2  # the failed builder left the graph as it was
+
+
+def test_bad_attribute_messages():
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    with pytest.raises(rlx.Error, match="op 'attention'.*mask|mask.*bogus"):
+        g.attention(x[None, None], x[None, None], x[None, None], mask="bogus")
+    with pytest.raises(rlx.Error, match="unknown attribute|frobnicate"):
+        g.emit("cumsum", [x], {"axis": 0, "frobnicate": 1})
+    with pytest.raises(rlx.Error, match="attribute 'axis': expected an int"):
+        g.emit("cumsum", [x], {"axis": "zero"})
+    with pytest.raises(rlx.Error, match="unknown dtype 'f33'"):
+        g.input("y", (1,), "f33")
+    with pytest.raises(rlx.Error, match="unknown op 'nope'"):
+        g.emit("nope", [x])
+
+
+def test_run_errors_name_input_and_types():
+    exe = rlx.Session().compile(mlp())
+    exe.set_param("w", np.zeros((8, 16), np.float32))
+    x = np.ones((4, 8), np.float32)
+    with pytest.raises(rlx.Error, match=r"input 'x': expected f32\[4,8\], got i64\[4,8\]"):
+        exe.run(x=np.ones((4, 8), np.int64))
+    with pytest.raises(rlx.Error, match=r"input 'x': expected f32\[4,8\], got f32\[8,4\]"):
+        exe.run(x=np.ones((8, 4), np.float32))
+    with pytest.raises(rlx.Error, match=r"unknown input 'y'.*x"):
+        exe.run(x=x, y=x)
+    with pytest.raises(rlx.Error, match="missing|input 'x'"):
+        exe.run()
+    with pytest.raises(rlx.Error, match=r"set_param 'w': expected f32\[8,16\], got f32\[8\]"):
+        exe.set_param("w", np.zeros(8, np.float32))
+    with pytest.raises(rlx.Error, match=r"unknown param 'v'"):
+        exe.set_param("v", np.zeros(8, np.float32))
+
+
+def test_missing_param_message():
+    exe = rlx.Session().compile(mlp(), dce=False)  # a fresh executable (cache key differs)
+    with pytest.raises(rlx.Error, match="param 'w'"):
+        exe.run(x=np.ones((4, 8), np.float32))
+
+
+def test_compile_option_errors():
+    with pytest.raises(rlx.Error, match="unknown option 'fast'"):
+        rlx.Session().compile(mlp(), fast=True)
+    with pytest.raises(rlx.Error):
+        rlx.Session(precision="half-ish")
+    with pytest.raises(rlx.Error, match="device"):
+        rlx.Session(device="tpu:x")
+
+
+def test_parse_error_is_located():
+    with pytest.raises(rlx.Error, match=r"line \d+:\d+"):
+        rlx.parse("graph @g {\n  %x = input : f32[2\n}")
+
+
+# ---------------------------------------------------------------- running
+
+
+def test_run_forms_and_results():
+    rng = np.random.default_rng(0)
+    g = mlp()
+    exe = rlx.Session().compile(g)
+    w = rng.standard_normal((8, 16)).astype(np.float32)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    exe.set_param("w", w)
+    a = exe.run(x=x)
+    b = exe.run({"x": x})
+    c = exe.run(x)
+    ref = rlx.evaluate(g, {"x": x}, {"w": w})
+    assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == (4, 16)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_allclose(a, ref, rtol=2e-5, atol=1e-6)
+    h = jnp.matmul(x, w)
+    np.testing.assert_allclose(a, np.asarray(
+        __import__("jax").nn.softmax(__import__("jax").nn.gelu(h, approximate=False))),
+        rtol=2e-5, atol=1e-6)
+    assert exe.inputs == [("x", (4, 8), "f32")]
+    assert exe.params == [("w", (8, 16), "f32")]
+    assert exe.outputs[0][1:] == ((4, 16), "f32")
+
+
+def test_multiple_outputs_and_bf16_io():
+    g = rlx.Graph()
+    x = g.input("x", (3,), "bf16")
+    g.outputs(x * 2, g.convert(x, "f32"))
+    out = rlx.Session().compile(g).run(x=np.array([1.5, -2, 3], ml_dtypes.bfloat16))
+    assert isinstance(out, list) and out[0].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(out[0].astype(np.float32), [3, -4, 6])
+    np.testing.assert_array_equal(out[1], np.array([1.5, -2, 3], np.float32))
+
+
+def test_python_scalars_and_lists_take_the_declared_dtype():
+    g = rlx.Graph()
+    x = g.input("x", (3,), "i64")
+    g.outputs(x + 1)
+    np.testing.assert_array_equal(rlx.Session().compile(g).run(x=[1, 2, 3]), [2, 3, 4])
+
+
+def test_zero_copy_inputs():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    addr, borrowed = rlx._core._input_address(a)
+    assert borrowed and addr == a.ctypes.data  # the tensor run() builds is the array itself
+    t = a.T  # not C-contiguous: copied
+    addr, borrowed = rlx._core._input_address(t)
+    assert not borrowed and addr != t.ctypes.data
+    # A param is bound without a copy: writing the array between runs changes the result.
+    g = rlx.Graph()
+    x = g.input("x", (4,))
+    w = g.param("w", (4,))
+    g.outputs(x * w)
+    exe = rlx.Session().compile(g)
+    wv = np.ones(4, np.float32)
+    exe.set_param("w", wv)
+    xv = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(exe.run(x=xv), xv)
+    wv[:] = 3
+    np.testing.assert_array_equal(exe.run(x=xv), 3 * xv)
+
+
+def test_results_own_their_memory():
+    g = rlx.Graph()
+    x = g.input("x", (4,))
+    g.outputs(x + 0)
+    exe = rlx.Session().compile(g, fold_constants=False)
+    xv = np.arange(4, dtype=np.float32)
+    r1 = exe.run(x=xv)
+    r2 = exe.run(x=xv + 1)
+    np.testing.assert_array_equal(r1, xv)  # not overwritten by the second run
+    np.testing.assert_array_equal(r2, xv + 1)
+
+
+# ---------------------------------------------------------------- DLPack
+
+
+def test_dlpack_numpy_round_trip():
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    g.outputs(x * 2)
+    out = rlx.Session().compile(g).run(x=np.ones((2, 3), np.float32))
+    back = np.from_dlpack(rlx.DLPackTensor(out))  # rlx's exporter
+    assert back.ctypes.data == out.ctypes.data
+    np.testing.assert_array_equal(back, out)
+    imported = rlx.from_dlpack(out)  # rlx's importer over numpy's exporter
+    assert imported.ctypes.data == out.ctypes.data
+    np.testing.assert_array_equal(imported, out)
+
+
+def test_dlpack_jax_round_trip():
+    import jax
+    import jax.dlpack
+
+    src = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    arr = rlx.from_dlpack(src)  # zero copy from jax
+    assert arr.ctypes.data == src.unsafe_buffer_pointer()
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    g.outputs(x + 1)
+    out = rlx.Session().compile(g).run(x=arr)
+    back = jax.dlpack.from_dlpack(rlx.DLPackTensor(out))
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(src) + 1)
+    bf = jnp.array([1.5, 2.5], jnp.bfloat16)
+    assert rlx.from_dlpack(bf).dtype == ml_dtypes.bfloat16
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int8", "uint8", "int32",
+                                   "int64", "bool", ml_dtypes.bfloat16])
+def test_dlpack_dtypes_round_trip(dtype):
+    a = (np.arange(6).reshape(2, 3) % 3).astype(dtype)
+    exported = rlx.DLPackTensor(a)
+    assert exported.shape == (2, 3)
+    if a.dtype != ml_dtypes.bfloat16:  # numpy itself cannot import bf16 DLPack tensors
+        b = np.from_dlpack(exported)
+        assert b.dtype == a.dtype and b.ctypes.data == a.ctypes.data
+        np.testing.assert_array_equal(b, a)
+    c = rlx.from_dlpack(rlx.to_dlpack(a))
+    assert c.dtype == a.dtype and c.ctypes.data == a.ctypes.data
+    np.testing.assert_array_equal(c.astype(np.float64), a.astype(np.float64))
+
+
+def test_dlpack_rejects_strided():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    with pytest.raises(rlx.Error, match="C-contiguous"):
+        rlx.from_dlpack(a)
+
+
+def test_dlpack_capsule_is_single_use():
+    cap = rlx.to_dlpack(np.ones(3, np.float32))
+    np.testing.assert_array_equal(rlx.from_dlpack(cap), np.ones(3))
+    with pytest.raises(rlx.Error, match="capsule can be used once"):
+        rlx.from_dlpack(cap)
+
+
+# ---------------------------------------------------------------- inspection and runtime
+
+
+def test_stages_and_reports():
+    exe = rlx.Session().compile(mlp(), dump_stages=True)
+    stages = exe.stages
+    names = list(stages)
+    assert names[0] == "input" and len(names) > 2
+    assert all(t.startswith("graph @") for t in stages.values())
+    assert "native" in exe.dispatch_report()
+    assert isinstance(exe.kernel_report(), str) and exe.kernel_report()
+    assert isinstance(exe.compiled_graph(), rlx.Graph)
+
+
+def test_session_cache_and_precision():
+    s = rlx.Session(precision="auto-mixed-bf16")
+    g = mlp()
+    e1 = s.compile(g)
+    s.compile(g)
+    assert s.cache_stats()["hits"] >= 1
+    e1.set_param("w", np.full((8, 16), 0.1, np.float32))
+    y = e1.run(x=np.ones((4, 8), np.float32))
+    np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-2)
+
+
+@pytest.mark.parametrize("precision,rtol", [("f32", 2e-6), ("always-f32", 2e-6),
+                                             ("f16", 4e-3), ("bf16", 3e-2)])
+def test_precision_names(precision, rtol):
+    rng = np.random.default_rng(1)
+    g = rlx.Graph()
+    x = g.input("x", (4, 8))
+    w = g.input("w", (8, 5))
+    g.outputs(g.tanh(x @ w))
+    feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32),
+             "w": rng.standard_normal((8, 5)).astype(np.float32) / 3}
+    want = rlx.evaluate(g, feeds)
+    got = rlx.Session(precision=precision).compile(g).run(feeds)
+    assert got.dtype == np.float32  # precision changes internal dtypes only
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    got2 = rlx.Session().compile(g, precision=precision).run(feeds)
+    np.testing.assert_array_equal(got, got2)
+
+
+def test_devices_and_threads():
+    assert "cpu" in rlx.devices()
+    n = rlx.num_threads()
+    rlx.set_num_threads(1)
+    assert rlx.num_threads() == 1
+    rlx.set_num_threads(n)
+    with pytest.raises(rlx.Error):
+        rlx.set_num_threads(0)
+
+
+def test_bench_run_hook():
+    g = rlx.Graph()
+    x = g.input("x", (4,))
+    g.outputs(x + x)
+    exe = rlx.Session().compile(g)
+    sec = rlx._core._bench_run(exe, {"x": np.ones(4, np.float32)}, 10)
+    assert 0 < sec < 1
+
+
+def test_output_that_is_an_input_is_a_copy():
+    # Inputs are borrowed for the call only; a result never aliases the caller's array.
+    g = rlx.Graph()
+    x = g.input("x", (3,))
+    g.outputs(x, x.reshape(3, 1))
+    xv = np.arange(3, dtype=np.float32)
+    a, b = rlx.Session().compile(g).run(x=xv)
+    xv[:] = -1
+    np.testing.assert_array_equal(a, [0, 1, 2])
+    np.testing.assert_array_equal(b[:, 0], [0, 1, 2])
+
+
+# Mnemonics that are Python keywords get the C++ builder's name.
+BUILDER_NAME = {"not": "logical_not", "and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
+
+
+def test_every_op_has_a_builder():
+    missing = [o["name"] for o in rlx.ops()
+               if not hasattr(rlx.Graph, BUILDER_NAME.get(o["name"], o["name"]))]
+    assert not missing, f"ops of ops.def without a Graph method: {missing}"

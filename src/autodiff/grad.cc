@@ -1,0 +1,316 @@
+// Reverse-mode transform: the vjp rule table, the backward sweep, and grad / value_and_grad /
+// vjp on top of it.
+#include "rlx/autodiff/grad.h"
+
+#include <array>
+#include <mutex>
+#include <set>
+
+#include "rlx/ir/error.h"
+#include "rlx/opt/decompose.h"
+#include "rlx/opt/passes.h"
+#include "rules.h"
+
+namespace rlx::autodiff {
+namespace detail {
+namespace {
+
+std::array<VjpFn, kNumOps>& table() {
+  static std::array<VjpFn, kNumOps> t{};
+  return t;
+}
+
+const std::array<VjpFn, kNumOps>& rules() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_vjp_elementwise();
+    register_vjp_linalg();
+    register_vjp_reduce();
+    register_vjp_shape();
+    register_vjp_nn();
+  });
+  return table();
+}
+
+// The explicit list of ops whose cotangent is zero (JAX gives these zero or integer-valued
+// tangents): comparisons and logic, index-valued reductions, piecewise-constant rounding, and
+// stop_gradient, whose whole point is to cut the gradient. The coverage test requires every op
+// to be here or to have a rule or a decomposition.
+constexpr OpKind kNonDifferentiable[] = {
+    OpKind::Not,  OpKind::And,   OpKind::Or,   OpKind::Xor,   OpKind::Eq,          OpKind::Ne,
+    OpKind::Lt,   OpKind::Le,    OpKind::Gt,   OpKind::Ge,    OpKind::ArgMax,      OpKind::ArgMin,
+    OpKind::Sign, OpKind::Floor, OpKind::Ceil, OpKind::Round, OpKind::StopGradient};
+
+}  // namespace
+
+void set_vjp(OpKind op, VjpFn fn) { table()[static_cast<size_t>(op)] = fn; }
+VjpFn vjp_rule(OpKind op) { return rules()[static_cast<size_t>(op)]; }
+bool is_non_differentiable(OpKind op) {
+  for (OpKind k : kNonDifferentiable)
+    if (k == op) return true;
+  return false;
+}
+
+Value VjpContext::ct(size_t i) {
+  if (!cts[i].valid()) cts[i] = zeros(g, result_type(i));
+  return cts[i];
+}
+
+}  // namespace detail
+
+using detail::VjpContext;
+
+VjpSupport vjp_support(OpKind op) {
+  const OpInfo& info = op_info(op);
+  if (info.has(kLeaf)) return VjpSupport::Leaf;
+  if (detail::is_non_differentiable(op)) return VjpSupport::NonDifferentiable;
+  if (detail::vjp_rule(op) != nullptr) return VjpSupport::Rule;
+  if (info.has(kComposite) && has_decomposition(op)) return VjpSupport::Decomposition;
+  return VjpSupport::Missing;
+}
+
+const char* vjp_support_name(VjpSupport s) {
+  switch (s) {
+    case VjpSupport::Leaf:
+      return "leaf";
+    case VjpSupport::Rule:
+      return "rule";
+    case VjpSupport::Decomposition:
+      return "decomposition";
+    case VjpSupport::NonDifferentiable:
+      return "non-differentiable";
+    case VjpSupport::Missing:
+      break;
+  }
+  return "MISSING";
+}
+
+namespace {
+
+std::string node_ref(const Node& n) {
+  return "op '" + std::string(op_name(n.op)) + "' (node %" + n.name + ")";
+}
+
+// Node ids of the `wrt` leaves of g, checked: known, unique, float.
+std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>& wrt) {
+  std::vector<int32_t> ids;
+  std::set<std::string> seen;
+  for (const std::string& name : wrt) {
+    check(seen.insert(name).second, "grad: '" + name + "' appears twice in wrt");
+    int32_t id = g.find(name);
+    bool leaf = id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param);
+    if (!leaf) {
+      std::string known;
+      for (auto ids_of : {g.inputs(), g.params()})
+        for (int32_t k : ids_of) known += (known.empty() ? "" : ", ") + g.node(k).name;
+      throw Error("grad: no input or param named '" + name + "' in graph @" + g.name() +
+                  " (inputs and params: " + (known.empty() ? "none" : known) + ")");
+    }
+    const TensorType& t = g.node(id).results[0];
+    check(is_float(t.dtype), "grad: cannot differentiate with respect to '" + name + "' of type " +
+                                 t.to_string() + ": only float inputs and params have gradients");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Keep composites that have their own rule or are non-differentiable; decompose the rest so
+// every remaining op has a rule (or contributes zero).
+bool keep_for_ad(OpKind op) {
+  return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op);
+}
+
+// The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of
+// some values; returns d/d leaf for each of `wrt` (zeros when nothing reaches it).
+std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>& seeds,
+                            const std::vector<int32_t>& wrt) {
+  const size_t n = g.nodes().size();
+  // A value is active when it is a float that depends on a wrt leaf: only those carry
+  // cotangents (integer paths, e.g. indices, never do).
+  std::vector<std::vector<bool>> active(n);
+  std::vector<bool> is_wrt(n, false);
+  for (int32_t id : wrt) is_wrt[static_cast<size_t>(id)] = true;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = g.nodes()[i];
+    bool any = is_wrt[i];
+    if (!detail::is_non_differentiable(node.op))
+      for (Value v : node.operands)
+        any = any || active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    active[i].resize(node.results.size());
+    for (size_t r = 0; r < node.results.size(); ++r)
+      active[i][r] = any && is_float(node.results[r].dtype);
+  }
+  std::vector<std::vector<Value>> cts(n);
+  for (size_t i = 0; i < n; ++i) cts[i].resize(g.nodes()[i].results.size());
+  auto accumulate = [&](Value v, Value ct) {
+    Value& slot = cts[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    slot = slot.valid() ? g.add(slot, ct) : ct;
+  };
+  for (const auto& [v, ct] : seeds)
+    if (active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]) accumulate(v, ct);
+
+  for (size_t i = n; i-- > 0;) {
+    Node node = g.nodes()[i];  // a copy: rules append to the node list
+    if (op_info(node.op).has(kLeaf) || detail::is_non_differentiable(node.op)) continue;
+    bool has_ct = false;
+    for (Value c : cts[i]) has_ct = has_ct || c.valid();
+    if (!has_ct) continue;
+    VjpContext ctx{g, node, node.operands, {}, cts[i], {}};
+    bool any_wanted = false;
+    for (Value v : node.operands) {
+      bool w = active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+      ctx.wants.push_back(w);
+      any_wanted = any_wanted || w;
+    }
+    if (!any_wanted) continue;
+    for (size_t r = 0; r < node.results.size(); ++r)
+      ctx.results.push_back(Value{static_cast<int32_t>(i), static_cast<int32_t>(r)});
+    detail::VjpFn fn = detail::vjp_rule(node.op);
+    // Composites without a rule were decomposed by prepare(); rules emit only ops with rules
+    // (so jvp's second sweep over a backward graph needs no decomposition either).
+    check(fn != nullptr, "grad: " + node_ref(node) + " has no vjp rule");
+    std::vector<Value> grads = fn(ctx);
+    check(grads.size() == node.operands.size(),
+          "grad: the vjp rule of " + node_ref(node) + " returned " + std::to_string(grads.size()) +
+              " cotangents for " + std::to_string(node.operands.size()) + " operands");
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (!grads[k].valid() || !ctx.wants[k]) continue;
+      check(g.type(grads[k]) == g.type(node.operands[k]),
+            "grad: the vjp rule of " + node_ref(node) + " gave " + g.type(grads[k]).to_string() +
+                " for operand " + std::to_string(k) + " of type " +
+                g.type(node.operands[k]).to_string());
+      accumulate(node.operands[k], grads[k]);
+    }
+  }
+  std::vector<Value> out;
+  for (int32_t id : wrt) {
+    Value c = cts[static_cast<size_t>(id)][0];
+    out.push_back(c.valid() ? c : detail::zeros(g, g.node(id).results[0]));
+  }
+  return out;
+}
+
+// g decomposed for differentiation, with the loss appended as its last output.
+Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
+  Graph fwd = g;
+  std::vector<Value> outs = fwd.outputs();
+  Value lv = loss.value;
+  if (!lv.valid()) {
+    check(loss.output >= 0 && static_cast<size_t>(loss.output) < outs.size(),
+          "grad: loss output index " + std::to_string(loss.output) + " is out of range: graph @" +
+              g.name() + " has " + std::to_string(outs.size()) + " outputs");
+    lv = outs[static_cast<size_t>(loss.output)];
+  } else {
+    check(lv.node >= 0 && static_cast<size_t>(lv.node) < g.nodes().size() && lv.index >= 0 &&
+              static_cast<size_t>(lv.index) < g.node(lv.node).results.size(),
+          "grad: the loss value %" + std::to_string(lv.node) + "#" + std::to_string(lv.index) +
+              " is not a value of graph @" + g.name());
+  }
+  if (require_scalar) {
+    const TensorType& t = g.type(lv);
+    check(is_float(t.dtype) && t.shape.rank() == 0,
+          "grad: the loss must be a scalar float (rank 0), found " + t.to_string() + " (node %" +
+              g.node(lv).name + ")");
+  }
+  outs.push_back(lv);
+  fwd.set_outputs(outs);
+  return decompose(fwd, keep_for_ad);
+}
+
+void dce(Graph& g) { create_dce_pass()->run(g); }
+
+}  // namespace
+
+Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
+  resolve_wrt(g, wrt);  // errors name the caller's graph
+  Graph out = prepare(g, loss, true);
+  std::vector<int32_t> ids = resolve_wrt(out, wrt);
+  std::vector<Value> outs = out.outputs();
+  Value lv = outs.back();
+  outs.pop_back();
+  std::vector<Value> grads = backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids);
+  outs.insert(outs.end(), grads.begin(), grads.end());
+  out.set_outputs(outs);
+  dce(out);
+  return out;
+}
+
+Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
+  resolve_wrt(g, wrt);
+  Graph out = prepare(g, loss, true);
+  std::vector<int32_t> ids = resolve_wrt(out, wrt);
+  Value lv = out.outputs().back();
+  std::vector<Value> outs{lv};
+  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids)) outs.push_back(v);
+  out.set_outputs(outs);
+  dce(out);
+  return out;
+}
+
+Graph vjp(const Graph& g, const std::vector<std::string>& wrt) {
+  resolve_wrt(g, wrt);
+  check(!g.outputs().empty(), "grad: graph @" + g.name() + " has no outputs to differentiate");
+  Graph out = prepare(g, 0, false);
+  std::vector<int32_t> ids = resolve_wrt(out, wrt);
+  std::vector<Value> outs = out.outputs();
+  outs.pop_back();
+  std::vector<std::pair<Value, Value>> seeds;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    TensorType t = out.type(outs[i]);
+    if (!is_float(t.dtype)) continue;
+    seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
+  }
+  std::vector<Value> grads = backprop(out, seeds, ids);
+  outs.insert(outs.end(), grads.begin(), grads.end());
+  out.set_outputs(outs);
+  dce(out);
+  return out;
+}
+
+Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
+  resolve_wrt(g, primals);
+  check(!g.outputs().empty(), "grad: graph @" + g.name() + " has no outputs to differentiate");
+  Graph out = prepare(g, 0, false);
+  std::vector<int32_t> ids = resolve_wrt(out, primals);
+  std::vector<Value> outs = out.outputs();
+  outs.pop_back();
+  // Stage 1: u -> J^T u for a stand-in u per float output. u only needs a node to hang its
+  // cotangent on: J^T u is linear in u, so the final J t never reads u's value, and DCE then
+  // removes it (an input would stay and have to be fed).
+  std::vector<Value> us;
+  std::vector<std::pair<Value, Value>> seeds;
+  for (Value o : outs) {
+    TensorType t = out.type(o);
+    if (!is_float(t.dtype)) continue;
+    us.push_back(detail::zeros(out, t));
+    seeds.emplace_back(o, us.back());
+  }
+  std::vector<Value> jt_u = backprop(out, seeds, ids);
+  // Stage 2: the vjp of u -> J^T u with cotangent t, taken with respect to u, is J t.
+  std::vector<std::pair<Value, Value>> tangents;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const TensorType t = out.node(ids[i]).results[0];
+    tangents.emplace_back(jt_u[i], out.input("tangent." + primals[i], t.dtype, t.shape));
+  }
+  std::vector<int32_t> u_ids;
+  for (Value u : us) u_ids.push_back(u.node);
+  std::vector<Value> jt = backprop(out, tangents, u_ids);
+  outs.insert(outs.end(), jt.begin(), jt.end());
+  out.set_outputs(outs);
+  dce(out);
+  return out;
+}
+
+Graph hvp(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
+  Graph dg = grad(g, wrt, loss);  // outputs: loss, d/d wrt_i
+  Graph j = jvp(dg, wrt);         // outputs: loss, grads, then tangents of loss and grads
+  std::vector<Value> outs = j.outputs();
+  const size_t n = wrt.size();
+  std::vector<Value> picked{outs[0]};
+  for (size_t i = 0; i < n; ++i) picked.push_back(outs[n + 2 + i]);
+  j.set_outputs(picked);
+  dce(j);
+  return j;
+}
+
+}  // namespace rlx::autodiff

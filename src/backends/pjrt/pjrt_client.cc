@@ -1,0 +1,282 @@
+// Loading PJRT plugins and the RAII wrappers of pjrt_client.h.
+#include "pjrt_client.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "rlx/ir/error.h"
+
+namespace rlx::pjrt {
+namespace {
+
+// Sets the two header fields every PJRT args struct starts with.
+template <class Args>
+Args make_args() {
+  Args a{};
+  a.struct_size = sizeof(Args);
+  a.extension_start = nullptr;
+  return a;
+}
+
+capi::PJRT_Buffer_Type buffer_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return capi::PJRT_Buffer_Type_F32;
+    case DType::f16:
+      return capi::PJRT_Buffer_Type_F16;
+    case DType::bf16:
+      return capi::PJRT_Buffer_Type_BF16;
+    case DType::f64:
+      return capi::PJRT_Buffer_Type_F64;
+    case DType::i8:
+      return capi::PJRT_Buffer_Type_S8;
+    case DType::u8:
+      return capi::PJRT_Buffer_Type_U8;
+    case DType::i32:
+      return capi::PJRT_Buffer_Type_S32;
+    case DType::i64:
+      return capi::PJRT_Buffer_Type_S64;
+    case DType::bool_:
+      return capi::PJRT_Buffer_Type_PRED;  // one byte per element, as rlx stores bool
+  }
+  throw Error("pjrt: unsupported dtype");
+}
+
+std::string version_text(int major, int minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::shared_ptr<const Plugin> load_uncached(const std::string& path) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    throw Error("pjrt: cannot load plugin '" + path + "': " + (why ? why : "unknown dlopen error"));
+  }
+  auto get_api = reinterpret_cast<capi::GetPjrtApiFn>(::dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) {
+    ::dlclose(handle);  // nothing of it ran yet, so unloading is safe here
+    throw Error("pjrt: '" + path + "' is not a PJRT plugin (no symbol GetPjrtApi)");
+  }
+  const capi::PJRT_Api* api = get_api();
+  if (api == nullptr) throw Error("pjrt: GetPjrtApi of '" + path + "' returned null");
+  int major = api->pjrt_api_version.major_version;
+  int minor = api->pjrt_api_version.minor_version;
+  if (major != capi::kApiMajor || minor < capi::kApiMinor)
+    throw Error("pjrt: plugin '" + path + "' implements PJRT C API " + version_text(major, minor) +
+                ", but rlx needs major " + std::to_string(capi::kApiMajor) +
+                " with minor >= " + std::to_string(capi::kApiMinor) + " (rlx is built against " +
+                version_text(capi::kApiMajor, capi::kApiMinor) + ")");
+  if (api->struct_size < sizeof(capi::PJRT_Api))
+    throw Error("pjrt: plugin '" + path + "' has a PJRT_Api table of " +
+                std::to_string(api->struct_size) + " bytes; rlx needs " +
+                std::to_string(sizeof(capi::PJRT_Api)));
+  auto plugin = std::make_shared<Plugin>();
+  plugin->path = path;
+  plugin->handle = handle;
+  plugin->api = api;
+  auto init = make_args<capi::PJRT_Plugin_Initialize_Args>();
+  plugin->check(api->PJRT_Plugin_Initialize(&init), "pjrt: Plugin_Initialize of '" + path + "'");
+  return plugin;
+}
+
+}  // namespace
+
+std::shared_ptr<const Plugin> Plugin::load(const std::string& path) {
+  rlx::check(!path.empty(), "pjrt: empty plugin path");
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::canonical(path, ec);
+  if (ec) throw Error("pjrt: cannot load plugin '" + path + "': " + ec.message());
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Plugin>> loaded;  // never unloaded
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded.find(canonical.string());
+  if (it != loaded.end()) return it->second;
+  auto plugin = load_uncached(canonical.string());
+  loaded.emplace(canonical.string(), plugin);
+  return plugin;
+}
+
+void Plugin::check(capi::PJRT_Error* err, const std::string& what) const {
+  if (err == nullptr) return;
+  auto msg = make_args<capi::PJRT_Error_Message_Args>();
+  msg.error = err;
+  api->PJRT_Error_Message(&msg);
+  std::string text(msg.message, msg.message_size);
+  auto destroy = make_args<capi::PJRT_Error_Destroy_Args>();
+  destroy.error = err;
+  api->PJRT_Error_Destroy(&destroy);
+  throw Error(what + ": " + text);
+}
+
+Client::Client(std::shared_ptr<const Plugin> plugin) : plugin_(std::move(plugin)) {
+  const capi::PJRT_Api* api = plugin_->api;
+  auto create = make_args<capi::PJRT_Client_Create_Args>();
+  plugin_->check(api->PJRT_Client_Create(&create),
+                 "pjrt: Client_Create of '" + plugin_->path + "'");
+  client_ = create.client;
+  auto devs = make_args<capi::PJRT_Client_Devices_Args>();
+  devs.client = client_;
+  try {
+    plugin_->check(api->PJRT_Client_AddressableDevices(&devs), "pjrt: Client_AddressableDevices");
+  } catch (...) {
+    auto destroy = make_args<capi::PJRT_Client_Destroy_Args>();
+    destroy.client = client_;
+    api->PJRT_Client_Destroy(&destroy);  // best effort while already failing
+    throw;
+  }
+  devices_.assign(devs.devices, devs.devices + devs.num_devices);
+}
+
+Client::~Client() {
+  auto destroy = make_args<capi::PJRT_Client_Destroy_Args>();
+  destroy.client = client_;
+  capi::PJRT_Error* err = plugin_->api->PJRT_Client_Destroy(&destroy);
+  if (err != nullptr) {  // a destructor cannot throw: free the error and go on
+    auto d = make_args<capi::PJRT_Error_Destroy_Args>();
+    d.error = err;
+    plugin_->api->PJRT_Error_Destroy(&d);
+  }
+}
+
+std::string Client::platform() const {
+  auto a = make_args<capi::PJRT_Client_PlatformName_Args>();
+  a.client = client_;
+  plugin_->check(plugin_->api->PJRT_Client_PlatformName(&a), "pjrt: Client_PlatformName");
+  return std::string(a.platform_name, a.platform_name_size);
+}
+
+std::string Client::describe_device(size_t i) const {
+  const capi::PJRT_Api* api = plugin_->api;
+  auto d = make_args<capi::PJRT_Device_GetDescription_Args>();
+  d.device = devices_.at(i);
+  plugin_->check(api->PJRT_Device_GetDescription(&d), "pjrt: Device_GetDescription");
+  auto id = make_args<capi::PJRT_DeviceDescription_Id_Args>();
+  id.device_description = d.device_description;
+  plugin_->check(api->PJRT_DeviceDescription_Id(&id), "pjrt: DeviceDescription_Id");
+  auto kind = make_args<capi::PJRT_DeviceDescription_Kind_Args>();
+  kind.device_description = d.device_description;
+  plugin_->check(api->PJRT_DeviceDescription_Kind(&kind), "pjrt: DeviceDescription_Kind");
+  return "id " + std::to_string(id.id) + ": " +
+         std::string(kind.device_kind, kind.device_kind_size);
+}
+
+std::unique_ptr<DeviceBuffer> Client::upload(const Tensor& t, capi::PJRT_Device* device) const {
+  const capi::PJRT_Api* api = plugin_->api;
+  std::vector<int64_t> dims = t.shape().dims();
+  static const std::byte kEmpty[8] = {};  // PJRT wants a valid pointer also for 0 elements
+  auto a = make_args<capi::PJRT_Client_BufferFromHostBuffer_Args>();
+  a.client = client_;
+  a.data = t.nbytes() > 0 ? static_cast<const void*>(t.data()) : kEmpty;
+  a.type = buffer_type(t.dtype());
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  a.host_buffer_semantics = capi::kImmutableOnlyDuringCall;
+  a.device = device;
+  plugin_->check(api->PJRT_Client_BufferFromHostBuffer(&a),
+                 "pjrt: BufferFromHostBuffer of " + t.type().to_string());
+  auto buffer = std::make_unique<DeviceBuffer>(shared_from_this(), a.buffer);
+  if (a.done_with_host_buffer != nullptr) {
+    auto ev = make_args<capi::PJRT_Event_Destroy_Args>();
+    ev.event = a.done_with_host_buffer;
+    plugin_->check(api->PJRT_Event_Destroy(&ev), "pjrt: Event_Destroy");
+  }
+  return buffer;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_Buffer_Destroy_Args>();
+  a.buffer = buffer_;
+  capi::PJRT_Error* err = p.api->PJRT_Buffer_Destroy(&a);
+  if (err != nullptr) {
+    auto d = make_args<capi::PJRT_Error_Destroy_Args>();
+    d.error = err;
+    p.api->PJRT_Error_Destroy(&d);
+  }
+}
+
+void DeviceBuffer::download(Tensor& out) const {
+  if (out.nbytes() == 0) return;
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_Buffer_ToHostBuffer_Args>();
+  a.src = buffer_;
+  a.dst = out.data();
+  a.dst_size = out.nbytes();
+  p.check(p.api->PJRT_Buffer_ToHostBuffer(&a), "pjrt: Buffer_ToHostBuffer");
+  auto await = make_args<capi::PJRT_Event_Await_Args>();
+  await.event = a.event;
+  capi::PJRT_Error* err = p.api->PJRT_Event_Await(&await);
+  auto destroy = make_args<capi::PJRT_Event_Destroy_Args>();
+  destroy.event = a.event;
+  capi::PJRT_Error* derr = p.api->PJRT_Event_Destroy(&destroy);
+  p.check(err, "pjrt: copying a result to the host");
+  p.check(derr, "pjrt: Event_Destroy");
+}
+
+std::string minimal_compile_options() {
+  // xla.CompileOptionsProto { executable_build_options (field 3, message):
+  //   ExecutableBuildOptionsProto { num_replicas (field 4) = 1, num_partitions (field 5) = 1 } }
+  // Tags are (field << 3) | wire type: 3<<3|2 = 0x1a (length-delimited), 4<<3|0 = 0x20 and
+  // 5<<3|0 = 0x28 (varint). Every other field keeps its proto default.
+  return std::string("\x1a\x04\x20\x01\x28\x01", 6);
+}
+
+LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module)
+    : client_(std::move(client)) {
+  const Plugin& p = client_->plugin();
+  std::string code = module;  // PJRT_Program.code is non-const
+  static constexpr char kFormat[] = "mlir";
+  auto program = make_args<capi::PJRT_Program>();
+  program.code = code.data();
+  program.code_size = code.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  std::string options = minimal_compile_options();
+  auto a = make_args<capi::PJRT_Client_Compile_Args>();
+  a.client = client_->raw();
+  a.program = &program;
+  a.compile_options = options.data();
+  a.compile_options_size = options.size();
+  p.check(p.api->PJRT_Client_Compile(&a), "pjrt: compile failed");
+  exe_ = a.executable;
+}
+
+LoadedProgram::~LoadedProgram() {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_LoadedExecutable_Destroy_Args>();
+  a.executable = exe_;
+  capi::PJRT_Error* err = p.api->PJRT_LoadedExecutable_Destroy(&a);
+  if (err != nullptr) {
+    auto d = make_args<capi::PJRT_Error_Destroy_Args>();
+    d.error = err;
+    p.api->PJRT_Error_Destroy(&d);
+  }
+}
+
+std::vector<std::unique_ptr<DeviceBuffer>> LoadedProgram::execute(
+    const std::vector<capi::PJRT_Buffer*>& args, size_t num_outputs,
+    capi::PJRT_Device* device) const {
+  const Plugin& p = client_->plugin();
+  auto options = make_args<capi::PJRT_ExecuteOptions>();
+  std::vector<capi::PJRT_Buffer*> outs(num_outputs, nullptr);
+  capi::PJRT_Buffer* const* arg_list = args.data();
+  capi::PJRT_Buffer** out_list = outs.data();
+  auto a = make_args<capi::PJRT_LoadedExecutable_Execute_Args>();
+  a.executable = exe_;
+  a.options = &options;
+  a.argument_lists = &arg_list;
+  a.num_devices = 1;
+  a.num_args = args.size();
+  a.output_lists = &out_list;
+  a.execute_device = device;
+  p.check(p.api->PJRT_LoadedExecutable_Execute(&a), "pjrt: execute failed");
+  std::vector<std::unique_ptr<DeviceBuffer>> result;
+  result.reserve(num_outputs);
+  for (capi::PJRT_Buffer* b : outs) result.push_back(std::make_unique<DeviceBuffer>(client_, b));
+  return result;
+}
+
+}  // namespace rlx::pjrt

@@ -1,0 +1,95 @@
+// RAII wrappers over a PJRT plugin: the loaded library and API table, a client, loaded
+// executables and device buffers. Every PJRT_Error becomes an rlx::Error with the plugin's text.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt_c_api_decls.h"
+#include "rlx/ir/tensor.h"
+
+namespace rlx::pjrt {
+
+/// A plugin library loaded once per process (by canonical path) and initialized once. It is
+/// never unloaded: XLA plugins keep threads and static state alive past their clients, so
+/// dlclose would be unsafe; what we own per use (clients, executables, buffers) is freed.
+struct Plugin {
+  std::string path;
+  void* handle = nullptr;
+  const capi::PJRT_Api* api = nullptr;
+
+  /// The plugin at `path`, loaded and checked on first use. Throws rlx::Error (see
+  /// describe_plugin in pjrt.h).
+  static std::shared_ptr<const Plugin> load(const std::string& path);
+  /// Throws rlx::Error "<what>: <plugin message>" and destroys `err` when it is non-null.
+  void check(capi::PJRT_Error* err, const std::string& what) const;
+};
+
+class DeviceBuffer;
+
+/// A PJRT client with its addressable devices; destroyed with the last reference.
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  explicit Client(std::shared_ptr<const Plugin> plugin);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Plugin& plugin() const { return *plugin_; }
+  capi::PJRT_Client* raw() const { return client_; }
+  std::string platform() const;
+  const std::vector<capi::PJRT_Device*>& devices() const { return devices_; }
+  /// "id <n>: <kind>" of addressable device `i`.
+  std::string describe_device(size_t i) const;
+
+  /// Copies `t` (row-major) to `device`; the host data may be reused when this returns.
+  std::unique_ptr<DeviceBuffer> upload(const Tensor& t, capi::PJRT_Device* device) const;
+
+ private:
+  std::shared_ptr<const Plugin> plugin_;
+  capi::PJRT_Client* client_ = nullptr;
+  std::vector<capi::PJRT_Device*> devices_;
+};
+
+/// One device buffer, destroyed with this object.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(std::shared_ptr<const Client> client, capi::PJRT_Buffer* buffer)
+      : client_(std::move(client)), buffer_(buffer) {}
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  capi::PJRT_Buffer* raw() const { return buffer_; }
+  /// Copies the buffer into `out` (whose dtype and shape the caller knows) and waits.
+  void download(Tensor& out) const;
+
+ private:
+  std::shared_ptr<const Client> client_;
+  capi::PJRT_Buffer* buffer_;
+};
+
+/// A compiled program loaded on a client.
+class LoadedProgram {
+ public:
+  /// Compiles MLIR text `module` for one replica and one partition. Throws rlx::Error with
+  /// XLA's diagnostic ("pjrt: compile failed: ...").
+  LoadedProgram(std::shared_ptr<const Client> client, const std::string& module);
+  ~LoadedProgram();
+  LoadedProgram(const LoadedProgram&) = delete;
+  LoadedProgram& operator=(const LoadedProgram&) = delete;
+  const std::shared_ptr<const Client>& client() const { return client_; }
+  /// Runs with `args` on `device` and returns `num_outputs` result buffers.
+  std::vector<std::unique_ptr<DeviceBuffer>> execute(const std::vector<capi::PJRT_Buffer*>& args,
+                                                     size_t num_outputs,
+                                                     capi::PJRT_Device* device) const;
+
+ private:
+  std::shared_ptr<const Client> client_;
+  capi::PJRT_LoadedExecutable* exe_ = nullptr;
+};
+
+/// The serialized xla.CompileOptionsProto for one replica and one partition.
+std::string minimal_compile_options();
+
+}  // namespace rlx::pjrt

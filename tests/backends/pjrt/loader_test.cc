@@ -1,0 +1,113 @@
+// The plugin loader and its errors: bad path, not a plugin, wrong API version, XLA compile
+// errors, unsupported ops (legalization report), device selection.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include "pjrt_client.h"
+#include "pjrt_test_util.h"
+#include "rlx/ir/error.h"
+
+namespace rlx::pjrt::testing {
+namespace {
+
+// The message of the rlx::Error `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Graph small_graph() {
+  Graph g("small");
+  g.set_outputs({g.exp(g.input("x", DType::f32, Shape{2}))});
+  return g;
+}
+
+const Device kPjrt0{DeviceKind::Pjrt, 0};
+
+TEST(PjrtLoader, MissingFileNamesThePath) {
+  std::string msg = error_of(
+      [] { make_pjrt_backend("/nonexistent/libfoo_pjrt.so")->compile(small_graph(), {}, kPjrt0); });
+  EXPECT_NE(msg.find("cannot load plugin '/nonexistent/libfoo_pjrt.so'"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, NoPluginConfiguredSaysHowToSetOne) {
+  // Clear the three variables for this test and restore them afterwards.
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  for (const char* var : {"RLX_PJRT_PLUGIN", "TPU_LIBRARY_PATH", "LIBTPU_PATH"}) {
+    const char* v = std::getenv(var);
+    saved.push_back({var, v ? std::optional<std::string>(v) : std::nullopt});
+    ::unsetenv(var);
+  }
+  EXPECT_EQ(plugin_path_from_env(), std::nullopt);
+  std::string msg = error_of([] { make_pjrt_backend()->compile(small_graph(), {}, kPjrt0); });
+  ::setenv("LIBTPU_PATH", "/opt/libtpu.so", 1);
+  EXPECT_EQ(plugin_path_from_env(), "/opt/libtpu.so");
+  ::unsetenv("LIBTPU_PATH");
+  for (const auto& [var, value] : saved)
+    if (value) ::setenv(var, value->c_str(), 1);
+  EXPECT_NE(msg.find("pjrt: no PJRT plugin: set RLX_PJRT_PLUGIN"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, NonPluginLibraryIsRejected) {
+  // libc is a valid shared library without GetPjrtApi.
+  std::string msg = error_of([] { describe_plugin("/lib/x86_64-linux-gnu/libc.so.6"); });
+  EXPECT_NE(msg.find("is not a PJRT plugin (no symbol GetPjrtApi)"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, WrongApiVersionNamesBothVersionsAndTheFile) {
+  std::string msg = error_of([] { describe_plugin(RLX_PJRT_FAKE_PLUGIN); });
+  EXPECT_NE(msg.find("implements PJRT C API 99.0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rlx is built against 0.33"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fake_plugin"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, UnsupportedOpFailsWithLegalizationReportBeforeLoading) {
+  // top_k is a primitive without a StableHLO lowering yet: compile must fail in legalization,
+  // before any plugin is needed (the path below does not exist).
+  Graph g("topk");
+  g.set_outputs({g.top_k(g.input("x", DType::f32, Shape{2, 5}), 2).first});
+  std::string msg = error_of([&] { make_pjrt_backend("/nonexistent.so")->compile(g, {}, kPjrt0); });
+  EXPECT_NE(msg.find("backend 'pjrt' cannot run: top_k"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, DescribesTheRealPlugin) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  PluginInfo info = describe_plugin(test_plugin());
+  EXPECT_EQ(info.api_major, 0);
+  EXPECT_GE(info.api_minor, 33);
+  EXPECT_FALSE(info.platform.empty());
+  ASSERT_FALSE(info.devices.empty());
+  EXPECT_EQ(info.devices[0].rfind("id 0", 0), 0u) << info.devices[0];
+}
+
+TEST(PjrtLoader, MissingDeviceIsAnError) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  std::string msg = error_of([] {
+    test_backend()->compile(small_graph(), {}, Device{DeviceKind::Pjrt, 4096});
+  });
+  EXPECT_NE(msg.find("device 'pjrt:4096' does not exist"), std::string::npos) << msg;
+}
+
+TEST(PjrtLoader, XlaCompileErrorCarriesXlaDiagnostic) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  // A malformed module straight to the plugin: XLA's parser diagnostic must come through.
+  auto client = std::make_shared<Client>(Plugin::load(test_plugin()));
+  std::string msg = error_of([&] {
+    LoadedProgram(client,
+                  "module @bad { func.func public @main(%arg0: tensor<2xf32>) -> "
+                  "(tensor<3xf32>) { return %arg0 : tensor<2xf32> } }");
+  });
+  EXPECT_NE(msg.find("pjrt: compile failed: "), std::string::npos) << msg;
+  EXPECT_GT(msg.size(), std::string("pjrt: compile failed: ").size() + 10) << msg;
+}
+
+}  // namespace
+}  // namespace rlx::pjrt::testing
