@@ -13,5 +13,9 @@ void bind_runtime(pybind11::module_& m);
 void bind_dlpack(pybind11::module_& m);
 /// SentenceEmbedder and default_model_dir (models.cc); absent without rlx_models.
 void bind_models(pybind11::module_& m);
+/// grad, value_and_grad, vjp, jvp, hvp, vmap graph transforms (autodiff.cc); needs rlx_autodiff.
+void bind_autodiff(pybind11::module_& m);
+/// train_demo and default_digits_path (train.cc); needs rlx_train.
+void bind_train(pybind11::module_& m);
 
 }  // namespace rlx::py_bind

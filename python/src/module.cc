@@ -11,4 +11,6 @@ PYBIND11_MODULE(_core, m) {
   rlx::py_bind::bind_runtime(m);
   rlx::py_bind::bind_dlpack(m);
   rlx::py_bind::bind_models(m);
+  rlx::py_bind::bind_autodiff(m);
+  rlx::py_bind::bind_train(m);
 }

@@ -167,13 +167,13 @@ const char* compare_direction(OpKind op) {
 
 // The op kinds lowered below, besides simple_elementwise and compare_direction.
 constexpr OpKind kOtherNative[] = {
-    OpKind::Input,      OpKind::Param,       OpKind::Constant,  OpKind::Iota,
-    OpKind::Atan,       OpKind::Convert,     OpKind::Clamp,     OpKind::DotGeneral,
-    OpKind::ReduceSum,  OpKind::ReduceMax,   OpKind::ReduceMin, OpKind::ReduceProd,
-    OpKind::ReduceMean, OpKind::Reshape,     OpKind::Transpose, OpKind::BroadcastInDim,
-    OpKind::Slice,      OpKind::Concatenate, OpKind::Pad,       OpKind::Reverse,
-    OpKind::Gather,     OpKind::CumSum,      OpKind::Conv,      OpKind::ArgMax,
-    OpKind::ArgMin,
+    OpKind::Input,      OpKind::Param,       OpKind::Constant,      OpKind::Iota,
+    OpKind::Atan,       OpKind::Convert,     OpKind::Clamp,         OpKind::DotGeneral,
+    OpKind::ReduceSum,  OpKind::ReduceMax,   OpKind::ReduceMin,     OpKind::ReduceProd,
+    OpKind::ReduceMean, OpKind::Reshape,     OpKind::Transpose,     OpKind::BroadcastInDim,
+    OpKind::Slice,      OpKind::Concatenate, OpKind::Pad,           OpKind::Reverse,
+    OpKind::Gather,     OpKind::CumSum,      OpKind::Conv,          OpKind::ArgMax,
+    OpKind::ArgMin,     OpKind::TopK,        OpKind::TakeAlongAxis, OpKind::ScatterAdd,
 };
 
 struct Operand {
@@ -342,6 +342,47 @@ class Emitter {
                 rt);
   }
 
+  // Straight-line scalar code for the body of a reduce / sort region: each helper appends one
+  // op and returns its SSA name, unique per region through `prefix` (MLIR forbids shadowing).
+  class RegionCode {
+   public:
+    explicit RegionCode(std::string prefix) : k_(std::move(prefix)) {}
+    std::string arg(const std::string& name) const { return k_ + name; }
+    std::string op(const std::string& name, const std::string& args, const std::string& attrs,
+                   const std::string& types, const std::string& result) {
+      std::string v = k_ + std::to_string(line_++);
+      out_ << "      " << v << " = \"" << name << "\"(" << args << ")"
+           << (attrs.empty() ? "" : " {" + attrs + "}") << " : (" << types << ") -> " << result
+           << "\n";
+      return v;
+    }
+    // `a dir b` on scalars of `t`; `type` overrides the compare type (e.g. TOTALORDER).
+    std::string cmp(const std::string& a, const std::string& b, const char* dir, DType t,
+                    const std::string& type = "") {
+      std::string ty = tensor_type(t, Shape{});
+      return op("stablehlo.compare", a + ", " + b,
+                std::string("comparison_direction = #stablehlo<comparison_direction ") + dir +
+                    ">, compare_type = #stablehlo<comparison_type " +
+                    (type.empty() ? compare_type(t) : type) + ">",
+                ty + ", " + ty, kBool);
+    }
+    std::string logic(const char* name, const std::string& a, const std::string& b) {
+      return op(name, a + ", " + b, "", kBool + ", " + kBool, kBool);
+    }
+    std::string negate(const std::string& a) { return op("stablehlo.not", a, "", kBool, kBool); }
+    std::string select(const std::string& p, const std::string& a, const std::string& b, DType t) {
+      std::string ty = tensor_type(t, Shape{});
+      return op("stablehlo.select", p + ", " + a + ", " + b, "", kBool + ", " + ty + ", " + ty, ty);
+    }
+    std::string code() const { return out_.str(); }
+
+   private:
+    const std::string kBool = tensor_type(DType::bool_, Shape{});
+    std::string k_;
+    std::ostringstream out_;
+    int line_ = 0;
+  };
+
   // jnp.argmax / argmin: a two-operand reduce of (value, index) pairs keeping the extremum;
   // ties and NaNs (which count as the extremum) go to the lower index. The comparator picks
   // the accumulator a over b when a beats b (a > b, or a < b for argmin), or a is NaN and b is
@@ -358,49 +399,24 @@ class Emitter {
     // The initial pair loses to every element: the identity value with the largest index.
     std::string init_v = splat(vt, Shape{}, is_max ? lowest(vt) : highest(vt));
     std::string init_i = splat(it, Shape{}, highest(it));
-    std::string k = "%cmp" + std::to_string(next_) + "_";
-    std::string sv = tensor_type(vt, Shape{}), si = tensor_type(it, Shape{}),
-                sb = tensor_type(DType::bool_, Shape{});
-    std::ostringstream r;
-    int line = 0;
-    auto op = [&](const std::string& name, const std::string& args, const std::string& attrs,
-                  const std::string& types, const std::string& result) {
-      std::string v = k + std::to_string(line++);
-      r << "      " << v << " = \"" << name << "\"(" << args << ")"
-        << (attrs.empty() ? "" : " {" + attrs + "}") << " : (" << types << ") -> " << result
-        << "\n";
-      return v;
-    };
-    auto cmp = [&](const std::string& a, const std::string& b, const char* dir, DType t) {
-      std::string ty = tensor_type(t, Shape{});
-      return op("stablehlo.compare", a + ", " + b,
-                std::string("comparison_direction = #stablehlo<comparison_direction ") + dir +
-                    ">, compare_type = #stablehlo<comparison_type " + compare_type(t) + ">",
-                ty + ", " + ty, sb);
-    };
-    auto logic = [&](const char* name, const std::string& a, const std::string& b) {
-      return op(name, a + ", " + b, "", sb + ", " + sb, sb);
-    };
-    std::string a = k + "a", ia = k + "ia", b = k + "b", ib = k + "ib";
-    std::string beats = cmp(a, b, is_max ? "GT" : "LT", vt);
-    std::string a_nan = cmp(a, a, "NE", vt), b_nan = cmp(b, b, "NE", vt);
-    std::string b_num = op("stablehlo.not", b_nan, "", sb, sb);
-    std::string nan_wins = logic("stablehlo.and", a_nan, b_num);
+    RegionCode r("%cmp" + std::to_string(next_) + "_");
+    std::string sv = tensor_type(vt, Shape{}), si = tensor_type(it, Shape{});
+    std::string a = r.arg("a"), ia = r.arg("ia"), b = r.arg("b"), ib = r.arg("ib");
+    std::string beats = r.cmp(a, b, is_max ? "GT" : "LT", vt);
+    std::string a_nan = r.cmp(a, a, "NE", vt), b_nan = r.cmp(b, b, "NE", vt);
+    std::string nan_wins = r.logic("stablehlo.and", a_nan, r.negate(b_nan));
     std::string same =
-        logic("stablehlo.or", cmp(a, b, "EQ", vt), logic("stablehlo.and", a_nan, b_nan));
-    std::string tie_wins = logic("stablehlo.and", same, cmp(ia, ib, "LT", it));
-    std::string pick = logic("stablehlo.or", logic("stablehlo.or", beats, nan_wins), tie_wins);
-    std::string v =
-        op("stablehlo.select", pick + ", " + a + ", " + b, "", sb + ", " + sv + ", " + sv, sv);
-    std::string i =
-        op("stablehlo.select", pick + ", " + ia + ", " + ib, "", sb + ", " + si + ", " + si, si);
+        r.logic("stablehlo.or", r.cmp(a, b, "EQ", vt), r.logic("stablehlo.and", a_nan, b_nan));
+    std::string tie_wins = r.logic("stablehlo.and", same, r.cmp(ia, ib, "LT", it));
+    std::string pick = r.logic("stablehlo.or", r.logic("stablehlo.or", beats, nan_wins), tie_wins);
+    std::string v = r.select(pick, a, b, vt), i = r.select(pick, ia, ib, it);
     Shape reduced = x.type.shape;
     reduced.dims().erase(reduced.dims().begin() + axis);
     std::string name = "%" + std::to_string(next_++);
     body_ << "    " << name << ":2 = \"stablehlo.reduce\"(" << x.name << ", " << idx << ", "
           << init_v << ", " << init_i << ") ({\n    ^bb0(" << a << ": " << sv << ", " << ia << ": "
           << si << ", " << b << ": " << sv << ", " << ib << ": " << si << "):\n"
-          << r.str() << "      \"stablehlo.return\"(" << v << ", " << i << ") : (" << sv << ", "
+          << r.code() << "      \"stablehlo.return\"(" << v << ", " << i << ") : (" << sv << ", "
           << si << ") -> ()\n    }) {dimensions = array<i64: " << axis << ">} : ("
           << tensor_type(x.type) << ", " << tensor_type(it, x.type.shape) << ", " << sv << ", "
           << si << ") -> (" << tensor_type(vt, reduced) << ", " << tensor_type(it, reduced)
@@ -408,6 +424,177 @@ class Emitter {
     std::string result = name + "#1";
     if (reduced == rt.shape) return result;
     return emit("stablehlo.reshape", {{result, {it, reduced}}}, "", rt);  // keepdims
+  }
+
+  // lax.top_k: a stable two-operand sort of (value, iota index) along the last dim, descending
+  // in rlx's order (src/ir/eval/reduce.cc): every NaN above +inf, then IEEE total order, so +0
+  // above -0; ties go to the lower index. Then the first k of both. a sorts before b when a
+  // ranks above b, or neither ranks above the other and a's index is lower.
+  std::vector<std::string> top_k(const Node& n) {
+    Operand x = operand(n, 0);
+    DType vt = x.type.dtype, it = n.results[1].dtype;
+    int last = x.type.shape.rank() - 1;
+    TensorType idx_t{it, x.type.shape};
+    std::string idx =
+        emit("stablehlo.iota", {}, "iota_dimension = " + std::to_string(last) + " : i64", idx_t);
+    RegionCode r("%cmp" + std::to_string(next_) + "_");
+    std::string sv = tensor_type(vt, Shape{}), si = tensor_type(it, Shape{});
+    std::string a = r.arg("a"), b = r.arg("b"), ia = r.arg("ia"), ib = r.arg("ib");
+    auto above = [&](const std::string& p, const std::string& q) {
+      if (!is_float(vt)) return r.cmp(p, q, "GT", vt);
+      // NaN vs anything: p wins iff only p is NaN; otherwise the IEEE total order.
+      std::string p_nan = r.cmp(p, p, "NE", vt), q_nan = r.cmp(q, q, "NE", vt);
+      std::string nan_wins = r.logic("stablehlo.and", p_nan, r.negate(q_nan));
+      std::string numbers = r.negate(r.logic("stablehlo.or", p_nan, q_nan));
+      std::string total = r.cmp(p, q, "GT", vt, "TOTALORDER");
+      return r.logic("stablehlo.or", nan_wins, r.logic("stablehlo.and", numbers, total));
+    };
+    std::string a_above = above(a, b), b_above = above(b, a);
+    std::string tie = r.negate(r.logic("stablehlo.or", a_above, b_above));
+    std::string first =
+        r.logic("stablehlo.or", a_above, r.logic("stablehlo.and", tie, r.cmp(ia, ib, "LT", it)));
+    std::string name = "%" + std::to_string(next_++);
+    body_ << "    " << name << ":2 = \"stablehlo.sort\"(" << x.name << ", " << idx
+          << ") ({\n    ^bb0(" << a << ": " << sv << ", " << b << ": " << sv << ", " << ia << ": "
+          << si << ", " << ib << ": " << si << "):\n"
+          << r.code() << "      \"stablehlo.return\"(" << first
+          << ") : (tensor<i1>) -> ()\n    }) {dimension = " << last
+          << " : i64, is_stable = true} : (" << tensor_type(x.type) << ", " << tensor_type(idx_t)
+          << ") -> (" << tensor_type(x.type) << ", " << tensor_type(idx_t) << ")\n";
+    std::vector<int64_t> start(static_cast<size_t>(last + 1), 0), limit = x.type.shape.dims(),
+                                                                  strides(start.size(), 1);
+    limit.back() = n.results[0].shape.dims().back();
+    std::string window = "start_indices = " + i64_array(start) +
+                         ", limit_indices = " + i64_array(limit) +
+                         ", strides = " + i64_array(strides);
+    return {emit("stablehlo.slice", {{name + "#0", x.type}}, window, n.results[0]),
+            emit("stablehlo.slice", {{name + "#1", idx_t}}, window, n.results[1])};
+  }
+
+  // Full i64 coordinates into a rank-(rank(shape) - q + 1) operand, one per point of `shape`:
+  // the iota of each dim of `shape`, except that dims [axis, axis + q) (the index dims) give
+  // the single coordinate `along` (i64, of shape `shape`); stacked on a new last dim.
+  Operand coordinates(const Shape& shape, int64_t axis, int64_t q, const Operand& along) {
+    std::vector<int64_t> col_dims = shape.dims();
+    col_dims.push_back(1);
+    TensorType col_t{DType::i64, Shape(col_dims)};
+    std::vector<Operand> cols;
+    int64_t rank = shape.rank();
+    auto iota = [&](int64_t d) {
+      cols.push_back(
+          {emit("stablehlo.iota", {}, "iota_dimension = " + std::to_string(d) + " : i64", col_t),
+           col_t});
+    };
+    for (int64_t d = 0; d < axis; ++d) iota(d);
+    cols.push_back({emit("stablehlo.reshape", {along}, "", col_t), col_t});  // q may be 0
+    for (int64_t d = axis + q; d < rank; ++d) iota(d);
+    std::vector<int64_t> out_dims = shape.dims();
+    out_dims.push_back(static_cast<int64_t>(cols.size()));
+    TensorType out_t{DType::i64, Shape(out_dims)};
+    if (cols.size() == 1) return {emit("stablehlo.reshape", {cols[0]}, "", out_t), out_t};
+    return {emit("stablehlo.concatenate", cols, "dimension = " + std::to_string(rank) + " : i64",
+                 out_t),
+            out_t};
+  }
+
+  // Indices as i64 (before any clamp, so u8 / i8 coordinates cannot wrap), broadcast to `shape`
+  // by dims `dims`.
+  Operand index_i64(const Operand& idx, const Shape& shape, const std::vector<int64_t>& dims) {
+    TensorType t64{DType::i64, idx.type.shape};
+    Operand i = idx.type.dtype == DType::i64
+                    ? idx
+                    : Operand{emit("stablehlo.convert", {idx}, "", t64), t64};
+    if (idx.type.shape == shape) return i;
+    TensorType bt{DType::i64, shape};
+    return {
+        emit("stablehlo.broadcast_in_dim", {i}, "broadcast_dimensions = " + i64_array(dims), bt),
+        bt};
+  }
+
+  // i64 indices clamped into [0, len - 1].
+  Operand clamp_index(const Operand& i, int64_t len) {
+    TensorType scalar{DType::i64, Shape{}};
+    return {emit("stablehlo.clamp",
+                 {{splat(DType::i64, Shape{}, 0), scalar},
+                  i,
+                  {splat(DType::i64, Shape{}, static_cast<double>(len - 1)), scalar}},
+                 "", i.type),
+            i.type};
+  }
+
+  // Dimension numbers of a gather (or scatter) of single elements of a rank-r operand at full
+  // coordinates stored along `index_vector_dim`.
+  static std::string point_dims(bool gather, int64_t r, int64_t index_vector_dim) {
+    std::vector<int64_t> all(static_cast<size_t>(r));
+    for (int64_t d = 0; d < r; ++d) all[static_cast<size_t>(d)] = d;
+    if (gather)
+      return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = " + int_list(all) +
+             ", start_index_map = " + int_list(all) +
+             ", index_vector_dim = " + std::to_string(index_vector_dim) + ">";
+    return "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = " +
+           int_list(all) + ", scatter_dims_to_operand_dims = " + int_list(all) +
+           ", index_vector_dim = " + std::to_string(index_vector_dim) + ">";
+  }
+
+  // jnp.take_along_axis (numpy broadcasting of the other dims): a point gather whose
+  // coordinates are the output's iotas, with the index (explicitly clamped into [0, n - 1], as
+  // rlx specifies; gather's own clamping is implementation detail) along `axis`.
+  std::string take_along_axis(const Node& n) {
+    Operand x = operand(n, 0), idx = operand(n, 1);
+    const TensorType& rt = n.results[0];
+    int64_t r = x.type.shape.rank(), axis = x.type.shape.normalize_axis(n.attrs.get_int("axis"));
+    int64_t len = x.type.shape.dims()[static_cast<size_t>(axis)];
+    if (rt.shape.numel() == 0) return splat(rt.dtype, rt.shape, 0);
+    std::vector<int64_t> same(static_cast<size_t>(r));
+    for (int64_t d = 0; d < r; ++d) same[static_cast<size_t>(d)] = d;
+    Operand i = index_i64(idx, rt.shape, same);
+    Operand clamped = clamp_index(i, len);
+    Operand coords = coordinates(rt.shape, axis, 1, clamped);
+    // x's size-1 dims broadcast against the indices: gather from x broadcast to rt's shape
+    // (with x's own extent along axis).
+    Shape xs = rt.shape;
+    xs.dims()[static_cast<size_t>(axis)] = len;
+    Operand xb = x.type.shape == xs
+                     ? x
+                     : Operand{emit("stablehlo.broadcast_in_dim", {x},
+                                    "broadcast_dimensions = " + i64_array(same), {rt.dtype, xs}),
+                               {rt.dtype, xs}};
+    return emit("stablehlo.gather", {xb, coords},
+                point_dims(true, r, r) + ", slice_sizes = " +
+                    i64_array(std::vector<int64_t>(static_cast<size_t>(r), 1)) +
+                    ", indices_are_sorted = false",
+                rt);
+  }
+
+  // rlx scatter_add: updates [x[:axis], indices..., x[axis+1:]] added at x[..., idx, ...]. A
+  // point scatter with an add region; out-of-range updates are dropped explicitly (not left to
+  // the implementation-defined out-of-bounds behaviour): their index is clamped and their
+  // value replaced by -0, the identity of float addition that keeps x's -0 (0 for integers).
+  std::string scatter_add(const Node& n) {
+    Operand x = operand(n, 0), idx = operand(n, 1), upd = operand(n, 2);
+    const TensorType& rt = n.results[0];
+    int64_t r = x.type.shape.rank(), axis = x.type.shape.normalize_axis(n.attrs.get_int("axis"));
+    int64_t q = idx.type.shape.rank();
+    int64_t len = x.type.shape.dims()[static_cast<size_t>(axis)];
+    const Shape& us = upd.type.shape;
+    if (us.numel() == 0 || len == 0) return x.name;  // nothing lands in x
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < q; ++d) dims.push_back(axis + d);
+    Operand i = index_i64(idx, us, dims);
+    TensorType it{DType::i64, us}, bt{DType::bool_, us};
+    std::string lo = splat(DType::i64, us, 0), hi = splat(DType::i64, us, static_cast<double>(len));
+    std::string valid =
+        emit("stablehlo.and", {{compare("GE", i, {lo, it}), bt}, {compare("LT", i, {hi, it}), bt}},
+             "", bt);
+    Operand clamped = clamp_index(i, len);
+    std::string zero = splat(rt.dtype, us, is_float(rt.dtype) ? -0.0 : 0.0);
+    Operand masked{emit("stablehlo.select", {{valid, bt}, upd, {zero, upd.type}}, "", upd.type),
+                   upd.type};
+    Operand coords = coordinates(us, axis, q, clamped);
+    return emit(
+        "stablehlo.scatter", {x, coords, masked},
+        point_dims(false, r, us.rank()) + ", indices_are_sorted = false, unique_indices = false",
+        rt, combiner_region(rt.dtype, "stablehlo.add"));
   }
 
   // lax.conv_general_dilated in PyTorch layout (NC[H]W x OI[H]W -> NC[H]W).
@@ -613,6 +800,12 @@ class Emitter {
         return {arg_extremum(n)};
       case OpKind::Conv:
         return {conv(n)};
+      case OpKind::TopK:
+        return top_k(n);
+      case OpKind::TakeAlongAxis:
+        return {take_along_axis(n)};
+      case OpKind::ScatterAdd:
+        return {scatter_add(n)};
       case OpKind::Gather: {
         // jnp.take(x, idx, axis) as a gather of 1-wide slices along `axis`: the index dims take
         // the axis' place in the result, the other x dims are offset dims. StableHLO clamps

@@ -154,6 +154,27 @@ const Golden kGoldens[] = {
   }
 }
 )"},
+    {"take_along_axis",
+     [] {
+       Graph g("take_along_axis");
+       g.set_outputs({g.take_along_axis(g.input("x", DType::f32, Shape{2, 3}),
+                                        g.input("i", DType::i32, Shape{2, 1}), 1)});
+       return g;
+     },
+     R"(module @take_along_axis {
+  func.func public @main(%arg0: tensor<2x1xi32>, %arg1: tensor<2x3xf32>) -> (tensor<2x1xf32>) {
+    %0 = "stablehlo.convert"(%arg0) : (tensor<2x1xi32>) -> tensor<2x1xi64>
+    %1 = "stablehlo.constant"() {value = dense<"0x0000000000000000"> : tensor<i64>} : () -> tensor<i64>
+    %2 = "stablehlo.constant"() {value = dense<"0x0200000000000000"> : tensor<i64>} : () -> tensor<i64>
+    %3 = "stablehlo.clamp"(%1, %0, %2) : (tensor<i64>, tensor<2x1xi64>, tensor<i64>) -> tensor<2x1xi64>
+    %4 = "stablehlo.iota"() {iota_dimension = 0 : i64} : () -> tensor<2x1x1xi64>
+    %5 = "stablehlo.reshape"(%3) : (tensor<2x1xi64>) -> tensor<2x1x1xi64>
+    %6 = "stablehlo.concatenate"(%4, %5) {dimension = 2 : i64} : (tensor<2x1x1xi64>, tensor<2x1x1xi64>) -> tensor<2x1x2xi64>
+    %7 = "stablehlo.gather"(%arg1, %6) {dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 2>, slice_sizes = array<i64: 1, 1>, indices_are_sorted = false} : (tensor<2x3xf32>, tensor<2x1x2xi64>) -> tensor<2x1xf32>
+    return %7 : tensor<2x1xf32>
+  }
+}
+)"},
 };
 
 // RLX_PRINT_GOLDEN=1 prints the current texts (to review and paste after a deliberate change).

@@ -269,6 +269,69 @@ std::vector<OpCase> op_cases() {
                                 g.gather(x, g.input("j", DType::i64, Shape{}), 2)});
                  return g;
                }});
+  // Feeds put integers (indices included) in [-5, 5], u8 in [0, 10]: every index case below
+  // sees negative and too-large indices (clamped by take_along_axis, dropped by scatter_add).
+  c.push_back({"take_along_axis", [] {
+                 Graph g("take_along_axis");
+                 Value x = g.input("x", DType::f32, Shape{3, 4, 5});
+                 Value xb = g.input("xb", DType::f32, Shape{3, 1, 5});  // broadcasts over j
+                 g.set_outputs({g.take_along_axis(x, g.input("i", DType::i32, Shape{3, 4, 6}), -1),
+                                g.take_along_axis(x, g.input("j", DType::i64, Shape{1, 7, 5}), 1),
+                                g.take_along_axis(xb, g.input("k", DType::u8, Shape{3, 2, 2}), 2),
+                                g.take_along_axis(g.input("n", DType::i32, Shape{4, 3}),
+                                                  g.input("m", DType::i8, Shape{2, 3}), 0),
+                                g.take_along_axis(g.input("b", DType::bool_, Shape{2, 5}),
+                                                  g.input("l", DType::i32, Shape{2, 3}), 1)});
+                 return g;
+               }});
+  c.push_back({"scatter_add", [] {
+                 Graph g("scatter_add");  // duplicate indices accumulate
+                 Value x = g.input("x", DType::f32, Shape{4, 3});
+                 Value i = g.input("i", DType::i32, Shape{2, 5});
+                 // Floored feeds: small integers, so f16 / bf16 sums are exact in any order.
+                 auto half = [&](const char* name, DType t, Shape s) {
+                   return g.convert(g.floor(g.input(name, DType::f32, std::move(s))), t);
+                 };
+                 g.set_outputs({g.scatter_add(x, i, g.input("u", DType::f32, Shape{2, 5, 3}), 0),
+                                g.scatter_add(x, g.input("j", DType::i64, Shape{7}),
+                                              g.input("v", DType::f32, Shape{4, 7}), -1),
+                                g.scatter_add(g.input("n", DType::i32, Shape{2, 3, 4}),
+                                              g.input("k", DType::u8, Shape{6}),
+                                              g.input("w", DType::i32, Shape{2, 6, 4}), 1),
+                                g.scatter_add(g.input("p", DType::u8, Shape{5}), i,
+                                              g.input("q", DType::u8, Shape{2, 5}), 0),
+                                g.scatter_add(half("h", DType::f16, Shape{3, 4}),
+                                              g.input("m", DType::i8, Shape{2, 2}),
+                                              half("hu", DType::f16, Shape{3, 2, 2}), 1),
+                                g.scatter_add(half("e", DType::bf16, Shape{6}), i,
+                                              half("eu", DType::bf16, Shape{2, 5}), 0),
+                                g.scatter_add(g.input("z", DType::i64, Shape{4}),
+                                              g.input("o", DType::i32, Shape{}),
+                                              g.input("oz", DType::i64, Shape{}), 0)});
+                 return g;
+               }});
+  c.push_back({"top_k", [] {
+                 Graph g("top_k");
+                 // Floored feeds give ties, floor(x) * 0 gives +0 and -0, log(-1) NaNs.
+                 Value x = g.floor(g.input("x", DType::f32, Shape{4, 7}));
+                 Value nan = g.broadcast_in_dim(g.log(g.scalar(-1, DType::f32)), {4, 7}, {});
+                 Value with_nan = g.select(g.gt(x, g.scalar(0.5, DType::f32)), nan, x);
+                 Value zeros = g.mul(x, g.scalar(0, DType::f32));
+                 Value y = g.concatenate({x, with_nan, zeros}, 0);
+                 std::vector<Value> outs;
+                 auto top_k = [&](Value v, int64_t k) {
+                   std::pair<Value, Value> r = g.top_k(v, k);
+                   outs.push_back(r.first);
+                   outs.push_back(r.second);
+                 };
+                 for (int64_t k : {3, 7, 0}) top_k(y, k);
+                 for (DType t : {DType::i32, DType::i8, DType::u8, DType::i64})
+                   top_k(g.input("n_" + std::string(dtype_name(t)), t, Shape{2, 3, 6}), 4);
+                 for (DType t : {DType::f16, DType::bf16, DType::f64}) top_k(g.convert(y, t), 5);
+                 top_k(g.input("s", DType::f32, Shape{9}), 4);  // rank 1
+                 g.set_outputs(outs);
+                 return g;
+               }});
   return c;
 }
 
