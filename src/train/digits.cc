@@ -195,9 +195,6 @@ DigitsDemoResult run_digits_demo(const DigitsDemoOptions& o,
     }
   } guard;
   if (o.threads > 0) set_num_threads(o.threads);
-  // oneDNN sizes a primitive's parallel region when the backend creates it at compile time,
-  // from the calling thread's OpenMP setting, which run() alone would bind too late.
-  bind_library_threads();
   const bool cnn = o.model == "cnn";
   const int64_t epochs = o.epochs > 0 ? o.epochs : (cnn ? 30 : 40);
   const double lr = o.lr > 0 ? o.lr : 1e-2;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ref_graphs.h"
+#include "golden/golden_data.h"
 #include "rlx/autodiff/grad.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
@@ -32,12 +33,6 @@ const json& reference() {
     return in.good() ? json::parse(in) : json();
   }();
   return doc;
-}
-
-Tensor to_tensor(const json& j) {
-  DType t = *parse_dtype(j.at("dtype").get<std::string>());
-  Shape s(j.at("shape").get<std::vector<int64_t>>());
-  return Tensor::from_doubles(t, s, j.at("data").get<std::vector<double>>());
 }
 
 void expect_close(const Tensor& got, const std::vector<double>& want, Tol tol,
@@ -69,7 +64,7 @@ TEST_P(GradRef, CpuBackendMatchesJax) {
   std::map<std::string, TensorType> types;
   std::map<std::string, Tensor> values;
   for (const auto& [n, j] : c->at("inputs").items()) {
-    values[n] = to_tensor(j);
+    values[n] = rlx::testing::json_tensor(j);
     types[n] = values[n].type();
   }
   Graph g = testing::reference_graph(GetParam(), types);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "golden/golden_data.h"
 #include "rlx/autodiff/vmap.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
@@ -27,12 +28,6 @@ const json& reference() {
     return in.good() ? json::parse(in) : json();
   }();
   return doc;
-}
-
-Tensor to_tensor(const json& j) {
-  DType t = *parse_dtype(j.at("dtype").get<std::string>());
-  Shape s(j.at("shape").get<std::vector<int64_t>>());
-  return Tensor::from_doubles(t, s, j.at("data").get<std::vector<double>>());
 }
 
 // The per-example graphs of gen_vmap_ref.py (GRAPHS there), over per-example leaf types
@@ -106,7 +101,7 @@ TEST_P(VmapRef, CpuBackendMatchesJax) {
   TensorMap feeds;
   for (size_t i = 0; i < in_axes.size(); ++i) {
     const json& in = c->at("inputs")[i];
-    Tensor t = to_tensor(in);
+    Tensor t = rlx::testing::json_tensor(in);
     TensorType per = t.type();
     if (in_axes[i]) {  // the per-example type: drop the batch dim
       int64_t a = *in_axes[i] < 0 ? *in_axes[i] + per.shape.rank() : *in_axes[i];

@@ -25,7 +25,8 @@ inline double json_double(const json& v) {
   return v.get<double>();
 }
 
-/// A tensor {"dtype", "shape", "data" (flat, row-major)}; float values are exact in the dtype.
+/// A tensor {"dtype", "shape", "data" (flat, row-major)}; float values are exact in the dtype;
+/// bool data are true/false or numbers (nonzero is true).
 inline Tensor json_tensor(const json& j) {
   auto dt = parse_dtype(j.at("dtype").get<std::string>());
   check(dt.has_value(), "golden: unknown dtype " + j.at("dtype").dump());
@@ -38,7 +39,7 @@ inline Tensor json_tensor(const json& j) {
     if (is_float(*dt))
       t.set_f64(i, json_double(v));  // exact: values are of the dtype
     else if (is_bool(*dt))
-      t.set_i64(i, v.get<bool>() ? 1 : 0);
+      t.set_i64(i, (v.is_boolean() ? v.get<bool>() : v.get<double>() != 0) ? 1 : 0);
     else
       t.set_i64(i, v.get<int64_t>());
   }

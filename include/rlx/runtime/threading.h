@@ -18,7 +18,8 @@ void set_num_threads(int n);
 int physical_cores();
 
 /// Makes parallel library calls issued from the calling thread (oneDNN GEMMs, which read
-/// OpenMP's per-thread setting) use num_threads() threads. Executables call it in run().
+/// OpenMP's per-thread setting) use num_threads() threads. The CPU backend calls it in
+/// compile() (oneDNN sizes a primitive's parallel work when it is created) and in run().
 void bind_library_threads();
 
 /// Runs fn(begin_i, end_i) over chunks that partition [begin, end), in parallel on the pool.

@@ -281,6 +281,9 @@ class CpuBackend final : public Backend {
       throw Error("cpu backend: quantized params are not supported (param '" +
                   options.quantized_params.begin()->first + "' bound to format '" +
                   options.quantized_params.begin()->second.format + "')");
+    // oneDNN sizes a primitive's parallel work when the kernel factories create it below, from
+    // the calling thread's OpenMP setting: bind it now, not only in run().
+    bind_library_threads();
     PipelineOptions po;
     po.backend = "cpu";
     po.supported = supported_ops();
