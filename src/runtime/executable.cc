@@ -49,6 +49,14 @@ void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs)
       throw Error("run: missing input '" + s.name + "' (" + s.type.to_string() + ")");
 }
 
+void check_params_set(const std::vector<IoSpec>& params,
+                      const std::function<bool(size_t)>& is_set) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!is_set(i))
+      throw Error("run: param '" + params[i].name + "' (" + params[i].type.to_string() +
+                  ") was never set");
+}
+
 void Executable::set_param_typed(const std::string& name, DType dtype, const Shape& shape,
                                  std::span<const std::byte> bytes) {
   const IoSpec& spec = find_spec(params(), name, "set_param_typed", "param");

@@ -7,7 +7,6 @@ built identically in C++ (tests/autodiff/ref_graphs.h, one builder per case name
 two in step. Run: python3 tests/autodiff/gen_grad_ref.py (jax[cpu]==0.4.38, numpy, ml_dtypes).
 """
 
-import json
 import math
 import os
 
@@ -16,6 +15,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from jax import lax
+from ref_json import write_cases
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
@@ -199,12 +199,7 @@ def main():
     case("encoder_layer", enc, wrt,
          lambda p: jnp.mean(encoder_layer(p, p["x"], p["mask"], 2) ** 2))
 
-    path = os.path.join(HERE, "grad_ref.json")
-    with open(path, "w") as f:
-        f.write('{"jax": ' + json.dumps(jax.__version__) + ', "cases": [\n')
-        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in CASES))
-        f.write("\n]}\n")
-    print(f"wrote {len(CASES)} cases to {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
+    write_cases(os.path.join(HERE, "grad_ref.json"), CASES)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ per-example functions below in step with the C++ builders.
 Run: python3 tests/autodiff/gen_vmap_ref.py (jax[cpu]==0.4.38, numpy).
 """
 
-import json
 import math
 import os
 
@@ -16,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from ref_json import write_cases
 
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -133,12 +133,7 @@ def main():
     case("scatter_add", (0, 0, 0), 0, 3, sc)
     case("scatter_add", (None, 0, None), 1, 4, sc)
 
-    path = os.path.join(HERE, "vmap_ref.json")
-    with open(path, "w") as f:
-        f.write('{"jax": ' + json.dumps(jax.__version__) + ', "cases": [\n')
-        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in CASES))
-        f.write("\n]}\n")
-    print(f"wrote {len(CASES)} cases to {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
+    write_cases(os.path.join(HERE, "vmap_ref.json"), CASES)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -111,5 +112,10 @@ class Executable {
 /// rlx::Error naming the first problem, e.g. "run: input 'x': expected f32[2,3], got
 /// f32[3,2]". Backends call this before running.
 void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs);
+
+/// Throws rlx::Error "run: param 'w' (f32[8,16]) was never set" for the first param spec i with
+/// !is_set(i). Backends call this in run(); the message is built only on failure.
+void check_params_set(const std::vector<IoSpec>& params,
+                      const std::function<bool(size_t)>& is_set);
 
 }  // namespace rlx

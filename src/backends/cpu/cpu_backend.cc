@@ -199,9 +199,7 @@ class CpuExecutable final : public Executable {
   std::vector<Tensor> run(const TensorMap& inputs) override {
     check_run_inputs(program_->inputs, inputs);
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < program_->params.size(); ++i)
-      check(params_->set[i], "run: param '" + program_->params[i].name + "' (" +
-                                 program_->params[i].type.to_string() + ") was never set");
+    check_params_set(program_->params, [&](size_t i) { return params_->set[i]; });
     std::vector<const std::byte*> feed(program_->inputs.size());
     for (size_t i = 0; i < feed.size(); ++i) feed[i] = inputs.at(program_->inputs[i].name).data();
     auto resolve = [&](const Slot& s) -> std::byte* {

@@ -66,10 +66,7 @@ class PjrtExecutable final : public Executable {
   std::vector<Tensor> run(const TensorMap& inputs) override {
     check_run_inputs(program_->inputs, inputs);
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < program_->params.size(); ++i)
-      check(params_->buffers[i] != nullptr, "run: param '" + program_->params[i].name + "' (" +
-                                                program_->params[i].type.to_string() +
-                                                ") was never set");
+    check_params_set(program_->params, [&](size_t i) { return params_->buffers[i] != nullptr; });
     const Client& client = *program_->loaded->client();
     std::vector<std::unique_ptr<DeviceBuffer>> fed;  // this run's inputs, freed after it
     std::vector<capi::PJRT_Buffer*> args;
