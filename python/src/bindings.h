@@ -17,5 +17,7 @@ void bind_models(pybind11::module_& m);
 void bind_autodiff(pybind11::module_& m);
 /// train_demo and default_digits_path (train.cc); needs rlx_train.
 void bind_train(pybind11::module_& m);
+/// _op_cases_json: the op-case table for the Python parity suite (testing.cc).
+void bind_testing(pybind11::module_& m);
 
 }  // namespace rlx::py_bind

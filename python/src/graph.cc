@@ -1,13 +1,15 @@
 // Bindings of the IR: Graph (every builder of include/rlx/ir/graph.h, plus emit() for any op of
 // ops.def), Value with numpy-style operators and indexing, the op registry, and parse().
+#include "rlx/ir/graph.h"
+
 #include <pybind11/stl.h>
 
+#include <map>
 #include <sstream>
 
 #include "bindings.h"
 #include "convert.h"
 #include "rlx/ir/error.h"
-#include "rlx/ir/graph.h"
 
 namespace rlx::py_bind {
 
@@ -72,8 +74,8 @@ Ints axes_of(const Graph& g, Value x, const py::handle& axes) {
 // ---- numpy-style basic indexing: v[1:3, ::2], v[i], v[..., None], v[idx_value] (one integer
 // index tensor -> gather along its axis). Everything else is rejected as ambiguous.
 Value index_value(const GraphPtr& g, Value x, const py::handle& key) {
-  py::tuple items = py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key)
-                                                   : py::make_tuple(key);
+  py::tuple items =
+      py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key) : py::make_tuple(key);
   const Shape in = g->shape(x);
   auto describe = [&] {
     return "index " + py::repr(key).cast<std::string>() + " of " + g->type(x).to_string();
@@ -105,8 +107,8 @@ Value index_value(const GraphPtr& g, Value x, const py::handle& key) {
       for (size_t k = 0; k < static_cast<size_t>(rank) - consumed; ++k) layout.push_back(axis++);
     } else if (py::isinstance<py::slice>(it)) {
       py::ssize_t s = 0, e = 0, st = 0, len = 0;
-      if (!py::reinterpret_borrow<py::slice>(it).compute(static_cast<size_t>(in[axis]), &s, &e,
-                                                         &st, &len))
+      if (!py::reinterpret_borrow<py::slice>(it).compute(static_cast<size_t>(in[axis]), &s, &e, &st,
+                                                         &len))
         throw py::error_already_set();
       auto a = static_cast<size_t>(axis);
       if (st > 0) {
@@ -135,8 +137,10 @@ Value index_value(const GraphPtr& g, Value x, const py::handle& key) {
       check(!tensor_index, describe() + ": more than one index tensor is ambiguous");
       const auto& iv = it.cast<const PyValue&>();
       own(g, iv);  // checked before anything is emitted, so a failure leaves the graph as it was
-      check(is_integer(iv.type().dtype), describe() + ": an index tensor must have an integer "
-                                                      "dtype, got " + iv.type().to_string());
+      check(is_integer(iv.type().dtype), describe() +
+                                             ": an index tensor must have an integer "
+                                             "dtype, got " +
+                                             iv.type().to_string());
       tensor_index = {axis, iv};
       layout.push_back(-2);
       ++axis;
@@ -147,8 +151,9 @@ Value index_value(const GraphPtr& g, Value x, const py::handle& key) {
   }
   for (; axis < rank; ++axis) layout.push_back(axis);
   check(!(tensor_index && any_int),
-        describe() + ": mixing an index tensor with integer indices is ambiguous (numpy moves "
-                     "the indexed dims); index in two steps");
+        describe() +
+            ": mixing an index tensor with integer indices is ambiguous (numpy moves "
+            "the indexed dims); index in two steps");
   Value y = x;
   if (!reversed.empty()) y = g->reverse(y, reversed);
   bool full = true;
@@ -184,8 +189,12 @@ template <class F>
 void def_unary_table(py::class_<Graph, GraphPtr>& cls, F table) {
   for (auto& [name, fn] : table) {
     auto f = fn;
-    cls.def(name, [f](const GraphPtr& g, const PyValue& x) { return PyValue{g, ((*g).*f)(own(g, x))}; },
-            py::arg("x"));
+    cls.def(
+        name,
+        [f](const GraphPtr& g, const PyValue& x) {
+          return PyValue{g, ((*g).*f)(own(g, x))};
+        },
+        py::arg("x"));
   }
 }
 
@@ -195,29 +204,53 @@ using ReduceFn = Value (Graph::*)(Value, Ints, bool);
 
 // Every elementwise unary builder of graph.h, by its Python name.
 const std::vector<std::pair<const char*, UnaryFn>> kUnary = {
-    {"neg", &Graph::neg},         {"abs", &Graph::abs},
-    {"sign", &Graph::sign},       {"exp", &Graph::exp},
-    {"expm1", &Graph::expm1},     {"log", &Graph::log},
-    {"log1p", &Graph::log1p},     {"sqrt", &Graph::sqrt},
-    {"rsqrt", &Graph::rsqrt},     {"sin", &Graph::sin},
-    {"cos", &Graph::cos},         {"tan", &Graph::tan},
-    {"tanh", &Graph::tanh},       {"atan", &Graph::atan},
-    {"logistic", &Graph::logistic}, {"erf", &Graph::erf},
-    {"floor", &Graph::floor},     {"ceil", &Graph::ceil},
-    {"round", &Graph::round},     {"logical_not", &Graph::logical_not},
-    {"relu", &Graph::relu},       {"gelu", &Graph::gelu},
-    {"gelu_tanh", &Graph::gelu_tanh}, {"silu", &Graph::silu},
-    {"softplus", &Graph::softplus}, {"stop_gradient", &Graph::stop_gradient},
+    {"neg", &Graph::neg},
+    {"abs", &Graph::abs},
+    {"sign", &Graph::sign},
+    {"exp", &Graph::exp},
+    {"expm1", &Graph::expm1},
+    {"log", &Graph::log},
+    {"log1p", &Graph::log1p},
+    {"sqrt", &Graph::sqrt},
+    {"rsqrt", &Graph::rsqrt},
+    {"sin", &Graph::sin},
+    {"cos", &Graph::cos},
+    {"tan", &Graph::tan},
+    {"tanh", &Graph::tanh},
+    {"atan", &Graph::atan},
+    {"logistic", &Graph::logistic},
+    {"erf", &Graph::erf},
+    {"floor", &Graph::floor},
+    {"ceil", &Graph::ceil},
+    {"round", &Graph::round},
+    {"logical_not", &Graph::logical_not},
+    {"relu", &Graph::relu},
+    {"gelu", &Graph::gelu},
+    {"gelu_tanh", &Graph::gelu_tanh},
+    {"silu", &Graph::silu},
+    {"softplus", &Graph::softplus},
+    {"stop_gradient", &Graph::stop_gradient},
 };
 
 // Every elementwise binary builder (and matmul), by its Python name.
 const std::vector<std::pair<const char*, BinaryFn>> kBinary = {
-    {"add", &Graph::add},   {"sub", &Graph::sub},   {"mul", &Graph::mul},
-    {"div", &Graph::div},   {"pow", &Graph::pow},   {"max", &Graph::max},
-    {"min", &Graph::min},   {"rem", &Graph::rem},   {"logical_and", &Graph::logical_and},
-    {"logical_or", &Graph::logical_or}, {"logical_xor", &Graph::logical_xor},
-    {"eq", &Graph::eq},     {"ne", &Graph::ne},     {"lt", &Graph::lt},
-    {"le", &Graph::le},     {"gt", &Graph::gt},     {"ge", &Graph::ge},
+    {"add", &Graph::add},
+    {"sub", &Graph::sub},
+    {"mul", &Graph::mul},
+    {"div", &Graph::div},
+    {"pow", &Graph::pow},
+    {"max", &Graph::max},
+    {"min", &Graph::min},
+    {"rem", &Graph::rem},
+    {"logical_and", &Graph::logical_and},
+    {"logical_or", &Graph::logical_or},
+    {"logical_xor", &Graph::logical_xor},
+    {"eq", &Graph::eq},
+    {"ne", &Graph::ne},
+    {"lt", &Graph::lt},
+    {"le", &Graph::le},
+    {"gt", &Graph::gt},
+    {"ge", &Graph::ge},
     {"matmul", &Graph::matmul},
 };
 
@@ -230,14 +263,14 @@ const std::vector<std::pair<const char*, ReduceFn>> kReduce = {
 // Python operator -> builder, with the reflected form (operands swapped) where Python has one;
 // a comparison with the Value on the right is reflected by Python itself (a < v -> v > a).
 const std::vector<std::tuple<const char*, const char*, BinaryFn>> kOperators = {
-    {"__add__", "__radd__", &Graph::add},     {"__sub__", "__rsub__", &Graph::sub},
-    {"__mul__", "__rmul__", &Graph::mul},     {"__truediv__", "__rtruediv__", &Graph::div},
-    {"__pow__", "__rpow__", &Graph::pow},     {"__matmul__", "__rmatmul__", &Graph::matmul},
-    {"__mod__", "__rmod__", &Graph::rem},     {"__and__", "__rand__", &Graph::logical_and},
+    {"__add__", "__radd__", &Graph::add},      {"__sub__", "__rsub__", &Graph::sub},
+    {"__mul__", "__rmul__", &Graph::mul},      {"__truediv__", "__rtruediv__", &Graph::div},
+    {"__pow__", "__rpow__", &Graph::pow},      {"__matmul__", "__rmatmul__", &Graph::matmul},
+    {"__mod__", "__rmod__", &Graph::rem},      {"__and__", "__rand__", &Graph::logical_and},
     {"__or__", "__ror__", &Graph::logical_or}, {"__xor__", "__rxor__", &Graph::logical_xor},
-    {"__lt__", nullptr, &Graph::lt},          {"__le__", nullptr, &Graph::le},
-    {"__gt__", nullptr, &Graph::gt},          {"__ge__", nullptr, &Graph::ge},
-    {"__eq__", nullptr, &Graph::eq},          {"__ne__", nullptr, &Graph::ne},
+    {"__lt__", nullptr, &Graph::lt},           {"__le__", nullptr, &Graph::le},
+    {"__gt__", nullptr, &Graph::gt},           {"__ge__", nullptr, &Graph::ge},
+    {"__eq__", nullptr, &Graph::eq},           {"__ne__", nullptr, &Graph::ne},
 };
 
 std::vector<Value> values_of(const GraphPtr& g, const std::vector<PyValue>& vs) {
@@ -266,14 +299,13 @@ void bind_graph(py::module_& m) {
   py::class_<Graph, GraphPtr> graph(m, "Graph", "An SSA tensor graph and its builder.");
 
   value.def_property_readonly("shape", [](const PyValue& v) { return shape_tuple(v.type().shape); })
-      .def_property_readonly("dtype",
-                             [](const PyValue& v) { return std::string(dtype_name(v.type().dtype)); })
+      .def_property_readonly(
+          "dtype", [](const PyValue& v) { return std::string(dtype_name(v.type().dtype)); })
       .def_property_readonly("ndim", [](const PyValue& v) { return v.type().shape.rank(); })
       .def_property_readonly("graph", [](const PyValue& v) { return v.g; })
       .def_property_readonly("name", [](const PyValue& v) { return v.g->node(v.v).name; })
-      .def_property_readonly("op", [](const PyValue& v) {
-        return std::string(op_name(v.g->node(v.v).op));
-      })
+      .def_property_readonly(
+          "op", [](const PyValue& v) { return std::string(op_name(v.g->node(v.v).op)); })
       .def_property_readonly("index", [](const PyValue& v) { return v.v.index; })
       .def("__repr__",
            [](const PyValue& v) {
@@ -281,25 +313,40 @@ void bind_graph(py::module_& m) {
              if (v.g->node(v.v).results.size() > 1) s += "#" + std::to_string(v.v.index);
              return s + ": " + v.type().to_string() + ")";
            })
-      .def("__neg__", [](const PyValue& v) { return PyValue{v.g, v.g->neg(v.v)}; })
-      .def("__abs__", [](const PyValue& v) { return PyValue{v.g, v.g->abs(v.v)}; })
-      .def("__invert__", [](const PyValue& v) { return PyValue{v.g, v.g->logical_not(v.v)}; })
+      .def("__neg__",
+           [](const PyValue& v) {
+             return PyValue{v.g, v.g->neg(v.v)};
+           })
+      .def("__abs__",
+           [](const PyValue& v) {
+             return PyValue{v.g, v.g->abs(v.v)};
+           })
+      .def("__invert__",
+           [](const PyValue& v) {
+             return PyValue{v.g, v.g->logical_not(v.v)};
+           })
       .def("__bool__",
            [](const PyValue& v) -> bool {
              throw Error("the truth value of a graph Value (" + v.type().to_string() +
                          ") is unknown until the graph runs; use g.select / comparisons");
            })
-      .def("__getitem__", [](const PyValue& v, const py::object& key) {
-        return PyValue{v.g, index_value(v.g, v.v, key)};
-      })
-      .def("astype", [](const PyValue& v, const py::object& dt) {
-        return PyValue{v.g, v.g->convert(v.v, to_dtype(dt))};
-      }, py::arg("dtype"))
-      .def("reshape", [](const PyValue& v, const py::args& shape) {
-        Ints s = shape.size() == 1 && !py::isinstance<py::int_>(shape[0]) ? shape[0].cast<Ints>()
-                                                                         : shape.cast<Ints>();
-        return PyValue{v.g, v.g->reshape(v.v, s)};
-      })
+      .def("__getitem__",
+           [](const PyValue& v, const py::object& key) {
+             return PyValue{v.g, index_value(v.g, v.v, key)};
+           })
+      .def(
+          "astype",
+          [](const PyValue& v, const py::object& dt) {
+            return PyValue{v.g, v.g->convert(v.v, to_dtype(dt))};
+          },
+          py::arg("dtype"))
+      .def("reshape",
+           [](const PyValue& v, const py::args& shape) {
+             Ints s = shape.size() == 1 && !py::isinstance<py::int_>(shape[0])
+                          ? shape[0].cast<Ints>()
+                          : shape.cast<Ints>();
+             return PyValue{v.g, v.g->reshape(v.v, s)};
+           })
       .def_property_readonly("T", [](const PyValue& v) {
         Ints perm;
         for (int i = v.type().shape.rank() - 1; i >= 0; --i) perm.push_back(i);
@@ -324,48 +371,57 @@ void bind_graph(py::module_& m) {
       .def_property_readonly("name", &Graph::name)
       .def("__str__", &Graph::to_string)
       .def("to_string", &Graph::to_string)
-      .def("__repr__", [](const Graph& g) {
-        return "<rlx.Graph '" + g.name() + "' with " + std::to_string(g.nodes().size()) + " nodes>";
-      })
+      .def("__repr__",
+           [](const Graph& g) {
+             return "<rlx.Graph '" + g.name() + "' with " + std::to_string(g.nodes().size()) +
+                    " nodes>";
+           })
       .def("__len__", [](const Graph& g) { return g.nodes().size(); })
       .def("__eq__", [](const Graph& a, const Graph& b) { return a == b; })
       .def("__copy__", [](const Graph& g) { return Graph(g); })
       .def("copy", [](const Graph& g) { return Graph(g); })
       .def("verify", &Graph::verify)
       .def_static("parse", &Graph::parse, py::arg("text"))
-      .def("input",
-           [](const GraphPtr& g, std::string name, const Ints& shape, const py::object& dtype) {
-             return PyValue{g, g->input(std::move(name), to_dtype(dtype), Shape(shape))};
-           },
-           py::arg("name"), py::arg("shape"), py::arg("dtype") = "f32")
-      .def("param",
-           [](const GraphPtr& g, std::string name, const Ints& shape, const py::object& dtype) {
-             return PyValue{g, g->param(std::move(name), to_dtype(dtype), Shape(shape))};
-           },
-           py::arg("name"), py::arg("shape"), py::arg("dtype") = "f32")
-      .def("constant",
-           [](const GraphPtr& g, const py::object& value, const py::object& dtype,
-              std::string name) {
-             std::optional<DType> want;
-             if (!dtype.is_none()) want = to_dtype(dtype);
-             if (want && py::isinstance<py::array>(value))  // cast arrays explicitly asked to
-               return PyValue{g, g->constant(to_tensor(value.attr("astype")(numpy_dtype(*want)),
-                                                       want, "constant").clone(),
-                                             std::move(name))};
-             return PyValue{g, g->constant(to_tensor(value, want, "constant").clone(),
-                                           std::move(name))};
-           },
-           py::arg("value"), py::arg("dtype") = py::none(), py::arg("name") = "")
-      .def("scalar",
-           [](const GraphPtr& g, double v, const py::object& dtype) {
-             return PyValue{g, g->scalar(v, to_dtype(dtype))};
-           },
-           py::arg("value"), py::arg("dtype") = "f32")
-      .def("iota",
-           [](const GraphPtr& g, const Ints& shape, int64_t dimension, const py::object& dtype) {
-             return PyValue{g, g->iota(to_dtype(dtype), Shape(shape), dimension)};
-           },
-           py::arg("shape"), py::arg("dimension") = 0, py::arg("dtype") = "i32")
+      .def(
+          "input",
+          [](const GraphPtr& g, std::string name, const Ints& shape, const py::object& dtype) {
+            return PyValue{g, g->input(std::move(name), to_dtype(dtype), Shape(shape))};
+          },
+          py::arg("name"), py::arg("shape"), py::arg("dtype") = "f32")
+      .def(
+          "param",
+          [](const GraphPtr& g, std::string name, const Ints& shape, const py::object& dtype) {
+            return PyValue{g, g->param(std::move(name), to_dtype(dtype), Shape(shape))};
+          },
+          py::arg("name"), py::arg("shape"), py::arg("dtype") = "f32")
+      .def(
+          "constant",
+          [](const GraphPtr& g, const py::object& value, const py::object& dtype,
+             std::string name) {
+            std::optional<DType> want;
+            if (!dtype.is_none()) want = to_dtype(dtype);
+            if (want && py::isinstance<py::array>(value))  // cast arrays explicitly asked to
+              return PyValue{
+                  g,
+                  g->constant(
+                      to_tensor(value.attr("astype")(numpy_dtype(*want)), want, "constant").clone(),
+                      std::move(name))};
+            return PyValue{
+                g, g->constant(to_tensor(value, want, "constant").clone(), std::move(name))};
+          },
+          py::arg("value"), py::arg("dtype") = py::none(), py::arg("name") = "")
+      .def(
+          "scalar",
+          [](const GraphPtr& g, double v, const py::object& dtype) {
+            return PyValue{g, g->scalar(v, to_dtype(dtype))};
+          },
+          py::arg("value"), py::arg("dtype") = "f32")
+      .def(
+          "iota",
+          [](const GraphPtr& g, const Ints& shape, int64_t dimension, const py::object& dtype) {
+            return PyValue{g, g->iota(to_dtype(dtype), Shape(shape), dimension)};
+          },
+          py::arg("shape"), py::arg("dimension") = 0, py::arg("dtype") = "i32")
       .def("outputs",
            [](const GraphPtr& g, const py::args& vals) {
              std::vector<Value> outs;
@@ -384,302 +440,391 @@ void bind_graph(py::module_& m) {
              for (Value v : g->outputs()) out.push_back({g, v});
              return out;
            })
-      .def("value",
-           [](const GraphPtr& g, const std::string& name, int32_t index) {
-             int32_t id = g->find(name);
-             check(id >= 0, "graph '" + g->name() + "' has no node named '" + name + "'");
-             check(index >= 0 && static_cast<size_t>(index) < g->node(id).results.size(),
-                   "node '" + name + "' has no result " + std::to_string(index));
-             return PyValue{g, Value{id, index}};
-           },
-           py::arg("name"), py::arg("index") = 0)
-      .def("emit", &emit_any, py::arg("op"), py::arg("operands"),
-           py::arg("attrs") = py::dict(), py::arg("name") = "")
-      .def("leaky_relu",
-           [](const GraphPtr& g, const PyValue& x, double alpha) {
-             return PyValue{g, g->leaky_relu(own(g, x), alpha)};
-           },
-           py::arg("x"), py::arg("alpha") = 0.01)
-      .def("convert",
-           [](const GraphPtr& g, const PyValue& x, const py::object& dtype) {
-             return PyValue{g, g->convert(own(g, x), to_dtype(dtype))};
-           },
-           py::arg("x"), py::arg("dtype"))
-      .def("select",
-           [](const GraphPtr& g, const PyValue& p, const py::object& a, const py::object& b) {
-             Value pv = own(g, p);
-             Value av = py::isinstance<PyValue>(a) ? own(g, a.cast<PyValue>()) : Value{};
-             Value bv = py::isinstance<PyValue>(b) ? own(g, b.cast<PyValue>()) : Value{};
-             check(av.valid() || bv.valid(), "select: on_true or on_false must be a Value");
-             if (!av.valid()) av = operand(g, bv, a);
-             if (!bv.valid()) bv = operand(g, av, b);
-             return PyValue{g, g->select(pv, av, bv)};
-           },
-           py::arg("pred"), py::arg("on_true"), py::arg("on_false"))
-      .def("clamp",
-           [](const GraphPtr& g, const py::object& lo, const PyValue& x, const py::object& hi) {
-             Value xv = own(g, x);
-             return PyValue{g, g->clamp(operand(g, xv, lo), xv, operand(g, xv, hi))};
-           },
-           py::arg("lo"), py::arg("x"), py::arg("hi"))
-      .def("dot_general",
-           [](const GraphPtr& g, const PyValue& l, const PyValue& r, Ints lb, Ints rb, Ints lc,
-              Ints rc, const py::object& preferred) {
-             std::optional<DType> pref;
-             if (!preferred.is_none()) pref = to_dtype(preferred);
-             return PyValue{g, g->dot_general(own(g, l), own(g, r), lb, rb, lc, rc, pref)};
-           },
-           py::arg("lhs"), py::arg("rhs"), py::arg("lhs_batch"), py::arg("rhs_batch"),
-           py::arg("lhs_contract"), py::arg("rhs_contract"), py::arg("preferred") = py::none())
-      .def("argmax",
-           [](const GraphPtr& g, const PyValue& x, int64_t axis, bool keepdims,
-              const py::object& idt) {
-             return PyValue{g, g->argmax(own(g, x), axis, keepdims, to_dtype(idt))};
-           },
-           py::arg("x"), py::arg("axis"), py::arg("keepdims") = false,
-           py::arg("index_dtype") = "i32")
-      .def("argmin",
-           [](const GraphPtr& g, const PyValue& x, int64_t axis, bool keepdims,
-              const py::object& idt) {
-             return PyValue{g, g->argmin(own(g, x), axis, keepdims, to_dtype(idt))};
-           },
-           py::arg("x"), py::arg("axis"), py::arg("keepdims") = false,
-           py::arg("index_dtype") = "i32")
-      .def("cumsum",
-           [](const GraphPtr& g, const PyValue& x, int64_t axis, bool exclusive, bool reverse) {
-             return PyValue{g, g->cumsum(own(g, x), axis, exclusive, reverse)};
-           },
-           py::arg("x"), py::arg("axis"), py::arg("exclusive") = false,
-           py::arg("reverse") = false)
-      .def("reshape",
-           [](const GraphPtr& g, const PyValue& x, const Ints& s) {
-             return PyValue{g, g->reshape(own(g, x), s)};
-           },
-           py::arg("x"), py::arg("shape"))
-      .def("transpose",
-           [](const GraphPtr& g, const PyValue& x, const py::object& perm) {
-             Ints p;
-             if (perm.is_none()) {
-               for (int i = x.type().shape.rank() - 1; i >= 0; --i) p.push_back(i);
-             } else {
-               p = perm.cast<Ints>();
-             }
-             return PyValue{g, g->transpose(own(g, x), p)};
-           },
-           py::arg("x"), py::arg("permutation") = py::none())
-      .def("broadcast_in_dim",
-           [](const GraphPtr& g, const PyValue& x, const Ints& s, const Ints& bd) {
-             return PyValue{g, g->broadcast_in_dim(own(g, x), s, bd)};
-           },
-           py::arg("x"), py::arg("shape"), py::arg("broadcast_dimensions"))
-      .def("expand",
-           [](const GraphPtr& g, const PyValue& x, const Ints& s) {
-             return PyValue{g, g->expand(own(g, x), s)};
-           },
-           py::arg("x"), py::arg("shape"))
-      .def("slice",
-           [](const GraphPtr& g, const PyValue& x, const Ints& s, const Ints& l, const Ints& st) {
-             return PyValue{g, g->slice(own(g, x), s, l, st)};
-           },
-           py::arg("x"), py::arg("start"), py::arg("limit"), py::arg("strides") = Ints{})
-      .def("concatenate",
-           [](const GraphPtr& g, const std::vector<PyValue>& xs, int64_t d) {
-             return PyValue{g, g->concatenate(values_of(g, xs), d)};
-           },
-           py::arg("xs"), py::arg("dimension"))
-      .def("pad",
-           [](const GraphPtr& g, const PyValue& x, const py::object& pv, const Ints& lo,
-              const Ints& hi, const Ints& in) {
-             Value xv = own(g, x);
-             return PyValue{g, g->pad(xv, operand(g, xv, pv), lo, hi, in)};
-           },
-           py::arg("x"), py::arg("padding_value"), py::arg("low"), py::arg("high"),
-           py::arg("interior") = Ints{})
-      .def("gather",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& i, int64_t axis) {
-             return PyValue{g, g->gather(own(g, x), own(g, i), axis)};
-           },
-           py::arg("x"), py::arg("indices"), py::arg("axis") = 0)
-      .def("take_along_axis",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& i, int64_t axis) {
-             return PyValue{g, g->take_along_axis(own(g, x), own(g, i), axis)};
-           },
-           py::arg("x"), py::arg("indices"), py::arg("axis"))
-      .def("scatter_add",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& i, const PyValue& u,
-              int64_t axis) {
-             return PyValue{g, g->scatter_add(own(g, x), own(g, i), own(g, u), axis)};
-           },
-           py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("axis") = 0)
-      .def("reverse",
-           [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
-             return PyValue{g, g->reverse(own(g, x), axes_of(*g, x.v, axes))};
-           },
-           py::arg("x"), py::arg("axes"))
-      .def("squeeze",
-           [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
-             return PyValue{g, g->squeeze(own(g, x), axes_of(*g, x.v, axes))};
-           },
-           py::arg("x"), py::arg("axes"))
-      .def("expand_dims",
-           [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
-             check(!axes.is_none(), "expand_dims: axes are required");
-             return PyValue{g, g->expand_dims(own(g, x), axes_of(*g, x.v, axes))};
-           },
-           py::arg("x"), py::arg("axes"))
-      .def("softmax",
-           [](const GraphPtr& g, const PyValue& x, int64_t axis) {
-             return PyValue{g, g->softmax(own(g, x), axis)};
-           },
-           py::arg("x"), py::arg("axis") = -1)
-      .def("log_softmax",
-           [](const GraphPtr& g, const PyValue& x, int64_t axis) {
-             return PyValue{g, g->log_softmax(own(g, x), axis)};
-           },
-           py::arg("x"), py::arg("axis") = -1)
-      .def("layer_norm",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& s, const PyValue& b,
-              int64_t axis, double eps) {
-             return PyValue{g, g->layer_norm(own(g, x), own(g, s), own(g, b), axis, eps)};
-           },
-           py::arg("x"), py::arg("scale"), py::arg("bias"), py::arg("axis") = -1,
-           py::arg("eps") = 1e-5)
-      .def("rms_norm",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& s, int64_t axis, double eps) {
-             return PyValue{g, g->rms_norm(own(g, x), own(g, s), axis, eps)};
-           },
-           py::arg("x"), py::arg("scale"), py::arg("axis") = -1, py::arg("eps") = 1e-6)
-      .def("attention",
-           [](const GraphPtr& g, const PyValue& q, const PyValue& k, const PyValue& v,
-              std::string mask, std::optional<double> scale, int64_t window,
-              std::optional<PyValue> mask_tensor) {
-             Graph::AttentionOptions o{std::move(mask), scale, window};
-             std::optional<Value> mt;
-             if (mask_tensor) mt = own(g, *mask_tensor);
-             return PyValue{g, g->attention(own(g, q), own(g, k), own(g, v), o, mt)};
-           },
-           py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask") = "none",
-           py::arg("scale") = py::none(), py::arg("window") = 0,
-           py::arg("mask_tensor") = py::none())
-      .def("rope",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& c, const PyValue& s,
-              std::string layout) {
-             return PyValue{g, g->rope(own(g, x), own(g, c), own(g, s), std::move(layout))};
-           },
-           py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("layout") = "neox")
-      .def("conv",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& w, const Ints& st,
-              const Ints& lo, const Ints& hi, const Ints& dil, int64_t groups) {
-             return PyValue{g, g->conv(own(g, x), own(g, w), st, lo, hi, dil, groups)};
-           },
-           py::arg("x"), py::arg("w"), py::arg("strides") = Ints{}, py::arg("pad_low") = Ints{},
-           py::arg("pad_high") = Ints{}, py::arg("dilation") = Ints{}, py::arg("groups") = 1)
-      .def("max_pool",
-           [](const GraphPtr& g, const PyValue& x, const Ints& win, const Ints& st,
-              const Ints& lo, const Ints& hi) {
-             return PyValue{g, g->max_pool(own(g, x), win, st, lo, hi)};
-           },
-           py::arg("x"), py::arg("window"), py::arg("strides") = Ints{},
-           py::arg("pad_low") = Ints{}, py::arg("pad_high") = Ints{})
-      .def("avg_pool",
-           [](const GraphPtr& g, const PyValue& x, const Ints& win, const Ints& st,
-              const Ints& lo, const Ints& hi, bool cip) {
-             return PyValue{g, g->avg_pool(own(g, x), win, st, lo, hi, cip)};
-           },
-           py::arg("x"), py::arg("window"), py::arg("strides") = Ints{},
-           py::arg("pad_low") = Ints{}, py::arg("pad_high") = Ints{},
-           py::arg("count_include_pad") = true)
-      .def("top_k",
-           [](const GraphPtr& g, const PyValue& x, int64_t k) {
-             auto [v, i] = g->top_k(own(g, x), k);
-             return std::make_pair(PyValue{g, v}, PyValue{g, i});
-           },
-           py::arg("x"), py::arg("k"))
-      .def("softmax_cross_entropy",
-           [](const GraphPtr& g, const PyValue& lg, const PyValue& lb) {
-             return PyValue{g, g->softmax_cross_entropy(own(g, lg), own(g, lb))};
-           },
-           py::arg("logits"), py::arg("labels"))
-      .def("fused_matmul_bias_act",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& w, const PyValue& b,
-              std::string act) {
-             return PyValue{g, g->fused_matmul_bias_act(own(g, x), own(g, w), own(g, b),
-                                                        std::move(act))};
-           },
-           py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("activation") = "none")
-      .def("fused_residual_layer_norm",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& r, const PyValue& s,
-              const PyValue& b, int64_t axis, double eps) {
-             auto [y, h] = g->fused_residual_layer_norm(own(g, x), own(g, r), own(g, s),
-                                                        own(g, b), axis, eps);
-             return std::make_pair(PyValue{g, y}, PyValue{g, h});
-           },
-           py::arg("x"), py::arg("residual"), py::arg("scale"), py::arg("bias"),
-           py::arg("axis") = -1, py::arg("eps") = 1e-5)
-      .def("fused_residual_rms_norm",
-           [](const GraphPtr& g, const PyValue& x, const PyValue& r, const PyValue& s,
-              int64_t axis, double eps) {
-             auto [y, h] = g->fused_residual_rms_norm(own(g, x), own(g, r), own(g, s), axis, eps);
-             return std::make_pair(PyValue{g, y}, PyValue{g, h});
-           },
-           py::arg("x"), py::arg("residual"), py::arg("scale"), py::arg("axis") = -1,
-           py::arg("eps") = 1e-6)
-      .def("elementwise_region",
-           [](const GraphPtr& g, const std::vector<PyValue>& xs, const Graph& body) {
-             std::vector<PyValue> out;
-             for (Value v : g->elementwise_region(values_of(g, xs), body)) out.push_back({g, v});
-             return out;
-           },
-           py::arg("operands"), py::arg("body"));
+      .def(
+          "value",
+          [](const GraphPtr& g, const std::string& name, int32_t index) {
+            int32_t id = g->find(name);
+            check(id >= 0, "graph '" + g->name() + "' has no node named '" + name + "'");
+            check(index >= 0 && static_cast<size_t>(index) < g->node(id).results.size(),
+                  "node '" + name + "' has no result " + std::to_string(index));
+            return PyValue{g, Value{id, index}};
+          },
+          py::arg("name"), py::arg("index") = 0)
+      .def(
+          "nodes",
+          [](const Graph& g) {
+            py::list out;
+            for (const Node& n : g.nodes()) {
+              py::list operands, results;
+              for (Value v : n.operands) operands.append(py::make_tuple(g.node(v).name, v.index));
+              for (const TensorType& t : n.results)
+                results.append(
+                    py::make_tuple(std::string(dtype_name(t.dtype)), shape_tuple(t.shape)));
+              py::dict attrs;
+              for (const auto& [k, v] : n.attrs.entries()) attrs[py::str(k)] = from_attr(v);
+              py::dict d;
+              d["name"] = n.name;
+              d["op"] = std::string(op_name(n.op));
+              d["operands"] = operands;
+              d["attrs"] = attrs;
+              d["results"] = results;
+              out.append(d);
+            }
+            return out;
+          },
+          "The nodes in graph order: dicts with name, op, operands ((node name, result index) "
+          "pairs), attrs (name -> value; tensors as numpy arrays, graphs as rlx.Graph) and "
+          "results ((dtype, shape) pairs).")
+      .def("emit", &emit_any, py::arg("op"), py::arg("operands"), py::arg("attrs") = py::dict(),
+           py::arg("name") = "")
+      .def(
+          "leaky_relu",
+          [](const GraphPtr& g, const PyValue& x, double alpha) {
+            return PyValue{g, g->leaky_relu(own(g, x), alpha)};
+          },
+          py::arg("x"), py::arg("alpha") = 0.01)
+      .def(
+          "convert",
+          [](const GraphPtr& g, const PyValue& x, const py::object& dtype) {
+            return PyValue{g, g->convert(own(g, x), to_dtype(dtype))};
+          },
+          py::arg("x"), py::arg("dtype"))
+      .def(
+          "select",
+          [](const GraphPtr& g, const PyValue& p, const py::object& a, const py::object& b) {
+            Value pv = own(g, p);
+            Value av = py::isinstance<PyValue>(a) ? own(g, a.cast<PyValue>()) : Value{};
+            Value bv = py::isinstance<PyValue>(b) ? own(g, b.cast<PyValue>()) : Value{};
+            check(av.valid() || bv.valid(), "select: on_true or on_false must be a Value");
+            if (!av.valid()) av = operand(g, bv, a);
+            if (!bv.valid()) bv = operand(g, av, b);
+            return PyValue{g, g->select(pv, av, bv)};
+          },
+          py::arg("pred"), py::arg("on_true"), py::arg("on_false"))
+      .def(
+          "clamp",
+          [](const GraphPtr& g, const py::object& lo, const PyValue& x, const py::object& hi) {
+            Value xv = own(g, x);
+            return PyValue{g, g->clamp(operand(g, xv, lo), xv, operand(g, xv, hi))};
+          },
+          py::arg("lo"), py::arg("x"), py::arg("hi"))
+      .def(
+          "dot_general",
+          [](const GraphPtr& g, const PyValue& l, const PyValue& r, Ints lb, Ints rb, Ints lc,
+             Ints rc, const py::object& preferred) {
+            std::optional<DType> pref;
+            if (!preferred.is_none()) pref = to_dtype(preferred);
+            return PyValue{g, g->dot_general(own(g, l), own(g, r), lb, rb, lc, rc, pref)};
+          },
+          py::arg("lhs"), py::arg("rhs"), py::arg("lhs_batch"), py::arg("rhs_batch"),
+          py::arg("lhs_contract"), py::arg("rhs_contract"), py::arg("preferred") = py::none())
+      .def(
+          "argmax",
+          [](const GraphPtr& g, const PyValue& x, int64_t axis, bool keepdims,
+             const py::object& idt) {
+            return PyValue{g, g->argmax(own(g, x), axis, keepdims, to_dtype(idt))};
+          },
+          py::arg("x"), py::arg("axis"), py::arg("keepdims") = false,
+          py::arg("index_dtype") = "i32")
+      .def(
+          "argmin",
+          [](const GraphPtr& g, const PyValue& x, int64_t axis, bool keepdims,
+             const py::object& idt) {
+            return PyValue{g, g->argmin(own(g, x), axis, keepdims, to_dtype(idt))};
+          },
+          py::arg("x"), py::arg("axis"), py::arg("keepdims") = false,
+          py::arg("index_dtype") = "i32")
+      .def(
+          "cumsum",
+          [](const GraphPtr& g, const PyValue& x, int64_t axis, bool exclusive, bool reverse) {
+            return PyValue{g, g->cumsum(own(g, x), axis, exclusive, reverse)};
+          },
+          py::arg("x"), py::arg("axis"), py::arg("exclusive") = false, py::arg("reverse") = false)
+      .def(
+          "reshape",
+          [](const GraphPtr& g, const PyValue& x, const Ints& s) {
+            return PyValue{g, g->reshape(own(g, x), s)};
+          },
+          py::arg("x"), py::arg("shape"))
+      .def(
+          "transpose",
+          [](const GraphPtr& g, const PyValue& x, const py::object& perm) {
+            Ints p;
+            if (perm.is_none()) {
+              for (int i = x.type().shape.rank() - 1; i >= 0; --i) p.push_back(i);
+            } else {
+              p = perm.cast<Ints>();
+            }
+            return PyValue{g, g->transpose(own(g, x), p)};
+          },
+          py::arg("x"), py::arg("permutation") = py::none())
+      .def(
+          "broadcast_in_dim",
+          [](const GraphPtr& g, const PyValue& x, const Ints& s, const Ints& bd) {
+            return PyValue{g, g->broadcast_in_dim(own(g, x), s, bd)};
+          },
+          py::arg("x"), py::arg("shape"), py::arg("broadcast_dimensions"))
+      .def(
+          "expand",
+          [](const GraphPtr& g, const PyValue& x, const Ints& s) {
+            return PyValue{g, g->expand(own(g, x), s)};
+          },
+          py::arg("x"), py::arg("shape"))
+      .def(
+          "slice",
+          [](const GraphPtr& g, const PyValue& x, const Ints& s, const Ints& l, const Ints& st) {
+            return PyValue{g, g->slice(own(g, x), s, l, st)};
+          },
+          py::arg("x"), py::arg("start"), py::arg("limit"), py::arg("strides") = Ints{})
+      .def(
+          "concatenate",
+          [](const GraphPtr& g, const std::vector<PyValue>& xs, int64_t d) {
+            return PyValue{g, g->concatenate(values_of(g, xs), d)};
+          },
+          py::arg("xs"), py::arg("dimension"))
+      .def(
+          "pad",
+          [](const GraphPtr& g, const PyValue& x, const py::object& pv, const Ints& lo,
+             const Ints& hi, const Ints& in) {
+            Value xv = own(g, x);
+            return PyValue{g, g->pad(xv, operand(g, xv, pv), lo, hi, in)};
+          },
+          py::arg("x"), py::arg("padding_value"), py::arg("low"), py::arg("high"),
+          py::arg("interior") = Ints{})
+      .def(
+          "gather",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& i, int64_t axis) {
+            return PyValue{g, g->gather(own(g, x), own(g, i), axis)};
+          },
+          py::arg("x"), py::arg("indices"), py::arg("axis") = 0)
+      .def(
+          "take_along_axis",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& i, int64_t axis) {
+            return PyValue{g, g->take_along_axis(own(g, x), own(g, i), axis)};
+          },
+          py::arg("x"), py::arg("indices"), py::arg("axis"))
+      .def(
+          "scatter_add",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& i, const PyValue& u,
+             int64_t axis) {
+            return PyValue{g, g->scatter_add(own(g, x), own(g, i), own(g, u), axis)};
+          },
+          py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("axis") = 0)
+      .def(
+          "reverse",
+          [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
+            return PyValue{g, g->reverse(own(g, x), axes_of(*g, x.v, axes))};
+          },
+          py::arg("x"), py::arg("axes"))
+      .def(
+          "squeeze",
+          [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
+            return PyValue{g, g->squeeze(own(g, x), axes_of(*g, x.v, axes))};
+          },
+          py::arg("x"), py::arg("axes"))
+      .def(
+          "expand_dims",
+          [](const GraphPtr& g, const PyValue& x, const py::object& axes) {
+            check(!axes.is_none(), "expand_dims: axes are required");
+            return PyValue{g, g->expand_dims(own(g, x), axes_of(*g, x.v, axes))};
+          },
+          py::arg("x"), py::arg("axes"))
+      .def(
+          "softmax",
+          [](const GraphPtr& g, const PyValue& x, int64_t axis) {
+            return PyValue{g, g->softmax(own(g, x), axis)};
+          },
+          py::arg("x"), py::arg("axis") = -1)
+      .def(
+          "log_softmax",
+          [](const GraphPtr& g, const PyValue& x, int64_t axis) {
+            return PyValue{g, g->log_softmax(own(g, x), axis)};
+          },
+          py::arg("x"), py::arg("axis") = -1)
+      .def(
+          "layer_norm",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& s, const PyValue& b, int64_t axis,
+             double eps) {
+            return PyValue{g, g->layer_norm(own(g, x), own(g, s), own(g, b), axis, eps)};
+          },
+          py::arg("x"), py::arg("scale"), py::arg("bias"), py::arg("axis") = -1,
+          py::arg("eps") = 1e-5)
+      .def(
+          "rms_norm",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& s, int64_t axis, double eps) {
+            return PyValue{g, g->rms_norm(own(g, x), own(g, s), axis, eps)};
+          },
+          py::arg("x"), py::arg("scale"), py::arg("axis") = -1, py::arg("eps") = 1e-6)
+      .def(
+          "attention",
+          [](const GraphPtr& g, const PyValue& q, const PyValue& k, const PyValue& v,
+             std::string mask, std::optional<double> scale, int64_t window,
+             std::optional<PyValue> mask_tensor) {
+            Graph::AttentionOptions o{std::move(mask), scale, window};
+            std::optional<Value> mt;
+            if (mask_tensor) mt = own(g, *mask_tensor);
+            return PyValue{g, g->attention(own(g, q), own(g, k), own(g, v), o, mt)};
+          },
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask") = "none",
+          py::arg("scale") = py::none(), py::arg("window") = 0, py::arg("mask_tensor") = py::none())
+      .def(
+          "rope",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& c, const PyValue& s,
+             std::string layout) {
+            return PyValue{g, g->rope(own(g, x), own(g, c), own(g, s), std::move(layout))};
+          },
+          py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("layout") = "neox")
+      .def(
+          "conv",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& w, const Ints& st, const Ints& lo,
+             const Ints& hi, const Ints& dil, int64_t groups) {
+            return PyValue{g, g->conv(own(g, x), own(g, w), st, lo, hi, dil, groups)};
+          },
+          py::arg("x"), py::arg("w"), py::arg("strides") = Ints{}, py::arg("pad_low") = Ints{},
+          py::arg("pad_high") = Ints{}, py::arg("dilation") = Ints{}, py::arg("groups") = 1)
+      .def(
+          "max_pool",
+          [](const GraphPtr& g, const PyValue& x, const Ints& win, const Ints& st, const Ints& lo,
+             const Ints& hi) {
+            return PyValue{g, g->max_pool(own(g, x), win, st, lo, hi)};
+          },
+          py::arg("x"), py::arg("window"), py::arg("strides") = Ints{}, py::arg("pad_low") = Ints{},
+          py::arg("pad_high") = Ints{})
+      .def(
+          "avg_pool",
+          [](const GraphPtr& g, const PyValue& x, const Ints& win, const Ints& st, const Ints& lo,
+             const Ints& hi, bool cip) {
+            return PyValue{g, g->avg_pool(own(g, x), win, st, lo, hi, cip)};
+          },
+          py::arg("x"), py::arg("window"), py::arg("strides") = Ints{}, py::arg("pad_low") = Ints{},
+          py::arg("pad_high") = Ints{}, py::arg("count_include_pad") = true)
+      .def(
+          "top_k",
+          [](const GraphPtr& g, const PyValue& x, int64_t k) {
+            auto [v, i] = g->top_k(own(g, x), k);
+            return std::make_pair(PyValue{g, v}, PyValue{g, i});
+          },
+          py::arg("x"), py::arg("k"))
+      .def(
+          "softmax_cross_entropy",
+          [](const GraphPtr& g, const PyValue& lg, const PyValue& lb) {
+            return PyValue{g, g->softmax_cross_entropy(own(g, lg), own(g, lb))};
+          },
+          py::arg("logits"), py::arg("labels"))
+      .def(
+          "fused_matmul_bias_act",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& w, const PyValue& b,
+             std::string act) {
+            return PyValue{
+                g, g->fused_matmul_bias_act(own(g, x), own(g, w), own(g, b), std::move(act))};
+          },
+          py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("activation") = "none")
+      .def(
+          "fused_residual_layer_norm",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& r, const PyValue& s,
+             const PyValue& b, int64_t axis, double eps) {
+            auto [y, h] =
+                g->fused_residual_layer_norm(own(g, x), own(g, r), own(g, s), own(g, b), axis, eps);
+            return std::make_pair(PyValue{g, y}, PyValue{g, h});
+          },
+          py::arg("x"), py::arg("residual"), py::arg("scale"), py::arg("bias"),
+          py::arg("axis") = -1, py::arg("eps") = 1e-5)
+      .def(
+          "fused_residual_rms_norm",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& r, const PyValue& s, int64_t axis,
+             double eps) {
+            auto [y, h] = g->fused_residual_rms_norm(own(g, x), own(g, r), own(g, s), axis, eps);
+            return std::make_pair(PyValue{g, y}, PyValue{g, h});
+          },
+          py::arg("x"), py::arg("residual"), py::arg("scale"), py::arg("axis") = -1,
+          py::arg("eps") = 1e-6)
+      .def(
+          "elementwise_region",
+          [](const GraphPtr& g, const std::vector<PyValue>& xs, const Graph& body) {
+            std::vector<PyValue> out;
+            for (Value v : g->elementwise_region(values_of(g, xs), body)) out.push_back({g, v});
+            return out;
+          },
+          py::arg("operands"), py::arg("body"));
   def_unary_table(graph, kUnary);
   for (const auto& [name, fn] : kBinary) {
     auto f = fn;
-    graph.def(name,
-              [f](const GraphPtr& g, const py::object& x, const py::object& y) {
-                // either side may be a scalar / array as long as the other is a Value
-                if (py::isinstance<PyValue>(x)) {
-                  Value xv = own(g, x.cast<const PyValue&>());
-                  return PyValue{g, ((*g).*f)(xv, operand(g, xv, y))};
-                }
-                check(py::isinstance<PyValue>(y), "binary op: one operand must be a Value");
-                Value yv = own(g, y.cast<const PyValue&>());
-                return PyValue{g, ((*g).*f)(operand(g, yv, x), yv)};
-              },
-              py::arg("x"), py::arg("y"));
+    graph.def(
+        name,
+        [f](const GraphPtr& g, const py::object& x, const py::object& y) {
+          // either side may be a scalar / array as long as the other is a Value
+          if (py::isinstance<PyValue>(x)) {
+            Value xv = own(g, x.cast<const PyValue&>());
+            return PyValue{g, ((*g).*f)(xv, operand(g, xv, y))};
+          }
+          check(py::isinstance<PyValue>(y), "binary op: one operand must be a Value");
+          Value yv = own(g, y.cast<const PyValue&>());
+          return PyValue{g, ((*g).*f)(operand(g, yv, x), yv)};
+        },
+        py::arg("x"), py::arg("y"));
   }
   for (const auto& [name, fn] : kReduce) {
     auto f = fn;
-    graph.def(name,
-              [f](const GraphPtr& g, const PyValue& x, const py::object& axes, bool keepdims) {
-                return PyValue{g, ((*g).*f)(own(g, x), axes_of(*g, x.v, axes), keepdims)};
-              },
-              py::arg("x"), py::arg("axes") = py::none(), py::arg("keepdims") = false);
+    graph.def(
+        name,
+        [f](const GraphPtr& g, const PyValue& x, const py::object& axes, bool keepdims) {
+          return PyValue{g, ((*g).*f)(own(g, x), axes_of(*g, x.v, axes), keepdims)};
+        },
+        py::arg("x"), py::arg("axes") = py::none(), py::arg("keepdims") = false);
   }
 
   m.def("parse", &Graph::parse, py::arg("text"), "Parses the text IR (docs/ir.md) into a Graph.");
-  m.def("ops", [] {
-    py::list out;
-    for (int i = 0; i < kNumOps; ++i) {
-      const OpInfo& info = op_info(static_cast<OpKind>(i));
-      py::dict attrs;
-      for (const auto& a : info.attrs) {
-        attrs[py::str(a.name)] = py::make_tuple(std::string(attr_type_name(a.type)),
-                                                a.presence == AttrPresence::Required
-                                                    ? py::object(py::none())
-                                                    : from_attr(a.default_value));
-      }
-      py::dict d;
-      d["name"] = std::string(info.name);
-      d["num_operands"] = info.num_operands;
-      d["num_results"] = info.num_results;
-      d["composite"] = info.has(kComposite);
-      d["elementwise"] = info.has(kElementwise);
-      d["doc"] = std::string(info.doc);
-      d["attrs"] = attrs;
-      out.append(d);
-    }
-    return out;
-  }, "Every op of ops.def: name, arity, traits, doc and attribute schema (type, default).");
+  // The Python layer's per-op table: the Graph method that builds each op. The method is the
+  // op's mnemonic except where the mnemonic is a Python keyword or clashes with jax.numpy's
+  // name of the op; an op is listed only when the method exists, so a missing builder shows up
+  // as a hole in the coverage matrix (tests/ops/coverage_test.cc).
+  m.def(
+      "builder_methods",
+      [graph] {
+        static const std::map<OpKind, const char*> kRenamed = {{OpKind::Not, "logical_not"},
+                                                               {OpKind::And, "logical_and"},
+                                                               {OpKind::Or, "logical_or"},
+                                                               {OpKind::Xor, "logical_xor"}};
+        py::dict out;
+        for (int i = 0; i < kNumOps; ++i) {
+          auto op = static_cast<OpKind>(i);
+          auto it = kRenamed.find(op);
+          std::string method = it != kRenamed.end() ? it->second : std::string(op_name(op));
+          if (py::hasattr(graph, method.c_str())) out[py::str(std::string(op_name(op)))] = method;
+        }
+        return out;
+      },
+      "op mnemonic -> the rlx.Graph method that builds it, for every op that has one.");
+  m.def(
+      "ops",
+      [] {
+        py::list out;
+        for (int i = 0; i < kNumOps; ++i) {
+          const OpInfo& info = op_info(static_cast<OpKind>(i));
+          py::dict attrs;
+          for (const auto& a : info.attrs) {
+            attrs[py::str(a.name)] =
+                py::make_tuple(std::string(attr_type_name(a.type)),
+                               a.presence == AttrPresence::Required ? py::object(py::none())
+                                                                    : from_attr(a.default_value));
+          }
+          py::dict d;
+          d["name"] = std::string(info.name);
+          d["num_operands"] = info.num_operands;
+          d["num_results"] = info.num_results;
+          d["composite"] = info.has(kComposite);
+          d["elementwise"] = info.has(kElementwise);
+          py::list dtypes;
+          for (DType t : info.dtypes.dtypes()) dtypes.append(std::string(dtype_name(t)));
+          d["dtypes"] = dtypes;
+          d["doc"] = std::string(info.doc);
+          d["attrs"] = attrs;
+          out.append(d);
+        }
+        return out;
+      },
+      "Every op of ops.def: name, arity, traits, accepted dtypes, doc and attribute schema "
+      "(type, default).");
 }
 
 }  // namespace rlx::py_bind

@@ -1,6 +1,7 @@
-"""Shared parity harness: tolerances (the one place they are stated), seeded inputs, and a
-runner that checks one graph on rlx's reference evaluator and on the CPU backend (full
-pipeline) against a JAX/NumPy reference.
+"""Shared parity harness: tolerances (the one place they are stated), seeded inputs, and
+runners that check a graph on rlx's reference evaluator and on the CPU backend (full pipeline)
+against a JAX/NumPy reference: run_op_case for the cases of the op-case table (exported from
+the C++ tests/ops/op_case.h), run_case for graphs built here with the Python builder.
 
 Reference dtype policy: for f16/bf16 cases the reference is computed by JAX on the inputs
 upcast to f32 and the result is rounded to the low dtype once (``upcast=True``, the default).
@@ -142,6 +143,41 @@ def rng_for(case_id: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(case_id.encode()))
 
 
+def leaf_values(leaf: dict, case_id: str) -> np.ndarray:
+    """Seeded values of one leaf of an exported op case (tests/ops/op_case.h): floats uniform in
+    [lo, hi) (floored when integral), integers in [ilo, ihi] clipped to the dtype, bools 50/50,
+    then the special values every 5th ("all") or 41st ("nonfinite") element; or the leaf's
+    fixed values. Drawn with NumPy, independently of the C++ suites' generator."""
+    dt, shape = leaf["dtype"], tuple(leaf["shape"])
+    if leaf["fixed"]:
+        return np.asarray(leaf["fixed"], np.float64).reshape(shape).astype(NP[dt])
+    rng = rng_for(case_id + "/" + leaf["name"])
+    if dt == "bool":
+        return rng.random(shape) < 0.5
+    if dt in FLOATS:
+        x = rng.uniform(leaf["lo"], leaf["hi"], shape)
+        if leaf["integral"]:
+            x = np.floor(x)
+    else:
+        info = np.iinfo(NP[dt])
+        lo, hi = max(leaf["ilo"], info.min), min(leaf["ihi"], info.max)
+        x = rng.integers(lo, hi, shape, endpoint=True)
+    flat = np.array(x, np.float64 if dt in FLOATS else np.int64).reshape(-1)
+    if leaf["specials"] != "none" and flat.size:
+        every = 41 if leaf["specials"] == "nonfinite" else 5
+        if dt in FLOATS:
+            vals = [np.nan, np.inf, -np.inf, -0.0, 0.0]
+            if leaf["specials"] == "all":
+                vals += [1e30, -1e-30, 65504.0]
+        else:
+            info = np.iinfo(NP[dt])
+            vals = [info.min, info.max, 0, -1, 1] if info.min < 0 else [info.max, 0, 1, 128]
+        for k, i in enumerate(range(0, flat.size, every)):
+            flat[i] = vals[k % len(vals)]
+    with np.errstate(over="ignore"):
+        return flat.reshape(shape).astype(NP[dt])
+
+
 # ---- Running and comparing
 
 SESSION = rlx.Session()
@@ -229,3 +265,33 @@ def run_case(op: str, build: Callable, ref: Callable, args: Sequence[Arg], case_
         got = got if isinstance(got, list) else [got]
         for i, (r, w, d) in enumerate(zip(got, want, out_dtypes)):
             assert_close(r, w, d, op, f"{case_id} [{backend}] output {i}")
+
+
+def run_op_case(entry: dict, interpret) -> None:
+    """Checks one exported op case (its graph in one dtype) on rlx's reference evaluator and on
+    the CPU backend against `interpret` (jax_refs.interpret: the graph run op by op on the JAX
+    references), output by output, with the tolerance of the case's op."""
+    case_id = entry["name"] + "@" + entry["dtype"]
+    g = rlx.parse(entry["ir"])
+    leaves = {l["name"]: leaf_values(l, case_id) for l in entry["leaves"]}
+    params = {l["name"] for l in entry["leaves"] if l["param"]}
+    inputs = {k: v for k, v in leaves.items() if k not in params}
+    pvals = {k: v for k, v in leaves.items() if k in params}
+    want = interpret(g, leaves)
+    out_types = [v.dtype for v in g.output_values()]
+    op = entry["op"]
+    got = rlx.evaluate(g, inputs, pvals)
+    got = got if isinstance(got, list) else [got]
+    for i, (r, w, d) in enumerate(zip(got, want, out_types)):
+        assert_close(r, w, d, op, f"{case_id} [evaluate] output {i}")
+    exe = SESSION.compile(g)
+    # A node may run on the reference kernel only for a reason the CPU kernel table declares.
+    assert "UNDECLARED" not in exe.kernel_report(), exe.kernel_report()
+    for name in _fallback_names(exe):
+        FALLBACKS.add((name, entry["dtype"]))
+    for k, v in pvals.items():
+        exe.set_param(k, v)
+    got = exe.run(inputs)
+    got = got if isinstance(got, list) else [got]
+    for i, (r, w, d) in enumerate(zip(got, want, out_types)):
+        assert_close(r, w, d, op, f"{case_id} [cpu] output {i}")

@@ -14,9 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jax_refs
 import rlx
 from harness import SESSION, Arg, assert_close, make, rng_for
-from test_parity import attention_ref, conv_ref
+
+
+def conv_attrs(strides, lo, hi, dilation, groups):
+    return {"strides": strides, "pad_low": lo, "pad_high": hi, "dilation": dilation,
+            "groups": groups}
 
 
 def run_cpu(g: rlx.Graph, feeds: dict) -> list:
@@ -88,10 +93,10 @@ GRAD_CASES = [
     ("rms_norm", lambda g, x, s: g.rms_norm(x, s),
      lambda x, s: x / jnp.sqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * s, [Arg((4, 8)), Arg((8,))]),
     ("attention", lambda g, q, k, v: g.attention(q, k, v, "causal"),
-     lambda q, k, v: attention_ref("causal")(q, k, v),
+     lambda q, k, v: jax_refs.attention({"mask": "causal", "window": 0}, q, k, v),
      [Arg((1, 2, 3, 4)), Arg((1, 2, 5, 4)), Arg((1, 2, 5, 4))]),
     ("conv", lambda g, x, w: g.conv(x, w, [2, 1], [1, 0], [1, 2], [1, 1], 2),
-     conv_ref([2, 1], [1, 0], [1, 2], [1, 1], 2), [Arg((2, 4, 6, 5)), Arg((4, 2, 3, 2))]),
+     lambda x, w: jax_refs.conv(conv_attrs([2, 1], [1, 0], [1, 2], [1, 1], 2), x, w), [Arg((2, 4, 6, 5)), Arg((4, 2, 3, 2))]),
     ("gather", lambda g, x, i: g.gather(x, i, 0), lambda x, i: jnp.take(x, i, axis=0),
      [Arg((5, 3)), Arg((4,), "i32", value=[4, 0, 2, 0])]),
     ("cumsum", lambda g, x: g.cumsum(x, 1), lambda x: jnp.cumsum(x, 1), [Arg((3, 5))]),
@@ -202,10 +207,10 @@ FWD_CASES = [
      lambda x, w: jnp.mean(-jax.nn.log_softmax(x @ w)), "log_softmax"),
     ("layer_norm", _norm, [Arg((3, 6)), Arg((6,))], lambda x, s: jnp.sum(_ln_ref(x, s) ** 2), "layer_norm"),
     ("attention", _attn, [Arg((1, 2, 3, 4)), Arg((1, 2, 3, 4))],
-     lambda q, k: jnp.sum(attention_ref("causal")(q, k, k) ** 2), "attention"),
+     lambda q, k: jnp.sum(jax_refs.attention({"mask": "causal", "window": 0}, q, k, k) ** 2), "attention"),
     ("cumsum", _cum, [Arg((4, 3))], lambda x: jnp.sum(jnp.cumsum(jnp.tanh(x), 0) ** 3), "cumsum"),
     ("conv", _conv, [Arg((1, 2, 5, 5)), Arg((3, 2, 3, 3))],
-     lambda x, w: jnp.sum(jax.nn.sigmoid(conv_ref([1, 1], [0, 0], [0, 0], [1, 1], 1)(x, w))), "conv"),
+     lambda x, w: jnp.sum(jax.nn.sigmoid(jax_refs.conv(conv_attrs([1, 1], [0, 0], [0, 0], [1, 1], 1), x, w))), "conv"),
 ]
 
 

@@ -2,11 +2,10 @@
 // vjp on top of it.
 #include "rlx/autodiff/grad.h"
 
-#include <array>
-#include <mutex>
 #include <set>
 
 #include "rlx/ir/error.h"
+#include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rules.h"
@@ -15,21 +14,15 @@ namespace rlx::autodiff {
 namespace detail {
 namespace {
 
-std::array<VjpFn, kNumOps>& table() {
-  static std::array<VjpFn, kNumOps> t{};
-  return t;
-}
-
-const std::array<VjpFn, kNumOps>& rules() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+OpTable<VjpFn>& rules() {
+  static OpTable<VjpFn> t("vjp rule table", [](OpTable<VjpFn>&) {
     register_vjp_elementwise();
     register_vjp_linalg();
     register_vjp_reduce();
     register_vjp_shape();
     register_vjp_nn();
   });
-  return table();
+  return t;
 }
 
 // The explicit list of ops whose cotangent is zero (JAX gives these zero or integer-valued
@@ -43,8 +36,11 @@ constexpr OpKind kNonDifferentiable[] = {
 
 }  // namespace
 
-void set_vjp(OpKind op, VjpFn fn) { table()[static_cast<size_t>(op)] = fn; }
-VjpFn vjp_rule(OpKind op) { return rules()[static_cast<size_t>(op)]; }
+void set_vjp(OpKind op, VjpFn fn) { rules().set(op, fn); }
+VjpFn vjp_rule(OpKind op) {
+  const VjpFn* fn = rules().find(op);
+  return fn ? *fn : nullptr;
+}
 bool is_non_differentiable(OpKind op) {
   for (OpKind k : kNonDifferentiable)
     if (k == op) return true;

@@ -2,11 +2,10 @@
 // node), argument checking and the movement of batch axes at inputs and outputs.
 #include "rlx/autodiff/vmap.h"
 
-#include <array>
-#include <mutex>
 #include <numeric>
 
 #include "rlx/ir/error.h"
+#include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "vmap_rules.h"
@@ -15,25 +14,22 @@ namespace rlx::autodiff {
 namespace vmap_detail {
 namespace {
 
-std::array<BatchFn, kNumOps>& table() {
-  static std::array<BatchFn, kNumOps> t{};
-  return t;
-}
-
-const std::array<BatchFn, kNumOps>& rules() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+OpTable<BatchFn>& rules() {
+  static OpTable<BatchFn> t("vmap batching rule table", [](OpTable<BatchFn>&) {
     register_batch_elementwise();
     register_batch_shape();
     register_batch_nn();
   });
-  return table();
+  return t;
 }
 
 }  // namespace
 
-void set_batch_rule(OpKind op, BatchFn fn) { table()[static_cast<size_t>(op)] = fn; }
-BatchFn batch_rule(OpKind op) { return rules()[static_cast<size_t>(op)]; }
+void set_batch_rule(OpKind op, BatchFn fn) { rules().set(op, fn); }
+BatchFn batch_rule(OpKind op) {
+  const BatchFn* fn = rules().find(op);
+  return fn ? *fn : nullptr;
+}
 
 Value broadcast_batch(Graph& g, Value v, int64_t size) {
   std::vector<int64_t> shape = g.shape(v).dims();

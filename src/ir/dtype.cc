@@ -58,6 +58,28 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<DType> DTypeSet::dtypes() const {
+  std::vector<DType> out;
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (contains(static_cast<DType>(i))) out.push_back(static_cast<DType>(i));
+  return out;
+}
+
+std::string DTypeSet::to_string() const {
+  std::string s;
+  for (DType t : dtypes()) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return s;
+}
+
+std::string describe_dtypes(DTypeSet s) {
+  if (s == kFloatDTypes) return "a float type (f32, f16, bf16, f64)";
+  if (s == kNumericDTypes) return "a float or integer type (not bool)";
+  if (s == kIntOrBoolDTypes) return "bool or an integer type";
+  if (s == kIntegerDTypes) return "an integer type (i8, u8, i32, i64)";
+  if (s == kAnyDTypes) return "any type";
+  return "one of " + s.to_string();
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   if (a == DType::bool_) return b;

@@ -25,6 +25,11 @@ void check_name(std::string_view name) {
 
 Graph::Graph(std::string name) : name_(std::move(name)) { check_name(name_); }
 
+DType Graph::class_dtype(const Node& n) const {
+  if (n.operands.empty()) return n.results[0].dtype;
+  return dtype(n.operands[n.op == OpKind::Select ? 1 : 0]);
+}
+
 const TensorType& Graph::type(Value v) const {
   // Called for every dtype()/shape() query: messages are built only on failure.
   if (v.node < 0 || static_cast<size_t>(v.node) >= nodes_.size())

@@ -1,28 +1,28 @@
 // The op registry: the dense table built from ops.def and the families' register_*_ops().
 #include "rlx/ir/op.h"
 
-#include <array>
-#include <mutex>
-
 #include "ops/registry.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/op_table.h"
 
 namespace rlx {
 namespace {
 
-std::array<OpInfo, kNumOps>& table() {
-  static std::array<OpInfo, kNumOps> t = {{
-#define RLX_OP(kind, mnemonic, n_in, n_out, traits, doc) \
-  OpInfo{OpKind::kind, mnemonic, n_in, n_out, static_cast<uint32_t>(traits), doc, {}, nullptr},
+// The registry: every entry from ops.def, then each family's attribute schema and inference.
+OpTable<OpInfo>& registry() {
+  static OpTable<OpInfo> t("op registry", [](OpTable<OpInfo>& table) {
+#define RLX_OP(kind, mnemonic, n_in, n_out, traits, dtypes, doc) \
+  table.set(OpKind::kind, OpInfo{OpKind::kind,                   \
+                                 mnemonic,                       \
+                                 n_in,                           \
+                                 n_out,                          \
+                                 static_cast<uint32_t>(traits),  \
+                                 dtypes,                         \
+                                 doc,                            \
+                                 {},                             \
+                                 nullptr});
 #include "rlx/ir/ops.def"
 #undef RLX_OP
-  }};
-  return t;
-}
-
-const std::array<OpInfo, kNumOps>& registry() {
-  static std::once_flag once;
-  std::call_once(once, [] {
     detail::register_leaf_ops();
     detail::register_elementwise_ops();
     detail::register_linalg_ops();
@@ -32,7 +32,7 @@ const std::array<OpInfo, kNumOps>& registry() {
     detail::register_conv_ops();
     detail::register_fused_ops();
   });
-  return table();
+  return t;
 }
 
 std::string operand_list(std::span<const TensorType> ts) {
@@ -44,7 +44,7 @@ std::string operand_list(std::span<const TensorType> ts) {
 }  // namespace
 
 namespace detail {
-OpInfo& mutable_op_info(OpKind kind) { return table()[static_cast<size_t>(kind)]; }
+OpInfo& mutable_op_info(OpKind kind) { return registry().entry(kind); }
 void define_op(OpKind kind, std::vector<AttrSpec> attrs, InferFn infer) {
   OpInfo& info = mutable_op_info(kind);
   info.attrs = std::move(attrs);
@@ -52,11 +52,11 @@ void define_op(OpKind kind, std::vector<AttrSpec> attrs, InferFn infer) {
 }
 }  // namespace detail
 
-const OpInfo& op_info(OpKind kind) { return registry()[static_cast<size_t>(kind)]; }
+const OpInfo& op_info(OpKind kind) { return registry().at(kind); }
 
 std::optional<OpKind> op_from_name(std::string_view name) {
-  for (const OpInfo& info : registry())
-    if (info.name == name) return info.kind;
+  for (int i = 0; i < kNumOps; ++i)
+    if (kOpMnemonics[i] == name) return static_cast<OpKind>(i);
   return std::nullopt;
 }
 
@@ -69,6 +69,11 @@ const AttrSpec* OpInfo::find_attr(std::string_view n) const {
 void InferContext::fail(const std::string& what) const {
   throw Error("op '" + std::string(op.name) + "' (node %" + std::string(node) + "): " + what +
               "; operand types: " + operand_list(operands));
+}
+
+void InferContext::require_op_dtype(DType t, const std::string& what) const {
+  if (!op.dtypes.contains(t))
+    fail(what + " must be " + describe_dtypes(op.dtypes) + ", got " + std::string(dtype_name(t)));
 }
 
 void validate_attrs(const OpInfo& op, std::string_view node, AttrMap& attrs) {

@@ -1,11 +1,10 @@
-// The op coverage table printed by `rlx ops` and published as docs/ops.md.
+// The op reference table printed by `rlx ops` and published in docs/ops.md.
 #include "rlx/opt/coverage.h"
 
 #include <cstdio>
 
-#include "rlx/ir/evaluator.h"
+#include "rlx/ir/op.h"
 #include "rlx/ir/text_util.h"
-#include "rlx/opt/decompose.h"
 
 namespace rlx {
 namespace {
@@ -49,31 +48,23 @@ std::string attrs_text(const OpInfo& info) {
 
 std::string op_coverage_table(bool markdown) {
   std::string out;
-  char line[512];
+  char line[768];
   if (markdown) {
-    out += "| op | operands | results | infer | eval | decompose | attributes |\n";
-    out += "|---|---|---|---|---|---|---|\n";
+    out += "| op | operands | results | dtypes | attributes |\n";
+    out += "|---|---|---|---|---|\n";
   } else {
-    std::snprintf(line, sizeof line, "%-26s %-8s %-7s %-5s %-4s %-9s %s\n", "op", "operands",
-                  "results", "infer", "eval", "decompose", "attributes");
+    std::snprintf(line, sizeof line, "%-26s %-8s %-7s %-40s %s\n", "op", "operands", "results",
+                  "dtypes", "attributes");
     out += line;
   }
   for (int i = 0; i < kNumOps; ++i) {
     const OpInfo& info = op_info(static_cast<OpKind>(i));
-    bool leaf = info.kind == OpKind::Input || info.kind == OpKind::Param;
     auto arity = [](int n) { return n < 0 ? std::string("var") : std::to_string(n); };
-    const char* infer = leaf ? "decl" : info.infer ? "yes" : "NO";
-    const char* eval = leaf ? "feed" : has_evaluator(info.kind) ? "yes" : "NO";
-    const char* dec = info.has(kComposite) ? (has_decomposition(info.kind) ? "yes" : "NO") : "-";
-    std::string attrs = attrs_text(info);
-    if (markdown)
-      std::snprintf(line, sizeof line, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
-                    std::string(info.name).c_str(), arity(info.num_operands).c_str(),
-                    arity(info.num_results).c_str(), infer, eval, dec, attrs.c_str());
-    else
-      std::snprintf(line, sizeof line, "%-26s %-8s %-7s %-5s %-4s %-9s %s\n",
-                    std::string(info.name).c_str(), arity(info.num_operands).c_str(),
-                    arity(info.num_results).c_str(), infer, eval, dec, attrs.c_str());
+    std::string attrs = attrs_text(info), dtypes = info.dtypes.to_string();
+    const char* fmt = markdown ? "| `%s` | %s | %s | %s | %s |\n" : "%-26s %-8s %-7s %-40s %s\n";
+    std::snprintf(line, sizeof line, fmt, std::string(info.name).c_str(),
+                  arity(info.num_operands).c_str(), arity(info.num_results).c_str(), dtypes.c_str(),
+                  attrs.c_str());
     out += line;
   }
   return out;

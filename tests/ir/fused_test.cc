@@ -144,7 +144,9 @@ TEST(FusedMatMulBiasAct, Errors) {
   Value wi = g.input("wi", DType::i32, {4, 5});
   Value bi = g.input("bi", DType::i32, {5});
   e = error_of([&] { g.fused_matmul_bias_act(xi, wi, bi); });
-  EXPECT_NE(e.find("operands must be float, got i32"), std::string::npos) << e;
+  EXPECT_NE(e.find("operands must be a float type (f32, f16, bf16, f64), got i32"),
+            std::string::npos)
+      << e;
   e = error_of([&] { g.fused_matmul_bias_act(x, w, b5, "tanh"); });
   EXPECT_NE(e.find("expected one of none, relu, gelu, gelu_tanh, silu"), std::string::npos) << e;
 }
@@ -247,7 +249,8 @@ TEST(FusedResidualNorm, Errors) {
   EXPECT_NE(e.find("axis 3 is out of range for rank 3"), std::string::npos) << e;
   Value xi = g.input("xi", DType::i32, {4});
   e = error_of([&] { g.fused_residual_rms_norm(xi, xi, xi); });
-  EXPECT_NE(e.find("x must be float, got i32"), std::string::npos) << e;
+  EXPECT_NE(e.find("x must be a float type (f32, f16, bf16, f64), got i32"), std::string::npos)
+      << e;
 }
 
 TEST(ElementwiseRegion, BroadcastOperandTwoOutputs) {

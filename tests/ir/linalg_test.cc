@@ -193,7 +193,7 @@ TEST(DotGeneral, Errors) {
   e = dot_error(l, {DType::f16, {3}}, dims({}, {}, {1}, {0}));
   EXPECT_NE(e.find("operands must have the same dtype, got f32 and f16"), std::string::npos) << e;
   e = dot_error({DType::bool_, {3}}, {DType::bool_, {3}}, dims({}, {}, {0}, {0}));
-  EXPECT_NE(e.find("must be numeric, got bool"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be a float or integer type (not bool), got bool"), std::string::npos) << e;
   AttrMap a = dims({}, {}, {1}, {0});
   a.set("preferred", DType::i32);
   e = dot_error(l, {DType::f32, {3}}, a);
@@ -292,7 +292,7 @@ TEST(MatMul, Errors) {
   e = matmul_error({DType::f32, {3}}, {DType::f64, {3}});
   EXPECT_NE(e.find("same dtype, got f32 and f64"), std::string::npos) << e;
   e = matmul_error({DType::bool_, {3}}, {DType::bool_, {3}});
-  EXPECT_NE(e.find("must be numeric, got bool"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be a float or integer type (not bool), got bool"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -197,9 +197,9 @@ TEST(Reduce, Errors) {
   EXPECT_HAS(error_of(OpKind::ReduceMax, x, {{"axes", Ints{2}}}),
              "axes entry 2 is out of range for rank 2");
   EXPECT_HAS(error_of(OpKind::ReduceSum, {DType::bool_, {2}}, {{"axes", Ints{0}}}),
-             "operand dtype must be numeric, got bool");
+             "operand dtype must be a float or integer type (not bool), got bool");
   EXPECT_HAS(error_of(OpKind::ReduceMean, {DType::i32, {2}}, {{"axes", Ints{0}}}),
-             "operand dtype must be float, got i32");
+             "operand dtype must be a float type (f32, f16, bf16, f64), got i32");
   EXPECT_HAS(error_of(OpKind::ReduceProd, x, {}), "missing required attribute 'axes'");
 }
 
@@ -280,7 +280,7 @@ TEST(CumSum, RoundsEachOutputOnceAndWrapsIntegers) {
 
 TEST(CumSum, Errors) {
   EXPECT_HAS(error_of(OpKind::CumSum, {DType::bool_, {2}}, {{"axis", int64_t{0}}}),
-             "must be numeric, got bool");
+             "must be a float or integer type (not bool), got bool");
   EXPECT_HAS(error_of(OpKind::CumSum, {DType::f32, {2}}, {{"axis", int64_t{-2}}}),
              "axis -2 is out of range for rank 1");
 }
@@ -331,7 +331,7 @@ TEST(TopK, BuilderAndErrors) {
              "k = -1 is out of range");
   EXPECT_HAS(error_of(OpKind::TopK, {DType::f32, {}}, {{"k", int64_t{0}}}), "rank >= 1");
   EXPECT_HAS(error_of(OpKind::TopK, {DType::bool_, {3}}, {{"k", int64_t{1}}}),
-             "must be numeric, got bool");
+             "must be a float or integer type (not bool), got bool");
 }
 
 }  // namespace

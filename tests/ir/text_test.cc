@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "ops/op_case.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
 
@@ -124,200 +125,32 @@ TEST(Text, EmptyReturnAndNoNodes) {
 
 // ---------------------------------------------------------------- every op round-trips
 
-// One small, valid graph per op kind. The switch has no default, so -Wswitch (an error under
-// RLX_WERROR) rejects a new op kind that has no sample here.
-Graph sample(OpKind kind) {
-  Graph g(std::string(op_name(kind)));
-  auto f32 = [&](const char* name, Shape s) { return g.input(name, DType::f32, std::move(s)); };
-  auto out = [&](Value v) {
-    g.set_outputs({v});
-    return g;
-  };
-  switch (kind) {
-    case OpKind::Input:
-      return out(f32("x", {2, 3}));
-    case OpKind::Param:
-      return out(g.param("w", DType::bf16, {3}));
-    case OpKind::Constant:
-      return out(g.constant(Tensor::from_doubles(DType::f16, {2}, std::vector<double>{1.5, -2})));
-    case OpKind::Iota:
-      return out(g.iota(DType::i32, {2, 3}, 1));
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Sign:
-    case OpKind::Exp:
-    case OpKind::Expm1:
-    case OpKind::Log:
-    case OpKind::Log1p:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Tanh:
-    case OpKind::Atan:
-    case OpKind::Logistic:
-    case OpKind::Erf:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Relu:
-    case OpKind::Gelu:
-    case OpKind::GeluTanh:
-    case OpKind::Silu:
-    case OpKind::Softplus:
-      return out(g.emit1(kind, {f32("x", {2, 3})}));
-    case OpKind::Not:
-      return out(g.logical_not(g.input("p", DType::bool_, {2})));
-    case OpKind::Convert:
-      return out(g.convert(f32("x", {2, 3}), DType::i8));
-    case OpKind::StopGradient:
-      return out(g.stop_gradient(g.input("n", DType::i32, {2, 3})));
-    case OpKind::LeakyRelu:
-      return out(g.leaky_relu(f32("x", {2, 3}), 0.1));
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Pow:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::Rem:
-    case OpKind::Eq:
-    case OpKind::Ne:
-    case OpKind::Lt:
-    case OpKind::Le:
-    case OpKind::Gt:
-    case OpKind::Ge:
-      return out(g.emit1(kind, {f32("x", {2, 3}), f32("y", {3})}));
-    case OpKind::And:
-    case OpKind::Or:
-    case OpKind::Xor:
-      return out(g.emit1(kind, {g.input("p", DType::bool_, {2}), g.input("q", DType::bool_, {2})}));
-    case OpKind::Select:
-      return out(g.select(g.input("p", DType::bool_, {2, 3}), f32("a", {2, 3}), f32("b", {})));
-    case OpKind::Clamp:
-      return out(g.clamp(f32("lo", {}), f32("x", {2, 3}), f32("hi", {})));
-    case OpKind::DotGeneral:
-      return out(g.dot_general(f32("l", {2, 3, 4}), f32("r", {2, 4, 5}), {0}, {0}, {2}, {1}));
-    case OpKind::MatMul:
-      return out(g.matmul(f32("a", {2, 3}), f32("b", {3, 4})));
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMean:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-    case OpKind::ReduceProd:
-      return out(g.emit1(kind, {f32("x", {2, 3})}, {{"axes", Ints{1}}, {"keepdims", true}}));
-    case OpKind::ArgMax:
-      return out(g.argmax(f32("x", {2, 3}), 1, false, DType::i64));
-    case OpKind::ArgMin:
-      return out(g.argmin(f32("x", {2, 3}), -1, true));
-    case OpKind::CumSum:
-      return out(g.cumsum(f32("x", {2, 3}), 1, true, false));
-    case OpKind::Reshape:
-      return out(g.reshape(f32("x", {2, 3}), {3, 2}));
-    case OpKind::Transpose:
-      return out(g.transpose(f32("x", {2, 3, 4}), {2, 0, 1}));
-    case OpKind::BroadcastInDim:
-      return out(g.broadcast_in_dim(f32("x", {3}), {2, 3}, {1}));
-    case OpKind::Expand:
-      return out(g.expand(f32("x", {3}), {2, 3}));
-    case OpKind::Slice:
-      return out(g.slice(f32("x", {4, 6}), {1, 0}, {3, 6}, {1, 2}));
-    case OpKind::Concatenate:
-      return out(g.concatenate({f32("a", {2, 3}), f32("b", {1, 3})}, 0));
-    case OpKind::Pad:
-      return out(g.pad(f32("x", {2, 3}), f32("v", {}), {1, 0}, {0, 2}, {0, 1}));
-    case OpKind::Gather:
-      return out(g.gather(f32("x", {5, 3}), g.input("i", DType::i32, {2}), 0));
-    case OpKind::TakeAlongAxis:
-      return out(g.take_along_axis(f32("x", {2, 3}), g.input("i", DType::i32, {2, 1}), 1));
-    case OpKind::ScatterAdd:
-      return out(
-          g.scatter_add(f32("x", {5, 3}), g.input("i", DType::i32, {2}), f32("u", {2, 3}), 0));
-    case OpKind::Reverse:
-      return out(g.reverse(f32("x", {2, 3}), {0}));
-    case OpKind::Squeeze:
-      return out(g.squeeze(f32("x", {2, 1, 3}), {1}));
-    case OpKind::ExpandDims:
-      return out(g.expand_dims(f32("x", {2, 3}), {0}));
-    case OpKind::Softmax:
-      return out(g.softmax(f32("x", {2, 3}), -1));
-    case OpKind::LogSoftmax:
-      return out(g.log_softmax(f32("x", {2, 3}), 0));
-    case OpKind::LayerNorm:
-      return out(g.layer_norm(f32("x", {2, 4}), f32("s", {4}), f32("b", {4}), -1, 1e-5));
-    case OpKind::RmsNorm:
-      return out(g.rms_norm(f32("x", {2, 4}), f32("s", {4}), -1, 1e-6));
-    case OpKind::Attention: {
-      Graph::AttentionOptions o;
-      o.mask = "causal";
-      o.scale = 0.5;
-      return out(
-          g.attention(f32("q", {1, 2, 3, 4}), f32("k", {1, 1, 5, 4}), f32("v", {1, 1, 5, 4}), o));
-    }
-    case OpKind::Rope:
-      return out(g.rope(f32("x", {1, 2, 4, 8}), f32("cos", {4, 4}), f32("sin", {4, 4}), "gptj"));
-    case OpKind::Conv:
-      return out(g.conv(f32("x", {1, 2, 5, 5}), f32("w", {4, 2, 3, 3}), {1, 1}, {1, 1}, {1, 1},
-                        {1, 1}, 1));
-    case OpKind::MaxPool:
-      return out(g.max_pool(f32("x", {1, 2, 4, 4}), {2, 2}, {2, 2}));
-    case OpKind::AvgPool:
-      return out(g.avg_pool(f32("x", {1, 2, 4, 4}), {2, 2}, {1, 1}, {1, 1}, {0, 0}, false));
-    case OpKind::TopK: {
-      auto [values, indices] = g.top_k(f32("x", {2, 5}), 2);
-      g.set_outputs({indices, values});
-      return g;
-    }
-    case OpKind::SoftmaxCrossEntropy:
-      return out(g.softmax_cross_entropy(f32("logits", {2, 5}), g.input("y", DType::i32, {2})));
-    case OpKind::FusedMatMulBiasAct:
-      return out(
-          g.fused_matmul_bias_act(f32("x", {2, 3}), f32("w", {3, 4}), f32("b", {4}), "silu"));
-    case OpKind::FusedResidualLayerNorm: {
-      auto [norm, h] = g.fused_residual_layer_norm(f32("x", {2, 4}), f32("r", {2, 4}),
-                                                   f32("s", {4}), f32("b", {4}), -1, 1e-3);
-      g.set_outputs({h, norm});
-      return g;
-    }
-    case OpKind::FusedResidualRmsNorm: {
-      auto [norm, h] =
-          g.fused_residual_rms_norm(f32("x", {2, 4}), f32("r", {2, 4}), f32("s", {4}), -1, 1e-6);
-      g.set_outputs({norm, h});
-      return g;
-    }
-    case OpKind::ElementwiseRegion: {
-      Graph body("fn");
-      Value a = body.input("a", DType::f32, {2, 3});
-      Value b = body.input("b", DType::f32, {2, 3});
-      Value half = body.scalar(0.5, DType::f32);
-      Value t = body.mul(body.add(a, b), half);
-      body.set_outputs({t, body.tanh(t)});
-      auto r = g.elementwise_region({f32("x", {2, 3}), f32("y", {2, 3})}, std::move(body));
-      g.set_outputs({r[1], r[0]});
-      return g;
-    }
+// Every case of the op-case table (tests/ops/op_case.h), in every dtype it runs in, prints
+// and parses back to the same graph.
+class TextRoundTrip : public ::testing::TestWithParam<const testing::OpCase*> {};
+
+TEST_P(TextRoundTrip, PrintParsePrintIsIdentity) {
+  const testing::OpCase& c = *GetParam();
+  for (DType t : testing::suite_dtypes(c, testing::kTextSuite)) {
+    SCOPED_TRACE(c.name + " in " + std::string(dtype_name(t)));
+    Graph g = testing::case_graph(c, t);
+    // The op itself is in the graph (not only its operands).
+    bool present = false;
+    for (const Node& n : g.nodes()) present = present || n.op == c.op;
+    EXPECT_TRUE(present);
+    expect_round_trip(g);
   }
-  throw Error("no sample graph for op kind " + std::to_string(static_cast<int>(kind)));
 }
 
-TEST(Text, EveryOpRoundTrips) {
-  for (int k = 0; k < kNumOps; ++k) {
-    auto kind = static_cast<OpKind>(k);
-    SCOPED_TRACE(std::string(op_name(kind)));
-    try {
-      Graph g = sample(kind);
-      // The op itself is in the graph (not only its operands).
-      bool present = false;
-      for (const Node& n : g.nodes()) present = present || n.op == kind;
-      EXPECT_TRUE(present);
-      expect_round_trip(g);
-    } catch (const Error& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
+std::vector<const testing::OpCase*> text_cases() {
+  std::vector<const testing::OpCase*> out;
+  for (const testing::OpCase& c : testing::op_cases())
+    if (testing::runs_in(c, testing::kTextSuite)) out.push_back(&c);
+  return out;
 }
+
+INSTANTIATE_TEST_SUITE_P(OpCases, TextRoundTrip, ::testing::ValuesIn(text_cases()),
+                         [](const auto& info) { return testing::test_name(info.param->name); });
 
 // ---------------------------------------------------------------- floats and tensors
 

@@ -10,13 +10,13 @@
 
 #include "demo.h"
 #include "embed.h"
-#include "train_demo.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rlx/opt/pipeline.h"
+#include "train_demo.h"
 
 namespace {
 
@@ -188,7 +188,8 @@ int main(int argc, char** argv) {
 
   bool markdown = false;
   auto* ops = app.add_subcommand(
-      "ops", "List every op: arity, attributes, inference/evaluator/decomposition coverage");
+      "ops",
+      "List every op: arity, accepted dtypes, attributes (docs/ops.md has the coverage matrix)");
   ops->add_flag("--markdown", markdown, "print a Markdown table (as in docs/ops.md)");
 
   tools::EmbedArgs embed_args;
@@ -202,8 +203,9 @@ int main(int argc, char** argv) {
   embed->add_option("--batch-size", embed_args.batch_size, "sequences per run")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  embed->add_option("--max-length", embed_args.max_length,
-                    "truncate to this many tokens (default: the model's max_seq_length)")
+  embed
+      ->add_option("--max-length", embed_args.max_length,
+                   "truncate to this many tokens (default: the model's max_seq_length)")
       ->check(CLI::PositiveNumber);
   embed->add_option("--format", embed_args.format, "json or tsv")->capture_default_str();
   embed->add_option("--precision", embed_args.precision,
@@ -222,7 +224,8 @@ int main(int argc, char** argv) {
   auto* compile = app.add_subcommand(
       "compile", "Lower a text IR file for a backend and print the result (no device needed)");
   compile->add_option("file", compile_path, "graph in the rlx text form (docs/ir.md)")->required();
-  compile->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
+  compile
+      ->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
       ->required()
       ->check(CLI::IsMember({"stablehlo"}));
   compile->add_option("--precision", compile_precision,

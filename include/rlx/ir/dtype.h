@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace rlx {
 
@@ -30,6 +33,49 @@ inline bool is_integer(DType t) {
   return c == DTypeCategory::SignedInt || c == DTypeCategory::UnsignedInt;
 }
 inline bool is_bool(DType t) { return t == DType::bool_; }
+
+/// A set of dtypes (one bit per DType). ops.def states the dtype class of every op with one
+/// of the named sets below; inference, the op-case harness and the coverage matrix read it.
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> ts) {
+    for (DType t : ts) bits_ |= bit(t);
+  }
+  constexpr bool contains(DType t) const { return (bits_ & bit(t)) != 0; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr DTypeSet operator|(DTypeSet o) const { return from_bits(bits_ | o.bits_); }
+  constexpr DTypeSet operator&(DTypeSet o) const { return from_bits(bits_ & o.bits_); }
+  constexpr DTypeSet operator-(DTypeSet o) const { return from_bits(bits_ & ~o.bits_); }
+  constexpr bool operator==(const DTypeSet&) const = default;
+  /// The members in DType declaration order (f32, f16, bf16, f64, i8, u8, i32, i64, bool).
+  std::vector<DType> dtypes() const;
+  /// The members' names, comma separated: "f32, f16, bf16, f64".
+  std::string to_string() const;
+
+ private:
+  static constexpr uint16_t bit(DType t) {
+    return static_cast<uint16_t>(1u << static_cast<int>(t));
+  }
+  static constexpr DTypeSet from_bits(uint16_t b) {
+    DTypeSet s;
+    s.bits_ = b;
+    return s;
+  }
+  uint16_t bits_ = 0;
+};
+
+/// The dtype classes of ops.def's dtype column.
+inline constexpr DTypeSet kFloatDTypes{DType::f32, DType::f16, DType::bf16, DType::f64};
+inline constexpr DTypeSet kIntegerDTypes{DType::i8, DType::u8, DType::i32, DType::i64};
+inline constexpr DTypeSet kNumericDTypes = kFloatDTypes | kIntegerDTypes;
+inline constexpr DTypeSet kIntOrBoolDTypes = kIntegerDTypes | DTypeSet{DType::bool_};
+inline constexpr DTypeSet kAnyDTypes = kNumericDTypes | DTypeSet{DType::bool_};
+
+/// How diagnostics name a dtype class: "a float type (f32, f16, bf16, f64)", "a float or
+/// integer type (not bool)", "bool or an integer type", "any type"; another set lists its
+/// members ("one of f32, i32").
+std::string describe_dtypes(DTypeSet s);
 
 /// Result dtype of combining `a` and `b`, following jax.numpy's promotion lattice
 /// (jax.numpy.promote_types with x64 enabled, no weak types):

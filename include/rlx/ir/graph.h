@@ -48,6 +48,10 @@ class Graph {
   const TensorType& type(Value v) const;
   const Shape& shape(Value v) const { return type(v).shape; }
   DType dtype(Value v) const { return type(v).dtype; }
+  /// The dtype that `n`'s op dtype class (ops.def) constrains: select's branches (operand 1),
+  /// the result of a leaf (input, param, constant, iota), else operand 0. Backend kernel
+  /// tables state their native dtypes in these terms.
+  DType class_dtype(const Node& n) const;
   /// Node id by name, or -1.
   int32_t find(std::string_view name) const;
   /// Input / param node ids in creation order.

@@ -15,17 +15,25 @@ namespace rlx {
 
 /// Every op of the IR; the list and each op's one-line semantics live in ops.def.
 enum class OpKind : uint16_t {
-#define RLX_OP(kind, mnemonic, n_in, n_out, traits, doc) kind,
+#define RLX_OP(kind, mnemonic, n_in, n_out, traits, dtypes, doc) kind,
 #include "rlx/ir/ops.def"
 #undef RLX_OP
 };
 
 /// Number of OpKind values (lines of ops.def); registry tables are arrays of this size.
 inline constexpr int kNumOps = 0
-#define RLX_OP(kind, mnemonic, n_in, n_out, traits, doc) +1
+#define RLX_OP(kind, mnemonic, n_in, n_out, traits, dtypes, doc) +1
 #include "rlx/ir/ops.def"
 #undef RLX_OP
     ;
+
+/// The mnemonic of every op, indexed by OpKind, straight from ops.def (usable while the op
+/// registry is being built, unlike op_info()).
+inline constexpr std::string_view kOpMnemonics[] = {
+#define RLX_OP(kind, mnemonic, n_in, n_out, traits, dtypes, doc) mnemonic,
+#include "rlx/ir/ops.def"
+#undef RLX_OP
+};
 
 /// Trait flags: passes ask op_info(kind).has(kElementwise) instead of keeping op lists.
 enum OpTrait : uint32_t {
@@ -67,6 +75,10 @@ struct InferContext {
   std::span<const TensorType> operands;
   const AttrMap& attrs;
   [[noreturn]] void fail(const std::string& what) const;
+  /// Fails with "<what> must be <class>, got <dtype>" unless `t` is in the op's dtype class
+  /// (ops.def's dtypes column), e.g. "operand must be a float type (f32, f16, bf16, f64), got
+  /// i32".
+  void require_op_dtype(DType t, const std::string& what) const;
 };
 
 /// Shape + dtype inference for one op; throws via ctx.fail on ill-typed operands/attributes.
@@ -80,6 +92,7 @@ struct OpInfo {
   int num_operands;  ///< -1: variadic
   int num_results;   ///< -1: variadic
   uint32_t traits;
+  DTypeSet dtypes;  ///< the dtypes the op accepts (ops.def's dtype column)
   std::string_view doc;
   std::vector<AttrSpec> attrs;
   InferFn infer = nullptr;
@@ -93,7 +106,7 @@ const OpInfo& op_info(OpKind kind);
 /// The op whose mnemonic is `name`, or nullopt.
 std::optional<OpKind> op_from_name(std::string_view name);
 /// The mnemonic of `kind` ("add", "dot_general", ...) as in the text form.
-inline std::string_view op_name(OpKind kind) { return op_info(kind).name; }
+inline std::string_view op_name(OpKind kind) { return kOpMnemonics[static_cast<size_t>(kind)]; }
 
 /// Checks `attrs` against the schema of `op`: rejects unknown names, wrong types and values
 /// outside `choices`, fills defaults. Errors name the op and node.

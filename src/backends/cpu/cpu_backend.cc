@@ -17,17 +17,6 @@
 namespace rlx::cpu {
 namespace {
 
-void register_all_kernels() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    register_elementwise_kernels();
-    register_gemm_kernels();
-    register_nn_kernels();
-    register_reduce_kernels();
-    register_shape_kernels();
-  });
-}
-
 // Where a value's bytes are at run time: a base (arena, an input, a param, a constant) plus a
 // byte offset.
 struct Slot {
@@ -133,6 +122,7 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
   for (const BufferAssignment& b : p.plan.buffers)
     if (!b.is_view) computes.insert(b.value.node);
   std::map<OpKind, std::pair<int, int>> counts;  // native, reference
+  std::set<std::string> fallbacks;               // "op (dtype): reason" of reference nodes
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
     const Node& n = g.node(id);
     if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) continue;
@@ -147,9 +137,14 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
     for (Value v : n.operands) step.in.push_back(slots.at({v.node, v.index}));
     for (int32_t r = 0; r < static_cast<int32_t>(n.results.size()); ++r)
       step.out.push_back(slots.at({id, r}));
-    if (KernelFactory f = kernel_factory(n.op); f != nullptr && empty == 0) step.kernel = f(g, n);
-    step.native = static_cast<bool>(step.kernel);
-    if (!step.native) step.kernel = reference_kernel(g, n);
+    KernelChoice choice =
+        empty == 0 ? choose_kernel(g, n)
+                   : KernelChoice{reference_kernel(g, n), false, "some results have no elements"};
+    step.kernel = std::move(choice.kernel);
+    step.native = choice.native;
+    if (!step.native)
+      fallbacks.insert(std::string(op_name(n.op)) + " (" +
+                       std::string(dtype_name(g.class_dtype(n))) + "): " + choice.fallback_reason);
     (step.native ? counts[n.op].first : counts[n.op].second) += 1;
     p.steps.push_back(std::move(step));
   }
@@ -162,6 +157,7 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
   report << "cpu kernels (native / reference fallback):\n";
   for (const auto& [op, c] : counts)
     report << "  " << op_name(op) << ": " << c.first << " / " << c.second << "\n";
+  for (const std::string& f : fallbacks) report << "reference fallback: " << f << "\n";
   p.kernel_report = report.str();
   return program;
 }
@@ -259,15 +255,12 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   DeviceKind device_kind() const override { return DeviceKind::Cpu; }
 
+  // The data leaves the executor binds, and the kernel table's keys: every other primitive
+  // (natively or, where its entry says so, on the reference kernel) and the composites with a
+  // native kernel (decomposing the others into vectorized primitives is faster).
   std::set<OpKind> supported_ops() const override {
-    register_all_kernels();
-    // Every primitive runs (natively or through the reference kernel); a composite is claimed
-    // only with a native kernel, else decomposing it into vectorized primitives is faster.
-    std::set<OpKind> ops;
-    for (int i = 0; i < kNumOps; ++i) {
-      OpKind op = static_cast<OpKind>(i);
-      if (!op_info(op).has(kComposite) || kernel_factory(op) != nullptr) ops.insert(op);
-    }
+    std::set<OpKind> ops = kernel_table().keys();
+    ops.insert({OpKind::Input, OpKind::Param, OpKind::Constant});
     return ops;
   }
 

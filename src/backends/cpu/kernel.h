@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "rlx/ir/graph.h"
+#include "rlx/ir/op_table.h"
 
 namespace rlx::cpu {
 
@@ -33,14 +35,47 @@ struct KernelIO {
 using Kernel = std::function<void(const KernelIO&)>;
 
 /// Builds the kernel for node `node` of `g` (its operands' types are g.type(operand)), or
-/// returns an empty Kernel when this factory has no kernel for the node's dtypes/attributes;
-/// the executor then runs the reference evaluator's kernel instead (correct, slow, allocates).
+/// returns an empty Kernel when it declines the node (only in the cases its table entry's
+/// `declines` states); the executor then runs the reference evaluator's kernel instead.
 using KernelFactory = Kernel (*)(const Graph& g, const Node& node);
 
-/// Registers the native kernel factory of `op` (from the register_*_kernels functions).
-void set_kernel_factory(OpKind op, KernelFactory factory);
-/// The factory registered for `op`, or nullptr.
-KernelFactory kernel_factory(OpKind op);
+/// The CPU kernel table's entry of one op: its native kernel and, stated explicitly, where the
+/// op runs on the reference evaluator's kernel instead (correct, but slow and allocating).
+/// The coverage matrix (tests/ops/coverage_test.cc) requires every dtype of the op's class
+/// (ops.def) to be native or covered by `fallback`, and the parity sweep that no node falls
+/// back for an undeclared reason.
+struct KernelEntry {
+  /// The native kernel's factory; nullptr for an op that only runs on the reference kernel.
+  KernelFactory factory = nullptr;
+  /// The dtypes (Graph::class_dtype of a node) the factory runs natively.
+  DTypeSet native;
+  /// Why the class's other dtypes run on the reference kernel ("" when `native` is the class).
+  std::string fallback;
+  /// When the factory declines a node of a native dtype ("": never), e.g. a rank limit.
+  std::string declines;
+};
+
+/// Registers the entry of `op` (from the register_*_kernels functions); an op is registered
+/// once. Throws rlx::Error unless `fallback` is given exactly when `native` is not the op's
+/// whole dtype class.
+void register_kernel(OpKind op, KernelEntry entry);
+/// Registers `factory` as native for every dtype of `op`'s class; `declines` as in KernelEntry.
+inline void register_native(OpKind op, KernelFactory factory, std::string declines = "") {
+  register_kernel(op, {factory, op_info(op).dtypes, "", std::move(declines)});
+}
+/// The table; its keys are the backend's supported_ops().
+const OpTable<KernelEntry>& kernel_table();
+
+/// How one node runs: its kernel, whether it is the native one and, if not, why.
+struct KernelChoice {
+  Kernel kernel;
+  bool native = false;
+  std::string fallback_reason;  ///< the entry's `fallback` or `declines`; "" when native
+};
+/// The kernel for `node` of `g` by the table: the native factory's when the node's class
+/// dtype is native and the factory accepts it, else the reference kernel with the reason.
+/// Throws rlx::Error for an op without a table entry (legalization keeps those away).
+KernelChoice choose_kernel(const Graph& g, const Node& node);
 /// A kernel that runs `node` through the reference evaluator (evaluate_op on borrowed
 /// operands, results copied into place).
 Kernel reference_kernel(const Graph& g, const Node& node);

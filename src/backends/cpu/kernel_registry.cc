@@ -1,25 +1,46 @@
-// The kernel factory table and the reference-evaluator fallback kernel.
-#include <array>
+// The CPU kernel table, the choice of a node's kernel and the reference-evaluator fallback.
 #include <cstring>
 
 #include "kernel.h"
+#include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
 
 namespace rlx::cpu {
 namespace {
 
-std::array<KernelFactory, kNumOps>& table() {
-  static std::array<KernelFactory, kNumOps> t{};
+OpTable<KernelEntry>& table() {
+  static OpTable<KernelEntry> t("cpu kernel table", [](OpTable<KernelEntry>&) {
+    register_elementwise_kernels();
+    register_gemm_kernels();
+    register_nn_kernels();
+    register_reduce_kernels();
+    register_shape_kernels();
+  });
   return t;
 }
 
 }  // namespace
 
-void set_kernel_factory(OpKind op, KernelFactory factory) {
-  table()[static_cast<size_t>(op)] = factory;
+void register_kernel(OpKind op, KernelEntry entry) {
+  check(entry.fallback.empty() == (entry.native == op_info(op).dtypes),
+        "cpu kernel table: op '" + std::string(op_name(op)) +
+            "' must state a fallback reason exactly when some dtype of its class is not native");
+  table().set(op, std::move(entry));
 }
 
-KernelFactory kernel_factory(OpKind op) { return table()[static_cast<size_t>(op)]; }
+const OpTable<KernelEntry>& kernel_table() { return table(); }
+
+KernelChoice choose_kernel(const Graph& g, const Node& node) {
+  const KernelEntry* e = kernel_table().find(node.op);
+  check(e != nullptr, "cpu backend: no kernel table entry for op '" +
+                          std::string(op_name(node.op)) + "' (node %" + node.name + ")");
+  if (e->factory != nullptr && e->native.contains(g.class_dtype(node))) {
+    if (Kernel k = e->factory(g, node)) return {std::move(k), true, ""};
+    return {reference_kernel(g, node), false,
+            e->declines.empty() ? "UNDECLARED: the native kernel declined the node" : e->declines};
+  }
+  return {reference_kernel(g, node), false, e->fallback};
+}
 
 Kernel reference_kernel(const Graph& g, const Node& node) {
   std::vector<TensorType> operand_types;

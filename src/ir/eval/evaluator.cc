@@ -1,20 +1,14 @@
 // Reference evaluator driver: kernel table, feed checking, node-by-node evaluation.
-#include <array>
-#include <mutex>
 
 #include "eval.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/op_table.h"
 
 namespace rlx {
 namespace detail {
 namespace {
-std::array<EvalFn, kNumOps>& table() {
-  static std::array<EvalFn, kNumOps> t{};
-  return t;
-}
-const std::array<EvalFn, kNumOps>& kernels() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+OpTable<EvalFn>& kernels() {
+  static OpTable<EvalFn> t("reference evaluator", [](OpTable<EvalFn>&) {
     register_eval_leaf();
     register_eval_elementwise();
     register_eval_linalg();
@@ -24,11 +18,11 @@ const std::array<EvalFn, kNumOps>& kernels() {
     register_eval_conv();
     register_eval_fused();
   });
-  return table();
+  return t;
 }
 }  // namespace
 
-void set_eval(OpKind op, EvalFn fn) { table()[static_cast<size_t>(op)] = fn; }
+void set_eval(OpKind op, EvalFn fn) { kernels().set(op, fn); }
 
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
   std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
@@ -53,12 +47,12 @@ int64_t dims_product(const Shape& shape, int begin, int end) {
 
 }  // namespace detail
 
-bool has_evaluator(OpKind op) { return detail::kernels()[static_cast<size_t>(op)] != nullptr; }
+bool has_evaluator(OpKind op) { return detail::kernels().contains(op); }
 
 namespace {
 
 std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
-  detail::EvalFn fn = detail::kernels()[static_cast<size_t>(n.op)];
+  const detail::EvalFn* fn = detail::kernels().find(n.op);
   check(fn != nullptr,
         "reference evaluator: no kernel for op '" + std::string(op_name(n.op)) + "'");
   // Results with no elements have nothing to compute. Skipping their kernel also keeps kernels
@@ -71,7 +65,7 @@ std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
     return empty;
   }
   detail::EvalContext ctx{n, operands};
-  std::vector<Tensor> out = fn(ctx);
+  std::vector<Tensor> out = (*fn)(ctx);
   check(out.size() == n.results.size(),
         "reference evaluator: op '" + std::string(op_name(n.op)) + "' produced " +
             std::to_string(out.size()) + " results, expected " + std::to_string(n.results.size()));

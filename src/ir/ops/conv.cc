@@ -30,7 +30,7 @@ Ints spatial_list(const InferContext& ctx, const char* name, int spatial, int64_
 
 // Checks x is a float NCW / NCHW tensor and returns its number of spatial dims.
 int spatial_rank(const InferContext& ctx, const TensorType& x, const char* what) {
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", what);
+  ctx.require_op_dtype(x.dtype, what);
   if (x.shape.rank() != 3 && x.shape.rank() != 4)
     ctx.fail(std::string(what) + " must be NCW (rank 3) or NCHW (rank 4), got shape " +
              x.shape.to_string());

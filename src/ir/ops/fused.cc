@@ -13,7 +13,7 @@ namespace {
 
 std::vector<TensorType> infer_matmul_bias_act(const InferContext& ctx) {
   DType t = common_dtype(ctx);
-  require_dtype(ctx, t, is_float(t), "float", "operands");
+  ctx.require_op_dtype(t, "operands");
   Shape out = matmul_shape(ctx, ctx.operands[0].shape, ctx.operands[1].shape);
   const Shape& bias = ctx.operands[2].shape;
   auto b = broadcast_shapes(out, bias);
@@ -28,7 +28,7 @@ std::vector<TensorType> infer_matmul_bias_act(const InferContext& ctx) {
 std::vector<TensorType> infer_residual_norm(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
   const TensorType& r = ctx.operands[1];
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "x");
+  ctx.require_op_dtype(x.dtype, "x");
   if (r != x)
     ctx.fail("residual must have the type of x, " + x.to_string() + ", got " + r.to_string());
   int axis = normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());

@@ -19,7 +19,7 @@ std::vector<TensorType> infer_iota(const InferContext& ctx) {
   for (int64_t d : shape.dims())
     if (d < 0) ctx.fail("shape " + shape.to_string() + " has a negative dim");
   DType t = ctx.attrs.get_dtype("dtype");
-  require_dtype(ctx, t, !is_bool(t), "numeric", "dtype");
+  ctx.require_op_dtype(t, "dtype");
   if (shape.rank() == 0) ctx.fail("iota needs rank >= 1");
   normalize_axis(ctx, ctx.attrs.get_int("dimension"), shape.rank(), "dimension");
   if (ctx.attrs.get_int("dimension") < 0) ctx.fail("dimension must be non-negative");

@@ -50,7 +50,7 @@ std::vector<TensorType> infer_dot_general(const InferContext& ctx) {
   const auto& lc = ctx.attrs.get_ints("lhs_contract");
   const auto& rc = ctx.attrs.get_ints("rhs_contract");
   DType t = common_dtype(ctx);
-  require_dtype(ctx, t, !is_bool(t), "numeric", "operand dtype");
+  ctx.require_op_dtype(t, "operand dtype");
   if (lb.size() != rb.size())
     ctx.fail("lhs_batch " + ints_to_string(lb) + " and rhs_batch " + ints_to_string(rb) +
              " must have the same length");
@@ -97,7 +97,7 @@ std::vector<TensorType> infer_dot_general(const InferContext& ctx) {
 // the added dim removed from the result; leading (batch) dims broadcast.
 std::vector<TensorType> infer_matmul(const InferContext& ctx) {
   DType t = common_dtype(ctx);
-  require_dtype(ctx, t, !is_bool(t), "numeric", "operand dtype");
+  ctx.require_op_dtype(t, "operand dtype");
   return {{t, matmul_shape(ctx, ctx.operands[0].shape, ctx.operands[1].shape)}};
 }
 

@@ -13,7 +13,7 @@ std::string dname(DType t) { return std::string(dtype_name(t)); }
 // Shared by softmax and log_softmax: float x of rank >= 1, result of x's type.
 std::vector<TensorType> infer_softmax(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "x");
+  ctx.require_op_dtype(x.dtype, "x");
   if (x.shape.rank() == 0) ctx.fail("x must have rank >= 1, got a scalar");
   normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());
   return {x};
@@ -35,7 +35,7 @@ void check_norm_param(const InferContext& ctx, size_t i, const char* what, const
 // Shared by layer_norm (x, scale, bias) and rms_norm (x, scale).
 std::vector<TensorType> infer_norm(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "x");
+  ctx.require_op_dtype(x.dtype, "x");
   if (x.shape.rank() == 0) ctx.fail("x must have rank >= 1, got a scalar");
   int axis = normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());
   double eps = ctx.attrs.get_float("eps");
@@ -66,7 +66,7 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
     if (ctx.operands[i].shape.rank() != 4)
       ctx.fail(std::string(names[i]) + " must have rank 4, got " +
                ctx.operands[i].shape.to_string());
-  require_dtype(ctx, q.dtype, is_float(q.dtype), "float", "q");
+  ctx.require_op_dtype(q.dtype, "q");
   common_dtype(ctx, 0, 3);
   const Shape &qs = q.shape, &ks = k.shape, &vs = v.shape;
   if (ks[0] != qs[0] || vs[0] != qs[0])
@@ -106,7 +106,7 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
 
 std::vector<TensorType> infer_rope(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "x");
+  ctx.require_op_dtype(x.dtype, "x");
   if (x.shape.rank() < 2) ctx.fail("x [..., S, D] must have rank >= 2, got " + x.shape.to_string());
   for (size_t i = 1; i < 3; ++i) {
     const char* what = i == 1 ? "cos" : "sin";
@@ -141,7 +141,7 @@ std::vector<TensorType> infer_rope(const InferContext& ctx) {
 std::vector<TensorType> infer_softmax_cross_entropy(const InferContext& ctx) {
   const TensorType& logits = ctx.operands[0];
   const TensorType& labels = ctx.operands[1];
-  require_dtype(ctx, logits.dtype, is_float(logits.dtype), "float", "logits");
+  ctx.require_op_dtype(logits.dtype, "logits");
   require_dtype(ctx, labels.dtype, is_integer(labels.dtype), "an integer dtype", "labels");
   if (logits.shape.rank() == 0) ctx.fail("logits [..., C] must have rank >= 1, got a scalar");
   if (logits.shape[logits.shape.rank() - 1] == 0)

@@ -26,7 +26,7 @@ Shape reduced_shape(const Shape& in, const std::vector<int>& axes, bool keepdims
 // reduce_sum / reduce_prod / reduce_max / reduce_min: any numeric dtype, result dtype = input.
 std::vector<TensorType> infer_reduce_numeric(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, !is_bool(x.dtype), "numeric", "operand dtype");
+  ctx.require_op_dtype(x.dtype, "operand dtype");
   auto axes = normalize_axes(ctx, ctx.attrs.get_ints("axes"), x.shape.rank());
   return {{x.dtype, reduced_shape(x.shape, axes, ctx.attrs.get_bool("keepdims"))}};
 }
@@ -34,7 +34,7 @@ std::vector<TensorType> infer_reduce_numeric(const InferContext& ctx) {
 // reduce_mean: float only (an integer mean would need a rounding rule rlx does not define).
 std::vector<TensorType> infer_reduce_mean(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, is_float(x.dtype), "float", "operand dtype");
+  ctx.require_op_dtype(x.dtype, "operand dtype");
   auto axes = normalize_axes(ctx, ctx.attrs.get_ints("axes"), x.shape.rank());
   return {{x.dtype, reduced_shape(x.shape, axes, ctx.attrs.get_bool("keepdims"))}};
 }
@@ -54,7 +54,7 @@ std::vector<TensorType> infer_arg_reduce(const InferContext& ctx) {
 
 std::vector<TensorType> infer_cumsum(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, !is_bool(x.dtype), "numeric", "operand dtype");
+  ctx.require_op_dtype(x.dtype, "operand dtype");
   normalize_axis(ctx, ctx.attrs.get_int("axis"), x.shape.rank());
   return {x};
 }
@@ -62,7 +62,7 @@ std::vector<TensorType> infer_cumsum(const InferContext& ctx) {
 // top_k along the last axis: (values [..., k] of x's dtype, indices [..., k] i32).
 std::vector<TensorType> infer_top_k(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
-  require_dtype(ctx, x.dtype, !is_bool(x.dtype), "numeric", "operand dtype");
+  ctx.require_op_dtype(x.dtype, "operand dtype");
   if (x.shape.rank() == 0) ctx.fail("top_k needs an operand of rank >= 1, got a scalar");
   int64_t k = ctx.attrs.get_int("k");
   int64_t n = x.shape[x.shape.rank() - 1];

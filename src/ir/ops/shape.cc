@@ -271,7 +271,7 @@ std::vector<TensorType> infer_scatter_add(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
   const TensorType& idx = ctx.operands[1];
   const TensorType& upd = ctx.operands[2];
-  require_dtype(ctx, x.dtype, !is_bool(x.dtype), "numeric (not bool)", "x");
+  ctx.require_op_dtype(x.dtype, "x");
   require_index_dtype(ctx, idx.dtype);
   if (upd.dtype != x.dtype)
     ctx.fail("updates dtype " + std::string(dtype_name(upd.dtype)) + " must equal x's " +

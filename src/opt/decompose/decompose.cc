@@ -1,23 +1,17 @@
 // Decomposition table and the recursive rewrite that expands composites.
 #include "decompose.h"
 
-#include <array>
-#include <mutex>
 #include <optional>
 
 #include "rlx/ir/error.h"
+#include "rlx/ir/op_table.h"
 #include "rlx/opt/rewrite.h"
 
 namespace rlx {
 namespace detail {
 namespace {
-std::array<DecomposeFn, kNumOps>& table() {
-  static std::array<DecomposeFn, kNumOps> t{};
-  return t;
-}
-const std::array<DecomposeFn, kNumOps>& decompositions() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+OpTable<DecomposeFn>& decompositions() {
+  static OpTable<DecomposeFn> t("decomposition table", [](OpTable<DecomposeFn>&) {
     register_decompose_elementwise();
     register_decompose_linalg();
     register_decompose_reduce();
@@ -26,23 +20,21 @@ const std::array<DecomposeFn, kNumOps>& decompositions() {
     register_decompose_conv();
     register_decompose_fused();
   });
-  return table();
+  return t;
 }
 }  // namespace
 
-void set_decomposition(OpKind op, DecomposeFn fn) { table()[static_cast<size_t>(op)] = fn; }
+void set_decomposition(OpKind op, DecomposeFn fn) { decompositions().set(op, fn); }
 
 }  // namespace detail
 
-bool has_decomposition(OpKind op) {
-  return detail::decompositions()[static_cast<size_t>(op)] != nullptr;
-}
+bool has_decomposition(OpKind op) { return detail::decompositions().contains(op); }
 
 std::vector<Value> decompose_node(Graph& dst, const Node& node, std::span<const Value> operands) {
-  DecomposeFn fn = detail::decompositions()[static_cast<size_t>(node.op)];
+  const DecomposeFn* fn = detail::decompositions().find(node.op);
   check(fn != nullptr, "op '" + std::string(op_name(node.op)) + "' (node %" + node.name +
                            ") has no decomposition");
-  std::vector<Value> out = fn(dst, node, operands);
+  std::vector<Value> out = (*fn)(dst, node, operands);
   check(out.size() == node.results.size(), "decomposition of '" + std::string(op_name(node.op)) +
                                                "' returned " + std::to_string(out.size()) +
                                                " values for " +

@@ -593,7 +593,7 @@ TEST(ElementwiseCpu, Throughput) {
     Tensor out(DType::f32, s);
     std::byte* outs[] = {out.data()};
     cpu::KernelIO io{in.data(), outs};
-    cpu::Kernel native = cpu::kernel_factory(node.op)(cg, node);
+    cpu::Kernel native = cpu::kernel_table().at(node.op).factory(cg, node);
     cpu::Kernel reference = cpu::reference_kernel(cg, node);
     ASSERT_TRUE(native) << op_name(node.op);
     double tn = seconds([&] { native(io); }, 10), tr = seconds([&] { reference(io); }, 1);

@@ -26,6 +26,8 @@
 #ifndef RLX_CPU_KERNELS_ATTENTION_SHARED
 #define RLX_CPU_KERNELS_ATTENTION_SHARED
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -34,8 +36,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.h>
 
 #include "../kernel.h"
 #include "half.h"
@@ -294,8 +294,7 @@ HWY_INLINE bool AllFinite(const C* HWY_RESTRICT v, size_t n) {
   const size_t lanes = hn::Lanes(d);
   auto bad = hn::FirstN(d, 0);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes)
-    bad = hn::Or(bad, hn::Not(hn::IsFinite(hn::LoadU(d, v + i))));
+  for (; i + lanes <= n; i += lanes) bad = hn::Or(bad, hn::Not(hn::IsFinite(hn::LoadU(d, v + i))));
   bool ok = hn::AllFalse(d, bad);
   for (; i < n; ++i) ok = ok && std::isfinite(v[i]);
   return ok;
@@ -303,8 +302,7 @@ HWY_INLINE bool AllFinite(const C* HWY_RESTRICT v, size_t n) {
 
 // Ot [dv, bq] += V^T Pt over the keys j that query lane r sees (keep[j * bq + r] != 0) only.
 template <class C>
-void ValuesVisible(const C* v, size_t nk, size_t dv, const C* pt, const C* keep, size_t bq,
-                   C* ot) {
+void ValuesVisible(const C* v, size_t nk, size_t dv, const C* pt, const C* keep, size_t bq, C* ot) {
   for (size_t j = 0; j < nk; ++j)
     for (size_t r = 0; r < bq; ++r)
       if (keep[j * bq + r] != C(0))
@@ -774,7 +772,9 @@ Kernel attention_factory(const Graph& g, const Node& node) {
 }  // namespace attention_simd
 
 void register_attention_kernels() {
-  set_kernel_factory(OpKind::Attention, attention_simd::attention_factory);
+  register_native(OpKind::Attention, attention_simd::attention_factory,
+                  "query + key positions (sq + sk + window) reach 2^24 outside f64, where "
+                  "positions no longer compare exactly in f32 lanes");
 }
 
 }  // namespace rlx::cpu

@@ -91,12 +91,11 @@ struct DnnlConv {
 // conv on oneDNN in f32; f16 and bf16 through exact f32 copies, rounded once on output (as the
 // reference: f32 accumulation). Not oneDNN's bf16 convolution: its jit kernels read one tap past
 // the window with weight 0, so a NaN/inf there leaked into a neighbouring output (0 * inf).
-// f64 returns an empty kernel (the reference kernel runs it: oneDNN has no f64 convolution).
+// f64 is not native (its kernel table entry: oneDNN has no f64 convolution).
 Kernel conv_kernel(const Graph& g, const Node& node) {
   const TensorType& xt = g.type(node.operands[0]);
   const TensorType& wt = g.type(node.operands[1]);
   const TensorType& yt = node.results[0];
-  if (xt.dtype == DType::f64) return {};
   if (yt.shape.numel() == 0) return [](const KernelIO&) {};  // never called
   size_t y_bytes = static_cast<size_t>(yt.shape.numel()) * dtype_size(yt.dtype);
   if (xt.shape.numel() == 0 || wt.shape[1] == 0)  // no input at all: every sum is empty
@@ -352,9 +351,12 @@ Kernel pool_kernel(const Graph& g, const Node& node) {
 }  // namespace
 
 void register_conv_kernels() {
-  set_kernel_factory(OpKind::Conv, conv_kernel);
-  set_kernel_factory(OpKind::MaxPool, pool_kernel<true>);
-  set_kernel_factory(OpKind::AvgPool, pool_kernel<false>);
+  register_kernel(OpKind::Conv, {conv_kernel,
+                                 {DType::f32, DType::f16, DType::bf16},
+                                 "oneDNN has no f64 convolution",
+                                 "oneDNN cannot create a primitive for the geometry"});
+  register_native(OpKind::MaxPool, pool_kernel<true>);
+  register_native(OpKind::AvgPool, pool_kernel<false>);
 }
 
 }  // namespace rlx::cpu

@@ -1153,9 +1153,13 @@ void register_elementwise_kernels() {
   for (int i = 0; i < kNumOps; ++i) {
     auto op = static_cast<OpKind>(i);
     if (op_info(op).has(kElementwise) && op != OpKind::ElementwiseRegion)
-      set_kernel_factory(op, op_kernel);
+      register_native(op, op_kernel,
+                      "numpy broadcasting needs more than BroadcastLayout::kMaxRank collapsed "
+                      "dims");
   }
-  set_kernel_factory(OpKind::ElementwiseRegion, region_kernel);
+  register_native(OpKind::ElementwiseRegion, region_kernel,
+                  "the region's outputs differ in shape (no single iteration space), or its "
+                  "broadcasting needs more than BroadcastLayout::kMaxRank collapsed dims");
 }
 
 }  // namespace rlx::cpu

@@ -834,9 +834,9 @@ Kernel matmul_bias_act_kernel(const Graph& g, const Node& node) {
 }  // namespace
 
 void register_gemm_kernels() {
-  set_kernel_factory(OpKind::DotGeneral, dot_general_kernel);
-  set_kernel_factory(OpKind::MatMul, matmul_kernel);
-  set_kernel_factory(OpKind::FusedMatMulBiasAct, matmul_bias_act_kernel);
+  register_native(OpKind::DotGeneral, dot_general_kernel);
+  register_native(OpKind::MatMul, matmul_kernel);
+  register_native(OpKind::FusedMatMulBiasAct, matmul_bias_act_kernel);
   register_conv_kernels();
 }
 

@@ -815,14 +815,14 @@ Kernel cross_entropy_factory(const Graph& g, const Node& node) {
 }  // namespace nn_simd
 
 void register_nn_kernels() {
-  set_kernel_factory(OpKind::Softmax, nn_simd::softmax_factory);
-  set_kernel_factory(OpKind::LogSoftmax, nn_simd::softmax_factory);
-  set_kernel_factory(OpKind::LayerNorm, nn_simd::norm_factory);
-  set_kernel_factory(OpKind::RmsNorm, nn_simd::norm_factory);
-  set_kernel_factory(OpKind::FusedResidualLayerNorm, nn_simd::norm_factory);
-  set_kernel_factory(OpKind::FusedResidualRmsNorm, nn_simd::norm_factory);
-  set_kernel_factory(OpKind::Rope, nn_simd::rope_factory);
-  set_kernel_factory(OpKind::SoftmaxCrossEntropy, nn_simd::cross_entropy_factory);
+  register_native(OpKind::Softmax, nn_simd::softmax_factory);
+  register_native(OpKind::LogSoftmax, nn_simd::softmax_factory);
+  register_native(OpKind::LayerNorm, nn_simd::norm_factory);
+  register_native(OpKind::RmsNorm, nn_simd::norm_factory);
+  register_native(OpKind::FusedResidualLayerNorm, nn_simd::norm_factory);
+  register_native(OpKind::FusedResidualRmsNorm, nn_simd::norm_factory);
+  register_native(OpKind::Rope, nn_simd::rope_factory, "more than 16 leading dims");
+  register_native(OpKind::SoftmaxCrossEntropy, nn_simd::cross_entropy_factory);
   register_attention_kernels();
 }
 

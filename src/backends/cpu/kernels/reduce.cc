@@ -998,11 +998,11 @@ Kernel make_top_k(const Graph& g, const Node& node) {
 void register_reduce_kernels() {
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
                     OpKind::ReduceProd})
-    set_kernel_factory(op, make_reduce);
-  set_kernel_factory(OpKind::ArgMax, make_arg_reduce);
-  set_kernel_factory(OpKind::ArgMin, make_arg_reduce);
-  set_kernel_factory(OpKind::CumSum, make_cumsum);
-  set_kernel_factory(OpKind::TopK, make_top_k);
+    register_native(op, make_reduce, "more than 16 kept or reduced dims after collapsing");
+  register_native(OpKind::ArgMax, make_arg_reduce);
+  register_native(OpKind::ArgMin, make_arg_reduce);
+  register_native(OpKind::CumSum, make_cumsum);
+  register_native(OpKind::TopK, make_top_k, "a last dim of 2^31 or more elements (i32 indices)");
 }
 
 }  // namespace rlx::cpu

@@ -727,20 +727,21 @@ Kernel make_iota(const Graph&, const Node& node) {
 }  // namespace
 
 void register_shape_kernels() {
-  set_kernel_factory(OpKind::Iota, make_iota);
-  set_kernel_factory(OpKind::Reshape, make_flat_copy);
-  set_kernel_factory(OpKind::Squeeze, make_flat_copy);
-  set_kernel_factory(OpKind::ExpandDims, make_flat_copy);
-  set_kernel_factory(OpKind::Transpose, make_transpose);
-  set_kernel_factory(OpKind::BroadcastInDim, make_broadcast_in_dim);
-  set_kernel_factory(OpKind::Expand, make_expand);
-  set_kernel_factory(OpKind::Slice, make_slice);
-  set_kernel_factory(OpKind::Reverse, make_reverse);
-  set_kernel_factory(OpKind::Concatenate, make_concatenate);
-  set_kernel_factory(OpKind::Pad, make_pad);
-  set_kernel_factory(OpKind::Gather, make_gather);
-  set_kernel_factory(OpKind::TakeAlongAxis, make_take_along_axis);
-  set_kernel_factory(OpKind::ScatterAdd, make_scatter_add);
+  const std::string too_many = "more than 16 dims after collapsing contiguous ones";
+  register_native(OpKind::Iota, make_iota);
+  register_native(OpKind::Reshape, make_flat_copy);
+  register_native(OpKind::Squeeze, make_flat_copy);
+  register_native(OpKind::ExpandDims, make_flat_copy);
+  register_native(OpKind::Transpose, make_transpose, too_many);
+  register_native(OpKind::BroadcastInDim, make_broadcast_in_dim, too_many);
+  register_native(OpKind::Expand, make_expand, too_many);
+  register_native(OpKind::Slice, make_slice, too_many);
+  register_native(OpKind::Reverse, make_reverse, too_many);
+  register_native(OpKind::Concatenate, make_concatenate, too_many);
+  register_native(OpKind::Pad, make_pad, too_many);
+  register_native(OpKind::Gather, make_gather);
+  register_native(OpKind::TakeAlongAxis, make_take_along_axis, "a rank above 17");
+  register_native(OpKind::ScatterAdd, make_scatter_add);
 }
 
 }  // namespace rlx::cpu
