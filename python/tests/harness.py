@@ -146,19 +146,13 @@ def rng_for(case_id: str) -> np.random.Generator:
 
 SESSION = rlx.Session()
 # (op, dtype) pairs that the CPU backend ran on its reference fallback rather than a native
-# kernel, read from kernel_report(); test_parity's summary prints them.
+# kernel, read from exe.kernels(); test_parity's summary prints them.
 FALLBACKS: set = set()
 
 
 def _fallback_names(exe) -> list:
-    """Op kinds of `exe` on the reference fallback ("  op: native / fallback" lines)."""
-    out = []
-    for line in exe.kernel_report().splitlines()[1:]:
-        name, _, counts = line.strip().partition(": ")
-        _, _, fallback = counts.partition(" / ")
-        if fallback.strip().isdigit() and int(fallback) > 0:
-            out.append(name)
-    return out
+    """Op kinds of `exe` with a node on the reference fallback (each once)."""
+    return list(dict.fromkeys(k["op"] for k in exe.kernels() if not k["native"]))
 
 
 def to_np(x) -> np.ndarray:

@@ -16,15 +16,17 @@
 
 namespace rlx {
 
-/// What a backend tells the pipeline, plus the user's switches (CompileOptions later).
+/// What a backend tells the pipeline, plus the user's switches (a backend builds it from its
+/// CompileOptions with make_pipeline_options, rlx/runtime/backend_core.h). The pipeline reads
+/// no environment variable for these (RLX_KERNEL_DISPATCH and RLX_PRECISION are resolved by
+/// Session; DispatchOptions::from_env and precision_from_env read them for other callers).
 struct PipelineOptions {
   std::string backend = "reference";
   /// Ops the backend runs natively; empty means every op (the reference evaluator).
   std::set<OpKind> supported;
   DispatchOptions dispatch;
-  /// Absent: RLX_PRECISION if set (e.g. "auto-mixed-bf16"), else the graph keeps its dtypes.
-  /// AMP runs after the fusions, so per-op overrides name the ops as they are then
-  /// (fused_matmul_bias_act, attention, ...).
+  /// Absent: the graph keeps its dtypes. AMP runs after the fusions, so per-op overrides name
+  /// the ops as they are then (fused_matmul_bias_act, attention, ...).
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
