@@ -33,8 +33,9 @@ struct PipelineOptions {
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
   /// When set, called with each pass's name and the graph after it, in pipeline order (IR dumps
-  /// of every stage, e.g. rlx.pipeline_stages in Python). It replaces the PassManager's dump
-  /// sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is set.
+  /// of every stage, e.g. Session.compile(..., dump_stages=True) in Python). It replaces the
+  /// PassManager's dump sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is
+  /// set.
   std::function<void(std::string_view pass, const Graph& after)> on_stage;
 };
 
