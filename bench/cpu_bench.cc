@@ -115,47 +115,36 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 // ---- rlx helpers
 
 // How many compute nodes of an executable ran a native kernel and how many the reference
-// fallback, parsed from kernel_report() ("  <op>: <native> / <reference>" per op kind), plus
-// the op kinds that fell back.
-struct KernelCounts {
+// fallback, from its structured kernel report, plus the op kinds that fell back.
+struct KernelSummary {
   int native = 0;
   int fallback = 0;
   std::string fallback_ops;
-  bool parsed = false;
+  bool parsed = false;  // the executable reported its kernels
   std::string summary() const {
-    if (!parsed) return "kernel report unreadable";
+    if (!parsed) return "no kernel report";
     std::string s = std::to_string(native) + "/" + std::to_string(native + fallback) + " native";
     if (fallback) s += "; fallback: " + fallback_ops;
     return s;
   }
 };
 
-KernelCounts kernel_counts(const Executable& exe) {
-  KernelCounts c;
-  std::istringstream in(exe.kernel_report());
-  std::string line;
-  while (std::getline(in, line)) {
-    auto colon = line.rfind(':');
-    auto slash = line.rfind('/');
-    if (colon == std::string::npos || slash == std::string::npos || slash < colon) continue;
-    int native = 0, fallback = 0;
-    if (std::sscanf(line.c_str() + colon + 1, "%d / %d", &native, &fallback) != 2) continue;
-    c.parsed = true;
-    c.native += native;
-    c.fallback += fallback;
-    if (fallback) {
-      std::string op = line.substr(0, colon);
-      op.erase(0, op.find_first_not_of(' '));
-      c.fallback_ops += (c.fallback_ops.empty() ? "" : ",") + op;
-    }
+KernelSummary kernel_counts(const Executable& exe) {
+  KernelSummary c;
+  const KernelReport& report = exe.kernels();
+  c.parsed = !report.nodes.empty();
+  for (const auto& [op, k] : report.counts()) {
+    c.native += k.native;
+    c.fallback += k.fallback;
+    if (k.fallback)
+      c.fallback_ops += (c.fallback_ops.empty() ? "" : ",") + std::string(op_name(op));
   }
   return c;
 }
 
 CompileOptions dispatch_options(KernelDispatch policy) {
   CompileOptions o;
-  o.dispatch = DispatchOptions{};  // not RLX_KERNEL_DISPATCH: each column names its policy
-  o.dispatch.policy = policy;
+  o.dispatch = DispatchOptions{policy, {}};  // not RLX_KERNEL_DISPATCH: each column names its policy
   return o;
 }
 
@@ -371,7 +360,7 @@ void bench_sgemm(const Options& o) {
         {g.matmul(g.input("x", DType::f32, Shape{n, n}), g.param("w", DType::f32, Shape{n, n}))});
     std::shared_ptr<Executable> exe =
         compile_with(session, g, {{"w", b}}, KernelDispatch::PreferNative);
-    KernelCounts kc = kernel_counts(*exe);
+    KernelSummary kc = kernel_counts(*exe);
     // The reference path is cubic in n: predict from the last fallback size and skip when slow.
     double predicted =
         last_fallback_n
@@ -580,7 +569,7 @@ void bench_encoder(const Options& o) {
       write_npy(dir / "params" / (p.name + ".npy"), feeds.at(p.name));
       param_bytes += static_cast<int64_t>(feeds.at(p.name).nbytes());
     }
-    KernelCounts kc = kernel_counts(*exe);
+    KernelSummary kc = kernel_counts(*exe);
     // Latency is linear in the batch here (attention is per sequence): predict the reference
     // fallback path's time from batch 1 and skip what would take too long.
     double predicted = batch1_s * static_cast<double>(batch);

@@ -10,6 +10,7 @@
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/pipeline.h"
+#include "rlx/runtime/backend_core.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
@@ -23,7 +24,8 @@ struct PyExecutable {
   std::vector<std::pair<std::string, std::string>> stages;
 };
 
-// A session plus its default precision policy (absent: RLX_PRECISION / the backend default).
+// A session plus its default precision policy (absent: RLX_PRECISION, resolved by the Session,
+// else the backend's default).
 struct PySession {
   std::unique_ptr<Session> session;
   std::optional<PrecisionPolicy> precision;
@@ -117,13 +119,7 @@ PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
     // The backend's own pipeline has no stage hook, so run the same standard pipeline (same
     // supported ops and options) once more with PipelineOptions::on_stage recording each stage.
     Backend& b = ps.session->backend();
-    PipelineOptions po;
-    po.backend = b.name();
-    po.supported = b.supported_ops();
-    po.dispatch = o.dispatch;
-    po.precision = o.precision;
-    po.dce = o.dce;
-    po.fold_constants = o.fold_constants;
+    PipelineOptions po = make_pipeline_options(BackendFacts::of(b), resolve_environment(o));
     pe.stages.emplace_back("input", g.to_string());
     po.on_stage = [&pe](std::string_view pass, const Graph& after) {
       pe.stages.emplace_back(std::string(pass), after.to_string());
@@ -178,8 +174,42 @@ void bind_runtime(py::module_& m) {
                                return d;
                              })
       .def("kernel_report", [](const PyExecutable& pe) { return pe.exe->kernel_report(); })
+      .def("kernels",
+           [](const PyExecutable& pe) {
+             const Graph& cg = pe.exe->compiled_graph();
+             py::list out;
+             for (const KernelReport::Node& n : pe.exe->kernels().nodes) {
+               py::dict d;
+               d["node"] = n.node;
+               d["name"] = cg.node(n.node).name;
+               d["op"] = std::string(op_name(n.op));
+               d["kernel"] = n.kernel;
+               d["dtype"] = std::string(dtype_name(n.dtype));
+               d["native"] = n.native;
+               d["fallback_reason"] = n.fallback_reason;
+               out.append(d);
+             }
+             return out;
+           },
+           "How each computing node of the compiled graph runs, in execution order: dicts with "
+           "node (id), name, op, kernel, dtype (of result 0), native (False: the backend's "
+           "reference fallback) and fallback_reason (why not native; '' when native).")
       .def("dispatch_report",
            [](const PyExecutable& pe) { return pe.exe->dispatch_report().to_string(); })
+      .def("dispatch_counts",
+           [](const PyExecutable& pe) {
+             py::dict d;
+             for (const auto& [op, c] : pe.exe->dispatch_report().ops) {
+               py::dict counts;
+               counts["native"] = c.native;
+               counts["decomposed"] = c.decomposed;
+               counts["missing"] = c.missing;
+               d[py::str(std::string(op_name(op)))] = counts;
+             }
+             return d;
+           },
+           "Legalization's decisions per op kind (ops.def order): {op: {native, decomposed, "
+           "missing}}.")
       .def("compiled_graph", [](const PyExecutable& pe) { return Graph(pe.exe->compiled_graph()); })
       .def("clone",
            [](const PyExecutable& pe) {

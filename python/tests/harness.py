@@ -182,19 +182,13 @@ def leaf_values(leaf: dict, case_id: str) -> np.ndarray:
 
 SESSION = rlx.Session()
 # (op, dtype) pairs that the CPU backend ran on its reference fallback rather than a native
-# kernel, read from kernel_report(); test_parity's summary prints them.
+# kernel, read from exe.kernels(); test_parity's summary prints them.
 FALLBACKS: set = set()
 
 
 def _fallback_names(exe) -> list:
-    """Op kinds of `exe` on the reference fallback ("  op: native / fallback" lines)."""
-    out = []
-    for line in exe.kernel_report().splitlines()[1:]:
-        name, _, counts = line.strip().partition(": ")
-        _, _, fallback = counts.partition(" / ")
-        if fallback.strip().isdigit() and int(fallback) > 0:
-            out.append(name)
-    return out
+    """Op kinds of `exe` with a node on the reference fallback (each once)."""
+    return list(dict.fromkeys(k["op"] for k in exe.kernels() if not k["native"]))
 
 
 def to_np(x) -> np.ndarray:
@@ -286,7 +280,8 @@ def run_op_case(entry: dict, interpret) -> None:
         assert_close(r, w, d, op, f"{case_id} [evaluate] output {i}")
     exe = SESSION.compile(g)
     # A node may run on the reference kernel only for a reason the CPU kernel table declares.
-    assert "UNDECLARED" not in exe.kernel_report(), exe.kernel_report()
+    undeclared = [k for k in exe.kernels() if k["fallback_reason"].startswith("UNDECLARED")]
+    assert not undeclared, undeclared
     for name in _fallback_names(exe):
         FALLBACKS.add((name, entry["dtype"]))
     for k, v in pvals.items():

@@ -338,6 +338,35 @@ def test_stages_and_reports():
     assert isinstance(exe.compiled_graph(), rlx.Graph)
 
 
+def test_structured_kernel_and_dispatch_reports():
+    exe = rlx.Session().compile(mlp())
+    kernels = exe.kernels()
+    assert kernels, "every computing node is listed"
+    compiled = str(exe.compiled_graph())
+    for k in kernels:
+        assert set(k) == {"node", "name", "op", "kernel", "dtype", "native", "fallback_reason"}
+        assert (k["fallback_reason"] == "") == k["native"]
+        assert k["kernel"] == ("cpu" if k["native"] else "reference")
+        assert f"%{k['name']} = {k['op']}" in compiled
+    assert [k["node"] for k in kernels] == sorted(k["node"] for k in kernels)
+    # The text report is derived from the same data: "  op: native / fallback" per op kind.
+    rows = exe.kernel_report().splitlines()
+    assert rows[0] == "cpu kernels (native / reference fallback):"
+    counts = {}
+    for k in kernels:
+        native, fallback = counts.get(k["op"], (0, 0))
+        counts[k["op"]] = (native + k["native"], fallback + (not k["native"]))
+    assert sorted(rows[1:]) == sorted(f"  {op}: {n} / {f}" for op, (n, f) in counts.items())
+    dispatch = exe.dispatch_counts()
+    assert dispatch and all(set(c) == {"native", "decomposed", "missing"} for c in dispatch.values())
+    assert all(c["missing"] == 0 for c in dispatch.values())
+    assert dispatch["softmax"] == {"native": 1, "decomposed": 0, "missing": 0}
+    # force_common decomposes the composite the CPU runs natively by default.
+    common = rlx.Session().compile(mlp(), dispatch="force_common")
+    assert common.dispatch_counts()["softmax"] == {"native": 0, "decomposed": 1, "missing": 0}
+    assert "softmax" not in {k["op"] for k in common.kernels()}
+
+
 def test_session_cache_and_precision():
     s = rlx.Session(precision="auto-mixed-bf16")
     g = mlp()

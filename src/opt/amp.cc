@@ -1,5 +1,7 @@
-// "amp": automatic mixed precision — the op precision table, policy text form and the pass.
+// "amp": automatic mixed precision — the op precision table, policy text form (and
+// RLX_PRECISION) and the pass.
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -357,6 +359,16 @@ PrecisionPolicy parse_precision_policy(std::string_view text) {
           where + ": op '" + op_text + "' given twice");
   }
   return policy;
+}
+
+std::optional<PrecisionPolicy> precision_from_env() {
+  const char* env = std::getenv("RLX_PRECISION");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  try {
+    return parse_precision_policy(env);
+  } catch (const Error& e) {
+    throw Error(std::string("RLX_PRECISION: ") + e.what());
+  }
 }
 
 std::unique_ptr<Pass> create_amp_pass(PrecisionPolicy policy) {

@@ -2,7 +2,6 @@
 #include "rlx/opt/pipeline.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,17 +26,7 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   auto claims = [&](OpKind op) {
     return supported.count(op) != 0 && o.dispatch.policy_for(op) != KernelDispatch::ForceCommon;
   };
-  std::optional<PrecisionPolicy> precision = o.precision;
-  if (!precision) {
-    const char* env = std::getenv("RLX_PRECISION");
-    if (env && *env) {
-      try {
-        precision = parse_precision_policy(env);
-      } catch (const Error& e) {
-        throw Error(std::string("RLX_PRECISION: ") + e.what());
-      }
-    }
-  }
+  const std::optional<PrecisionPolicy>& precision = o.precision;
 
   PipelineResult r{g, {}, {}, {}};
   PassManager pm;

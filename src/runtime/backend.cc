@@ -21,9 +21,14 @@ Registry& registry() {
 }  // namespace
 
 std::string CompileOptions::cache_key() const {
-  std::string k = "dispatch=" + std::string(kernel_dispatch_name(dispatch.policy));
-  for (const auto& [op, policy] : dispatch.overrides)
-    k += "," + std::string(op_name(op)) + "=" + std::string(kernel_dispatch_name(policy));
+  std::string k = "dispatch=";
+  if (dispatch) {
+    k += kernel_dispatch_name(dispatch->policy);
+    for (const auto& [op, policy] : dispatch->overrides)
+      k += "," + std::string(op_name(op)) + "=" + std::string(kernel_dispatch_name(policy));
+  } else {
+    k += "default";
+  }
   k += ";precision=" + (precision ? to_string(*precision) : std::string("default"));
   k += ";dce=" + std::to_string(dce) + ";fold=" + std::to_string(fold_constants);
   k += ";seed=" + std::to_string(seed);

@@ -1,4 +1,4 @@
-// Executable helpers shared by every backend: IO validation and the typed (converting) IO.
+// Executable helpers shared by every backend: IO and param validation, the typed (converting) IO.
 #include "rlx/runtime/executable.h"
 
 #include <cstring>
@@ -29,6 +29,23 @@ const IoSpec& Executable::find_spec(const std::vector<IoSpec>& specs, const std:
     if (spec.name == name) return spec;
   throw Error(std::string(what) + ": unknown " + std::string(kind) + " '" + name + "' (" +
               std::string(kind) + "s: " + names_of(specs) + ")");
+}
+
+const KernelReport& Executable::kernels() const {
+  static const KernelReport empty;
+  return empty;
+}
+
+size_t check_param_binding(const std::vector<IoSpec>& params, const std::string& name,
+                           const Tensor& value) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name != name) continue;
+    if (!(value.type() == params[i].type))
+      throw Error("set_param '" + name + "': expected " + params[i].type.to_string() + ", got " +
+                  value.type().to_string());
+    return i;
+  }
+  throw Error("set_param: unknown param '" + name + "' (params: " + names_of(params) + ")");
 }
 
 void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs) {

@@ -20,25 +20,29 @@ size_t capacity_from(const SessionOptions& options) {
   return static_cast<size_t>(n);
 }
 
-// The cache key: device, options and the graph's canonical text form, which determines the
-// graph exactly (ops, attributes incl. constant values, types, names, outputs), so equal keys
-// mean equal graphs; no hash collisions. An absent precision is resolved here because the
-// pipeline then reads RLX_PRECISION, which may change between compiles.
+// The cache key: device, options (resolved: what they took from the environment is in them)
+// and the graph's canonical text form, which determines the graph exactly (ops, attributes
+// incl. constant values, types, names, outputs), so equal keys mean equal graphs; no hash
+// collisions.
 std::string cache_key(const Device& device, const CompileOptions& options, const Graph& graph) {
-  std::string key = device.to_string() + "\n" + options.cache_key();
-  if (!options.precision) {
-    const char* env = std::getenv("RLX_PRECISION");
-    key += ";RLX_PRECISION=" + std::string(env == nullptr ? "" : env);
-  }
-  return key + "\n" + graph.to_string();
+  return device.to_string() + "\n" + options.cache_key() + "\n" + graph.to_string();
 }
 
 }  // namespace
 
+CompileOptions resolve_environment(CompileOptions options) {
+  if (!options.dispatch) options.dispatch = DispatchOptions::from_env();
+  if (!options.precision) options.precision = precision_from_env();
+  return options;
+}
+
 Session::Session(Device device, SessionOptions options)
     : device_(device), backend_(backend_for(device.kind)), capacity_(capacity_from(options)) {}
 
-std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOptions& options) {
+std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOptions& given) {
+  // The environment is read here, once per compile, and reaches the backend as explicit
+  // options (and the key, so changing a variable compiles anew).
+  const CompileOptions options = resolve_environment(given);
   std::string key = cache_key(device_, options, graph);
   std::promise<std::shared_ptr<Executable>> promise;
   {

@@ -161,18 +161,30 @@ TEST(Pipeline, ForceCommonAttentionIsNotRefused) {
   EXPECT_EQ(count(r.graph, OpKind::Softmax), 1);
 }
 
+// RLX_PRECISION reaches the pipeline only through its options (precision_from_env, which
+// Session calls): the pipeline itself reads no environment.
 TEST(Pipeline, PrecisionFromTheEnvironment) {
   auto r = make_random_graph(3, 16);
+  auto has_f16 = [](const Graph& g) {
+    for (const Node& n : g.nodes())
+      for (const TensorType& t : n.results)
+        if (t.dtype == DType::f16) return true;
+    return false;
+  };
   setenv("RLX_PRECISION", "always-f16", 1);
-  PipelineResult out = run_standard_pipeline(r.graph, {});
-  bool has_f16 = false;
-  for (const Node& n : out.graph.nodes())
-    for (const TensorType& t : n.results) has_f16 = has_f16 || t.dtype == DType::f16;
-  EXPECT_TRUE(has_f16);
+  PipelineOptions from_env;
+  from_env.precision = precision_from_env();
+  EXPECT_EQ(from_env.precision, parse_precision_policy("always-f16"));
+  EXPECT_TRUE(has_f16(run_standard_pipeline(r.graph, from_env).graph));
+  EXPECT_FALSE(has_f16(run_standard_pipeline(r.graph, {}).graph));
   setenv("RLX_PRECISION", "always-f17", 1);
-  EXPECT_NE(testing::error_of([&] { run_standard_pipeline(r.graph, {}); }).find("RLX_PRECISION: "),
+  EXPECT_NE(testing::error_of([&] { precision_from_env(); }).find("RLX_PRECISION: "),
             std::string::npos);
+  EXPECT_EQ(testing::error_of([&] { run_standard_pipeline(r.graph, {}); }), "");
+  setenv("RLX_PRECISION", "", 1);
+  EXPECT_EQ(precision_from_env(), std::nullopt);
   unsetenv("RLX_PRECISION");
+  EXPECT_EQ(precision_from_env(), std::nullopt);
 }
 
 TEST(Pipeline, OnStageSeesTheGraphAfterEachPass) {

@@ -26,19 +26,11 @@ using testing::error_of;
 using testing::random_tensor;
 
 // Per op mnemonic: nodes that ran a native kernel and nodes that ran the reference kernel,
-// read from kernel_report() ("  op: native / reference" lines after a header line).
+// from the executable's structured kernel report.
 std::map<std::string, std::pair<int, int>> kernel_counts(const Executable& exe) {
   std::map<std::string, std::pair<int, int>> counts;
-  std::istringstream in(exe.kernel_report());
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    std::string op, slash;
-    int native = 0, reference = 0;
-    row >> op >> native >> slash >> reference;
-    counts[op.substr(0, op.size() - 1)] = {native, reference};
-  }
+  for (const auto& [op, c] : exe.kernels().counts())
+    counts[std::string(op_name(op))] = {c.native, c.fallback};
   return counts;
 }
 

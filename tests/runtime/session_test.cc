@@ -114,6 +114,7 @@ class SessionCache : public ::testing::Test {
  private:
   EnvGuard size_{"RLX_COMPILE_CACHE_SIZE", nullptr};
   EnvGuard precision_{"RLX_PRECISION", nullptr};
+  EnvGuard dispatch_{"RLX_KERNEL_DISPATCH", nullptr};
 };
 
 TEST_F(SessionCache, CacheHitReturnsTheSameExecutable) {
@@ -140,7 +141,8 @@ TEST_F(SessionCache, ShapesNamesAndOptionsAreMisses) {
                   o.dispatch = {KernelDispatch::ForceCommon, {}};
                 })),
       s.compile(g, options_with([](CompileOptions& o) {
-                  o.dispatch.overrides[OpKind::Tanh] = KernelDispatch::ForceNative;
+                  o.dispatch = DispatchOptions{};
+                  o.dispatch->overrides[OpKind::Tanh] = KernelDispatch::ForceNative;
                 })),
       s.compile(g, options_with([](CompileOptions& o) {
                   o.precision = parse_precision_policy("auto-mixed-bf16");
@@ -177,6 +179,32 @@ TEST_F(SessionCache, RlxPrecisionIsPartOfTheKey) {
     EXPECT_NE(bf16.get(), plain.get());
     std::string text = bf16->compiled_graph().to_string();
     EXPECT_NE(text.find("tanh %x.bf16 : bf16[4]"), std::string::npos) << text;
+  }
+  EXPECT_EQ(s.compile(g).get(), plain.get());
+}
+
+// Session reads RLX_KERNEL_DISPATCH at each compile (CompileOptions no longer does when
+// constructed): changing it compiles anew, and options that set dispatch ignore it.
+TEST_F(SessionCache, RlxKernelDispatchIsPartOfTheKey) {
+  Session s;
+  Graph g("sm");
+  g.set_outputs({g.softmax(g.input("x", DType::f32, Shape{2, 4}), -1)});
+  auto plain = s.compile(g);
+  auto count = [](const Graph& c, OpKind op) {
+    int n = 0;
+    for (const Node& node : c.nodes()) n += node.op == op;
+    return n;
+  };
+  EXPECT_EQ(count(plain->compiled_graph(), OpKind::Softmax), 1);
+  {
+    EnvGuard env("RLX_KERNEL_DISPATCH", "force_common");
+    auto common = s.compile(g);
+    EXPECT_NE(common.get(), plain.get());
+    EXPECT_EQ(count(common->compiled_graph(), OpKind::Softmax), 0);
+    EXPECT_EQ(s.compile(g).get(), common.get());
+    CompileOptions o;
+    o.dispatch = DispatchOptions{};
+    EXPECT_EQ(s.compile(g, o).get(), plain.get());  // explicit: the environment is not read
   }
   EXPECT_EQ(s.compile(g).get(), plain.get());
 }
@@ -341,7 +369,7 @@ TEST_F(SessionCache, FailedCompileCachesNothing) {
     Graph u("unclaimed");
     u.set_outputs({u.emit1(op, {u.input("x", DType::f32, Shape{3})})});
     CompileOptions native;
-    native.dispatch.policy = KernelDispatch::ForceNative;
+    native.dispatch = DispatchOptions{KernelDispatch::ForceNative, {}};
     std::string error = error_of([&] { s.compile(u, native); });
     EXPECT_NE(error.find("backend 'cpu' cannot run: " + std::string(op_name(op))),
               std::string::npos)

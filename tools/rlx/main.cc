@@ -16,6 +16,7 @@
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rlx/opt/pipeline.h"
+#include "rlx/runtime/session.h"
 #include "train_demo.h"
 
 namespace {
@@ -104,9 +105,10 @@ int run_opt(const OptArgs& a) {
   std::vector<PassTiming> timings;
   std::optional<MemoryPlan> plan;
   if (a.pipeline) {
+    // As a Session would: RLX_KERNEL_DISPATCH, and RLX_PRECISION unless --precision is given.
     PipelineOptions o;
     o.dispatch = DispatchOptions::from_env();
-    if (!a.precision.empty()) o.precision = parse_precision_policy(a.precision);
+    o.precision = a.precision.empty() ? precision_from_env() : parse_precision_policy(a.precision);
     PipelineResult r = run_standard_pipeline(g, o);
     g = std::move(r.graph);
     timings = r.timings;
@@ -180,7 +182,8 @@ int main(int argc, char** argv) {
   opt->add_option("--passes", opt_args.passes,
                   "comma-separated pass names, run in order (e.g. cse,dce,simplify)");
   opt->add_flag("--pipeline", opt_args.pipeline,
-                "run the standard pipeline (all ops claimed; RLX_KERNEL_DISPATCH applies)");
+                "run the standard pipeline (all ops claimed; RLX_KERNEL_DISPATCH and, without "
+                "--precision, RLX_PRECISION apply)");
   opt->add_option("--precision", opt_args.precision,
                   "precision policy, e.g. auto-mixed-bf16 or always-f16,softmax=f32");
   opt->add_flag("--timings", opt_args.timings, "print per-pass wall times to stderr");
@@ -252,7 +255,8 @@ int main(int argc, char** argv) {
     if (*compile) {
       CompileOptions options;
       if (!compile_precision.empty()) options.precision = parse_precision_policy(compile_precision);
-      std::cout << pjrt::lower_to_stablehlo(load_graph(compile_path), options);
+      // The module a Session would compile: RLX_KERNEL_DISPATCH / RLX_PRECISION apply.
+      std::cout << pjrt::lower_to_stablehlo(load_graph(compile_path), resolve_environment(options));
       return 0;
     }
   } catch (const Error& e) {

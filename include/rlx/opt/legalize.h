@@ -48,6 +48,8 @@ struct DispatchOptions {
   static DispatchOptions parse(std::string_view text,
                                std::string_view source = "RLX_KERNEL_DISPATCH");
   /// parse() of the environment variable RLX_KERNEL_DISPATCH; unset gives the defaults.
+  /// Session calls it when CompileOptions leave dispatch absent (resolve_environment); the
+  /// pipeline and backends never read the variable themselves.
   static DispatchOptions from_env();
 };
 

@@ -16,23 +16,26 @@
 
 namespace rlx {
 
-/// What a backend tells the pipeline, plus the user's switches (CompileOptions later).
+/// What a backend tells the pipeline, plus the user's switches (a backend builds it from its
+/// CompileOptions with make_pipeline_options, rlx/runtime/backend_core.h). The pipeline reads
+/// no environment variable for these (RLX_KERNEL_DISPATCH and RLX_PRECISION are resolved by
+/// Session; DispatchOptions::from_env and precision_from_env read them for other callers).
 struct PipelineOptions {
   std::string backend = "reference";
   /// Ops the backend runs natively; empty means every op (the reference evaluator).
   std::set<OpKind> supported;
   DispatchOptions dispatch;
-  /// Absent: RLX_PRECISION if set (e.g. "auto-mixed-bf16"), else the graph keeps its dtypes.
-  /// AMP runs after the fusions, so per-op overrides name the ops as they are then
-  /// (fused_matmul_bias_act, attention, ...).
+  /// Absent: the graph keeps its dtypes. AMP runs after the fusions, so per-op overrides name
+  /// the ops as they are then (fused_matmul_bias_act, attention, ...).
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
   /// When set, called with each pass's name and the graph after it, in pipeline order (IR dumps
-  /// of every stage, e.g. rlx.pipeline_stages in Python). It replaces the PassManager's dump
-  /// sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is set.
+  /// of every stage, e.g. Session.compile(..., dump_stages=True) in Python). It replaces the
+  /// PassManager's dump sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is
+  /// set.
   std::function<void(std::string_view pass, const Graph& after)> on_stage;
 };
 

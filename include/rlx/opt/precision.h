@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -66,6 +67,11 @@ std::string to_string(const PrecisionPolicy& policy);
 /// have the form op=dtype", "... unknown op 'x'", "... dtype must be f32, f16 or bf16, found
 /// 'x'", "... op 'convert' has typed semantics and cannot be re-typed", "... op 'x' given twice".
 PrecisionPolicy parse_precision_policy(std::string_view text);
+
+/// The policy RLX_PRECISION names (parse_precision_policy), or nullopt when the variable is
+/// unset or empty. Throws rlx::Error "RLX_PRECISION: <the parse error>". Session calls it
+/// (resolve_environment); the pipeline and the backends take the policy from their options.
+std::optional<PrecisionPolicy> precision_from_env();
 
 /// "amp": re-types float computations as `policy` says and casts at the boundaries.
 ///

@@ -24,12 +24,18 @@ struct QuantizedParamBinding {
   bool operator==(const QuantizedParamBinding&) const = default;
 };
 
-/// Options of one compilation. Defaults are the fast, correct choice.
+/// Options of one compilation. Defaults are the fast, correct choice. Constructing them reads
+/// no environment variable: Session::compile resolves what they leave absent from the
+/// environment (resolve_environment in session.h) and passes the result to the backend; a
+/// direct Backend::compile gets exactly these fields, absent ones meaning the stated defaults.
 struct CompileOptions {
-  /// Kernel dispatch policy (native kernels vs decomposition); defaults to RLX_KERNEL_DISPATCH
-  /// or PreferNative.
-  DispatchOptions dispatch = DispatchOptions::from_env();
-  /// Absent: RLX_PRECISION if set, else the backend's default (CPU: the graph's own dtypes).
+  /// Kernel dispatch policy (native kernels vs decomposition). Absent: Session::compile uses
+  /// RLX_KERNEL_DISPATCH (DispatchOptions::from_env()); a direct Backend::compile, and an
+  /// unset variable, give the defaults (PreferNative, no overrides).
+  std::optional<DispatchOptions> dispatch;
+  /// Absent: Session::compile uses RLX_PRECISION when it is set and not empty; otherwise, and
+  /// for a direct Backend::compile, the backend's default (CPU: the graph's own dtypes; PJRT:
+  /// AutoMixedBf16).
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
@@ -38,7 +44,8 @@ struct CompileOptions {
   /// Param name -> quantized storage format.
   std::map<std::string, QuantizedParamBinding> quantized_params;
 
-  /// A canonical text of every field, used in compile-cache keys.
+  /// A canonical text of every field, used in compile-cache keys (an absent dispatch or
+  /// precision prints as "default").
   std::string cache_key() const;
 };
 
@@ -52,8 +59,10 @@ class Backend {
   /// Ops it runs natively (composites it does not claim are decomposed by legalization).
   virtual std::set<OpKind> supported_ops() const = 0;
   /// Compiles `graph` for `device`: verify, legalize, the pass pipeline, memory plan, lowering.
-  /// Throws rlx::Error for an invalid graph (the verifier's diagnostics), ops it cannot run
-  /// (the legalization report), or unsupported options.
+  /// Reads no environment variable for `options` (Session resolves those). Throws rlx::Error
+  /// for an invalid graph (the verifier's diagnostics), ops it cannot run (the legalization
+  /// report), a device of another kind or unsupported options (check_compile_request in
+  /// backend_core.h).
   virtual std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                               const Device& device) = 0;
 };

@@ -14,6 +14,7 @@
 #include "rlx/opt/legalize.h"
 #include "rlx/opt/memory_plan.h"
 #include "rlx/runtime/device.h"
+#include "rlx/runtime/kernel_report.h"
 
 namespace rlx {
 
@@ -98,8 +99,12 @@ class Executable {
   virtual const MemoryPlan& memory_plan() const = 0;
   /// Legalization's report: per op kind, native / decomposed / missing.
   virtual const DispatchReport& dispatch_report() const = 0;
-  /// Backend-specific text about how each op runs (e.g. which kernel), for --verbose output.
-  virtual std::string kernel_report() const { return ""; }
+  /// How each node of compiled_graph() runs: its kernel, native or the backend's fallback
+  /// (see KernelReport). Built at compile time; the default is an empty report.
+  virtual const KernelReport& kernels() const;
+  /// kernels() as text (KernelReport::to_string), for --verbose output. Read the structure,
+  /// not this text, to test or count kernels.
+  std::string kernel_report() const { return kernels().to_string(); }
 
  protected:
   /// The declared spec of input or param `name` in `specs`, or throws rlx::Error "<what>:
@@ -110,12 +115,19 @@ class Executable {
 
 /// Checks `inputs` against `specs` (names, dtypes, shapes, none missing or unknown) and throws
 /// rlx::Error naming the first problem, e.g. "run: input 'x': expected f32[2,3], got
-/// f32[3,2]". Backends call this before running.
+/// f32[3,2]". ExecutableCore::run calls this before running.
 void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs);
 
 /// Throws rlx::Error "run: param 'w' (f32[8,16]) was never set" for the first param spec i with
-/// !is_set(i). Backends call this in run(); the message is built only on failure.
+/// !is_set(i). ExecutableCore::run calls it only when some param is unset, so the message is
+/// built only on failure.
 void check_params_set(const std::vector<IoSpec>& params,
                       const std::function<bool(size_t)>& is_set);
+
+/// Checks a set_param call against the declared `params` and returns the param's index in
+/// them. Throws rlx::Error "set_param: unknown param 'x' (params: a, b)" or "set_param 'w':
+/// expected f32[4,8], got f16[4,8]".
+size_t check_param_binding(const std::vector<IoSpec>& params, const std::string& name,
+                           const Tensor& value);
 
 }  // namespace rlx

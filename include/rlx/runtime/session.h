@@ -32,12 +32,22 @@ struct CompileCacheStats {
   double compile_seconds = 0;  ///< total wall time of compilations (failed ones included)
 };
 
+/// `options` with what they leave to the environment filled in, as Session::compile does:
+/// an absent dispatch becomes DispatchOptions::from_env() (RLX_KERNEL_DISPATCH; unset: the
+/// defaults), an absent precision becomes precision_from_env() (RLX_PRECISION when set and not
+/// empty; else it stays absent, meaning the backend's default). The one place the runtime
+/// reads these variables; tools that run the pipeline or a backend directly call it to behave
+/// like a Session. Throws rlx::Error "RLX_KERNEL_DISPATCH: ..." / "RLX_PRECISION: ..." for a
+/// malformed value.
+CompileOptions resolve_environment(CompileOptions options);
+
 /// Compiles graphs for one device (like jax.jit's cache or an ONNX Runtime session). compile()
 /// of a graph with the same structure (its canonical text form: ops, attributes, types,
 /// names), options and device returns the cached executable — the same object, params
-/// included, so set_param on it is seen by every holder — instead of compiling again. The
-/// options' key resolves what they leave to the environment (RLX_PRECISION), so changing that
-/// variable compiles anew. The cache is an LRU bounded by cache_capacity so memory does not
+/// included, so set_param on it is seen by every holder — instead of compiling again. Each
+/// compile() first resolves what the options leave to the environment (resolve_environment:
+/// RLX_KERNEL_DISPATCH, RLX_PRECISION) and keys the cache on the result, so changing a variable
+/// compiles anew. The cache is an LRU bounded by cache_capacity so memory does not
 /// grow without limit as shapes vary. Thread-safe: threads asking for one key while it
 /// compiles wait for that compilation and share its executable (or its error) rather than
 /// compiling again.
@@ -49,9 +59,10 @@ class Session {
   const Device& device() const { return device_; }
   Backend& backend() const { return *backend_; }
 
-  /// The executable for `graph` under `options`: cached, or compiled by the backend (see
-  /// Backend::compile for errors; a failed compile caches nothing, and the next call for the
-  /// same key compiles again).
+  /// The executable for `graph` under resolve_environment(options): cached, or compiled by the
+  /// backend (see Backend::compile for errors; a failed compile caches nothing, and the next
+  /// call for the same key compiles again). A malformed RLX_KERNEL_DISPATCH / RLX_PRECISION
+  /// throws before the cache is consulted.
   std::shared_ptr<Executable> compile(const Graph& graph, const CompileOptions& options = {});
 
   CompileCacheStats cache_stats() const;

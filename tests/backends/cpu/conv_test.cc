@@ -19,20 +19,15 @@ namespace {
 using testing::random_tensor;
 using Ints = std::vector<int64_t>;
 
-// (native, reference-fallback) node counts of `op` in a kernel report.
-std::pair<int, int> kernel_counts(const std::string& report, const std::string& op) {
-  std::istringstream in(report);
-  std::string line;
-  std::string prefix = "  " + op + ":";
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    int native = 0, fallback = 0;
-    char slash = 0;
-    std::istringstream nums(line.substr(prefix.size()));
-    nums >> native >> slash >> fallback;
-    return {native, fallback};
+// (native, reference-fallback) node counts of op `op` in the executable's kernel report.
+std::pair<int, int> kernel_counts(const Executable& exe, const std::string& op) {
+  std::optional<OpKind> kind = op_from_name(op);
+  if (!kind) {
+    ADD_FAILURE() << "unknown op '" << op << "'";
+    return {0, 0};
   }
-  return {0, 0};
+  KernelCounts c = exe.kernels().count(*kind);
+  return {c.native, c.fallback};
 }
 
 // Compiles `g` (inputs "x" and optionally "w") for the CPU and runs it; checks that the op ran
@@ -42,7 +37,7 @@ Tensor run_cpu(const Graph& g, const TensorMap& feeds, const std::string& op, bo
   auto exe = session.compile(g);
   // An empty result needs no kernel (the pipeline folds it to a constant).
   if (g.type(g.outputs()[0]).shape.numel() > 0) {
-    auto counts = kernel_counts(exe->kernel_report(), op);
+    auto counts = kernel_counts(*exe, op);
     EXPECT_EQ(counts, native ? std::make_pair(1, 0) : std::make_pair(0, 1)) << exe->kernel_report();
   }
   return exe->run(feeds)[0];

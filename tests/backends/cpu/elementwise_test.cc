@@ -36,19 +36,11 @@ const DType kNumeric[] = {DType::f32, DType::f16, DType::bf16, DType::f64,
 const DType kAll[] = {DType::f32, DType::f16, DType::bf16, DType::f64,  DType::i8,
                       DType::u8,  DType::i32, DType::i64,  DType::bool_};
 
-// Nodes of `op` that ran a native kernel / the reference fallback, from the kernel report's
-// "  <op>: <native> / <reference>" line; {0, 0} when the op did not occur.
+// Nodes of `op` that ran a native kernel / the reference fallback, from the executable's
+// structured kernel report; {0, 0} when the op did not occur.
 std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  std::istringstream report(exe.kernel_report());
-  std::string line, key = "  " + std::string(op_name(op)) + ": ";
-  while (std::getline(report, line)) {
-    if (line.rfind(key, 0) != 0) continue;
-    int native = 0, reference = 0;
-    char slash = 0;
-    std::istringstream(line.substr(key.size())) >> native >> slash >> reference;
-    return {native, reference};
-  }
-  return {0, 0};
+  KernelCounts c = exe.kernels().count(op);
+  return {c.native, c.fallback};
 }
 
 Session& session() {
@@ -271,7 +263,8 @@ TEST(ElementwiseCpu, NonCanonicalBoolBytes) {
                  g.select(vp, vx, g.neg(vx)), g.logical_xor(vp, vq)});
   check(g, feeds, OpKind::ElementwiseRegion, kExact);
   CompileOptions no_regions;
-  no_regions.dispatch.overrides[OpKind::ElementwiseRegion] = KernelDispatch::ForceCommon;
+  no_regions.dispatch = DispatchOptions{};
+  no_regions.dispatch->overrides[OpKind::ElementwiseRegion] = KernelDispatch::ForceCommon;
   for (OpKind op : {OpKind::And, OpKind::Eq, OpKind::Not, OpKind::Convert, OpKind::Select})
     check(g, feeds, op, kExact, no_regions);
 }
@@ -480,7 +473,8 @@ TEST(ElementwiseCpu, InPlaceChains) {
   TensorMap feeds{{"x", random_tensor(DType::f32, s, 41)},
                   {"y", random_tensor(DType::f32, Shape{700}, 42)}};
   CompileOptions no_regions;
-  no_regions.dispatch.overrides[OpKind::ElementwiseRegion] = KernelDispatch::ForceCommon;
+  no_regions.dispatch = DispatchOptions{};
+  no_regions.dispatch->overrides[OpKind::ElementwiseRegion] = KernelDispatch::ForceCommon;
   auto exe = check(g, feeds, OpKind::Exp, {1.5, 1e-6}, no_regions);
   // Some elementwise result shares its operand's arena offset.
   const MemoryPlan& plan = exe->memory_plan();

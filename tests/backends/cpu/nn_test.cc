@@ -25,19 +25,11 @@ constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Nodes of `op` that ran a native kernel / the reference fallback, from the kernel report's
-// "  <op>: <native> / <reference>" line; {0, 0} when the op did not occur.
+// Nodes of `op` that ran a native kernel / the reference fallback, from the executable's
+// structured kernel report; {0, 0} when the op did not occur.
 std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  std::istringstream report(exe.kernel_report());
-  const std::string key = "  " + std::string(op_name(op)) + ": ";
-  for (std::string line; std::getline(report, line);) {
-    if (line.rfind(key, 0) != 0) continue;
-    int native = 0, reference = 0;
-    char slash = 0;
-    std::istringstream(line.substr(key.size())) >> native >> slash >> reference;
-    return {native, reference};
-  }
-  return {0, 0};
+  KernelCounts c = exe.kernels().count(op);
+  return {c.native, c.fallback};
 }
 
 // Tolerance of a kernel computing in f32 (f64 for f64) against the reference's double result

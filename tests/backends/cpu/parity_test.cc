@@ -154,20 +154,12 @@ NativeCounts& native_counts() {
 }
 
 void record_kernels(const Executable& exe) {
-  std::istringstream in(exe.kernel_report());
-  std::string line;
-  std::getline(in, line);  // header
   NativeCounts& c = native_counts();
   std::lock_guard<std::mutex> lock(c.mu);
-  while (std::getline(in, line)) {
-    if (line.rfind("reference fallback: ", 0) == 0) continue;  // the reasons, not counts
-    std::istringstream row(line);
-    std::string op, slash;
-    int64_t native = 0, reference = 0;
-    row >> op >> native >> slash >> reference;
-    auto& counts = c.by_op[op.substr(0, op.size() - 1)];
-    counts.first += native;
-    counts.second += reference;
+  for (const auto& [op, k] : exe.kernels().counts()) {
+    auto& counts = c.by_op[std::string(op_name(op))];
+    counts.first += k.native;
+    counts.second += k.fallback;
   }
 }
 
@@ -196,7 +188,7 @@ void expect_parity(const Graph& g, const TensorMap& feeds, Config c,
   static Session session(Device::cpu(), SessionOptions{.cache_capacity = 0});
   CompileOptions options;
   options.dispatch = DispatchOptions{};
-  if (c == Config::ForceCommon) options.dispatch.policy = KernelDispatch::ForceCommon;
+  if (c == Config::ForceCommon) options.dispatch->policy = KernelDispatch::ForceCommon;
   if (c == Config::AmpBf16) options.precision = parse_precision_policy("auto-mixed-bf16");
   std::shared_ptr<Executable> exe;
   std::vector<Tensor> got, want;
@@ -221,7 +213,9 @@ void expect_parity(const Graph& g, const TensorMap& feeds, Config c,
   }
   if (c == Config::Default) record_kernels(*exe);
   // A node may run on the reference kernel only for a reason the CPU kernel table declares.
-  EXPECT_EQ(exe->kernel_report().find("UNDECLARED"), std::string::npos) << exe->kernel_report();
+  for (const KernelReport::Node& n : exe->kernels().nodes)
+    EXPECT_EQ(n.fallback_reason.rfind("UNDECLARED", 0), std::string::npos)
+        << op_name(n.op) << ": " << n.fallback_reason;
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     Tolerance tol = tolerance(want[i].dtype(), c);

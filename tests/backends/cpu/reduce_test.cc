@@ -28,16 +28,8 @@ const std::vector<DType> kFloats = {DType::f32, DType::f16, DType::bf16, DType::
 
 // Native and reference-fallback node counts of `op` in an executable's kernel report.
 std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  std::istringstream report(exe.kernel_report());
-  std::string line, key = std::string(op_name(op)) + ":";
-  while (std::getline(report, line)) {
-    std::istringstream fields(line);
-    std::string name;
-    char slash = 0;
-    int native = 0, reference = 0;
-    if (fields >> name >> native >> slash >> reference && name == key) return {native, reference};
-  }
-  return {0, 0};
+  KernelCounts c = exe.kernels().count(op);
+  return {c.native, c.fallback};
 }
 
 // Compiles g for the CPU, checks that every `op` node of the compiled graph that computes

@@ -35,16 +35,8 @@ Session& session() {
 
 // Native and reference-fallback node counts of `op` in an executable's kernel report.
 std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  std::istringstream report(exe.kernel_report());
-  std::string line, key = std::string(op_name(op)) + ":";
-  while (std::getline(report, line)) {
-    std::istringstream fields(line);
-    std::string name;
-    char slash = 0;
-    int native = 0, reference = 0;
-    if (fields >> name >> native >> slash >> reference && name == key) return {native, reference};
-  }
-  return {0, 0};
+  KernelCounts c = exe.kernels().count(op);
+  return {c.native, c.fallback};
 }
 
 // Runs the native kernel of g's output node directly, as the executor calls it, on the feeds of

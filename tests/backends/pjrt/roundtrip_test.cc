@@ -172,6 +172,36 @@ TEST(PjrtEncoder, DefaultPrecisionIsAutoMixedBf16) {
   EXPECT_NE(exe->kernel_report().find("bf16"), std::string::npos);
 }
 
+// The kernel report names the one XLA executable: every computing node of the compiled graph
+// is part of it (native, kernel "xla"), and its text is the StableHLO module.
+TEST(PjrtRuntime, KernelReportIsTheOneXlaExecutable) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  Graph g("rep");
+  Value x = g.input("x", DType::f32, Shape{4, 8});
+  g.set_outputs({g.tanh(g.matmul(x, g.param("w", DType::f32, Shape{8, 3})))});
+  CompileOptions f32;
+  f32.precision = parse_precision_policy("always-f32");
+  std::unique_ptr<Executable> exe = test_backend()->compile(g, f32, Device{DeviceKind::Pjrt, 0});
+  const KernelReport& r = exe->kernels();
+  EXPECT_EQ(r.backend, "pjrt");
+  const Graph& cg = exe->compiled_graph();
+  size_t computing = 0;
+  for (const Node& n : cg.nodes())
+    computing += n.op != OpKind::Input && n.op != OpKind::Param && n.op != OpKind::Constant;
+  EXPECT_EQ(r.nodes.size(), computing);
+  for (const KernelReport::Node& n : r.nodes) {
+    EXPECT_EQ(n.kernel, "xla");
+    EXPECT_TRUE(n.native);
+    EXPECT_EQ(n.op, cg.node(n.node).op);
+  }
+  EXPECT_EQ(r.total(), (KernelCounts{static_cast<int>(computing), 0}));
+  EXPECT_EQ(r.count(OpKind::Tanh), (KernelCounts{1, 0}));
+  EXPECT_EQ(exe->kernel_report(), r.program);
+  EXPECT_EQ(r.program.rfind("pjrt: one XLA executable compiled from StableHLO:\nmodule @rep", 0),
+            0u)
+      << r.program;
+}
+
 // Compiling and running 50 times frees every executable and buffer: the process's resident
 // memory stays bounded (a leak of one executable or a buffer per run would grow it steadily).
 TEST(PjrtLifetime, RepeatedCompileAndRunDoesNotLeak) {

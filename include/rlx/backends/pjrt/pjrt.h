@@ -20,10 +20,11 @@ namespace rlx::pjrt {
 /// outside native_ops() (legalize the graph first, as the backend does).
 std::string emit_stablehlo(const Graph& g);
 
-/// The StableHLO module the pjrt backend would compile for `graph`: the backend's pipeline
-/// (legalization, DCE, folding, CSE, precision policy as in make_pjrt_backend) followed by
-/// emit_stablehlo. Needs no plugin. Throws rlx::Error for an invalid graph or, with the
-/// legalization report, for ops the backend cannot run.
+/// The StableHLO module the pjrt backend would compile for `graph` under exactly `options`
+/// (no environment variable is read; pass resolve_environment(options) to get what a Session
+/// would compile): the backend's pipeline (legalization, DCE, folding, CSE, precision policy as
+/// in make_pjrt_backend) followed by emit_stablehlo. Needs no plugin. Throws rlx::Error for an
+/// invalid graph or, with the legalization report, for ops the backend cannot run.
 std::string lower_to_stablehlo(const Graph& graph, const CompileOptions& options = {});
 
 /// The op kinds emit_stablehlo lowers natively (the backend's supported_ops()). Every other
@@ -54,8 +55,9 @@ PluginInfo describe_plugin(const std::string& path);
 /// plugin_path_from_env() at the first compile. The plugin is loaded at the first compile and
 /// kept for the backend's lifetime; device pjrt:N runs on the plugin's N-th addressable device.
 /// Compile runs the standard pipeline (legalize to native_ops(), DCE, fold, CSE, AMP) with the
-/// precision policy AutoMixedBf16 unless CompileOptions or RLX_PRECISION sets one; params are
-/// uploaded once by set_param and stay on the device.
+/// precision policy AutoMixedBf16 unless CompileOptions::precision sets one (a Session fills it
+/// from RLX_PRECISION); params are uploaded once by set_param and stay on the device. The
+/// executable's kernels() lists every computing node as part of the one XLA executable.
 std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 
 }  // namespace rlx::pjrt

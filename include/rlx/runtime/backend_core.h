@@ -1,0 +1,188 @@
+// What every backend shares, so that a backend writes only device code: the compile front
+// (request checks, CompileOptions -> PipelineOptions), the program description every
+// executable exposes (IO specs, compiled graph, plan, reports), param bindings shared by clones
+// with copy-on-write, and an Executable base class that validates set_param and run.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rlx/opt/pipeline.h"
+#include "rlx/runtime/backend.h"
+#include "rlx/runtime/executable.h"
+
+namespace rlx {
+
+// ---- compile front
+
+/// What a backend tells the shared compile steps about itself.
+struct BackendFacts {
+  /// Short name used in reports and errors ("cpu"): Backend::name().
+  std::string name;
+  DeviceKind device_kind = DeviceKind::Cpu;
+  /// Ops it runs natively: Backend::supported_ops().
+  std::set<OpKind> supported;
+  /// The precision policy when CompileOptions::precision is absent (PJRT: AutoMixedBf16);
+  /// absent: the graph keeps its own dtypes (CPU).
+  std::optional<PrecisionPolicy> default_precision;
+  /// Whether it has kernels for quantized params (CompileOptions::quantized_params). No
+  /// backend has yet, so every binding is rejected.
+  bool quantized_params = false;
+
+  /// The facts `backend` states through its interface: name(), device_kind() and
+  /// supported_ops(); no default precision, no quantized params.
+  static BackendFacts of(const Backend& backend);
+};
+
+/// Checks a compile request before any work: `device` must be of the backend's kind ("cpu
+/// backend cannot compile for device 'cuda:0'"), and quantized param bindings need a backend
+/// that has them ("cpu backend: quantized params are not supported (param 'w' bound to format
+/// 'q8_0')", naming the first binding). Throws rlx::Error.
+void check_compile_request(const BackendFacts& backend, const CompileOptions& options,
+                           const Device& device);
+
+/// The standard pipeline's options for `backend` under `options`: its name and supported ops,
+/// options.dispatch (absent: the defaults, PreferNative), options.precision (absent:
+/// backend.default_precision), and the DCE / folding switches. Reads no environment variable
+/// (Session resolves those into `options`).
+PipelineOptions make_pipeline_options(const BackendFacts& backend, const CompileOptions& options);
+
+/// Input, param and output specs of a graph given to compile, in graph order: inputs and
+/// params by node name and type, outputs named "node" or, for result i of a multi-result
+/// node, "node#i" (Executable::outputs()).
+struct IoSpecs {
+  std::vector<IoSpec> inputs, params, outputs;
+};
+IoSpecs io_specs_of(const Graph& source);
+
+// ---- the executable side
+
+/// What a compile produced that every executable exposes, shared read-only by an executable
+/// and its clones. A backend's own program type derives from it and adds its device program.
+struct ProgramInfo {
+  Graph graph;             ///< the graph as compiled (after the pipeline)
+  MemoryPlan plan;         ///< its memory plan
+  DispatchReport dispatch;  ///< legalization's report
+  KernelReport kernel_report;  ///< how each node runs (the backend fills it)
+  std::vector<IoSpec> inputs, params, outputs;  ///< from the source graph (io_specs_of)
+  Device device;
+
+  /// Fills everything but `kernel_report` from the graph given to compile and the pipeline's
+  /// result (moved from).
+  void init(const Graph& source, PipelineResult&& compiled, const Device& device);
+};
+
+/// The values bound to an executable's params, by param index, shared between an executable
+/// and its clones until one of them binds a param (copy on write: the binder gets its own copy
+/// of every binding first, so the others keep theirs). `Value` is what the backend keeps per
+/// param: a host Tensor (CPU: the caller's tensor, zero copy), a device buffer (PJRT). Copying
+/// a ParamBindings shares the bindings; a ParamBindings object is not synchronized (its
+/// executable guards it with its mutex).
+template <class Value>
+class ParamBindings {
+ public:
+  /// `count` params, none bound.
+  explicit ParamBindings(size_t count = 0) : store_(std::make_shared<Store>(count)) {}
+
+  size_t size() const { return store_->values.size(); }
+  bool is_set(size_t index) const { return store_->set[index]; }
+  /// True when every param is bound (O(1): the run() hot path asks this).
+  bool all_set() const { return store_->unset == 0; }
+  /// The value bound to param `index` (a default Value when not bound).
+  const Value& operator[](size_t index) const { return store_->values[index]; }
+
+  /// Binds param `index` (< size()), copying the bindings first when they are shared.
+  void set(size_t index, Value value) {
+    if (store_.use_count() > 1) store_ = std::make_shared<Store>(*store_);
+    Store& s = *store_;
+    if (!s.set[index]) {
+      s.set[index] = true;
+      --s.unset;
+    }
+    s.values[index] = std::move(value);
+  }
+
+ private:
+  struct Store {
+    explicit Store(size_t count) : values(count), set(count, false), unset(count) {}
+    std::vector<Value> values;
+    std::vector<bool> set;
+    size_t unset;
+  };
+  std::shared_ptr<Store> store_;
+};
+
+/// An Executable over a backend's `Program` (derived from ProgramInfo) with params stored as
+/// `ParamValue`. It implements the shared part of the interface — the specs and reports,
+/// set_param (validated, then bind_param, then a copy-on-write binding) and run (inputs and
+/// params validated, all before execute) — and leaves the device part to the backend:
+/// capabilities(), clone(), bind_param() and execute().
+///
+/// Thread safety: one mutex per executable serializes set_param's binding, run and clone;
+/// execute() runs under it, so per-executable state of the backend (e.g. its arena) needs no
+/// lock of its own. Clones are separate objects: they run concurrently, sharing the program
+/// (read-only) and, until one binds a param, the bindings.
+template <class Program, class ParamValue>
+class ExecutableCore : public Executable {
+  static_assert(std::is_base_of_v<ProgramInfo, Program>, "Program must derive from ProgramInfo");
+
+ public:
+  Device device() const final { return program_->device; }
+  const std::vector<IoSpec>& inputs() const final { return program_->inputs; }
+  const std::vector<IoSpec>& params() const final { return program_->params; }
+  const std::vector<IoSpec>& outputs() const final { return program_->outputs; }
+  const Graph& compiled_graph() const final { return program_->graph; }
+  const MemoryPlan& memory_plan() const final { return program_->plan; }
+  const DispatchReport& dispatch_report() const final { return program_->dispatch; }
+  const KernelReport& kernels() const final { return program_->kernel_report; }
+
+  void set_param(const std::string& name, const Tensor& value) final {
+    size_t index = check_param_binding(program_->params, name, value);
+    ParamValue bound = bind_param(index, value);  // e.g. a device upload: outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    params_.set(index, std::move(bound));
+  }
+
+  std::vector<Tensor> run(const TensorMap& inputs) final {
+    check_run_inputs(program_->inputs, inputs);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!params_.all_set())
+      check_params_set(program_->params, [&](size_t i) { return params_.is_set(i); });
+    return execute(inputs, params_);
+  }
+
+ protected:
+  ExecutableCore(std::shared_ptr<const Program> program, ParamBindings<ParamValue> params)
+      : program_(std::move(program)), params_(std::move(params)) {}
+
+  const Program& program() const { return *program_; }
+  const std::shared_ptr<const Program>& program_ptr() const { return program_; }
+  /// A handle to this executable's bindings, for a clone (taken under the lock).
+  ParamBindings<ParamValue> share_params() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return params_;
+  }
+
+  /// What to keep for param `index` bound to `value` (already validated: its type is the
+  /// declared one). CPU: the tensor itself; PJRT: a device copy. Called without the lock; may
+  /// throw (the earlier binding is then kept).
+  virtual ParamValue bind_param(size_t index, const Tensor& value) = 0;
+  /// Runs the program on validated `inputs` (every declared input, exact types) with every
+  /// param bound; returns the outputs in outputs() order. Called under the executable's lock.
+  virtual std::vector<Tensor> execute(const TensorMap& inputs,
+                                      const ParamBindings<ParamValue>& params) = 0;
+
+ private:
+  std::shared_ptr<const Program> program_;
+  ParamBindings<ParamValue> params_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,63 @@
+// The plumbing every backend shares (rlx/runtime/backend_core.h): compile request checks,
+// CompileOptions -> PipelineOptions, IO specs and set_param validation.
+#include "rlx/runtime/backend_core.h"
+
+#include "rlx/ir/error.h"
+
+namespace rlx {
+
+BackendFacts BackendFacts::of(const Backend& backend) {
+  BackendFacts f;
+  f.name = backend.name();
+  f.device_kind = backend.device_kind();
+  f.supported = backend.supported_ops();
+  return f;
+}
+
+void check_compile_request(const BackendFacts& backend, const CompileOptions& options,
+                           const Device& device) {
+  check(device.kind == backend.device_kind, backend.name + " backend cannot compile for device '" +
+                                                device.to_string() + "'");
+  if (!backend.quantized_params && !options.quantized_params.empty())
+    throw Error(backend.name + " backend: quantized params are not supported (param '" +
+                options.quantized_params.begin()->first + "' bound to format '" +
+                options.quantized_params.begin()->second.format + "')");
+}
+
+PipelineOptions make_pipeline_options(const BackendFacts& backend, const CompileOptions& options) {
+  PipelineOptions po;
+  po.backend = backend.name;
+  po.supported = backend.supported;
+  po.dispatch = options.dispatch.value_or(DispatchOptions{});
+  po.precision = options.precision ? options.precision : backend.default_precision;
+  po.dce = options.dce;
+  po.fold_constants = options.fold_constants;
+  return po;
+}
+
+IoSpecs io_specs_of(const Graph& source) {
+  IoSpecs s;
+  for (int32_t id : source.inputs())
+    s.inputs.push_back({source.node(id).name, source.node(id).results[0]});
+  for (int32_t id : source.params())
+    s.params.push_back({source.node(id).name, source.node(id).results[0]});
+  for (Value v : source.outputs()) {
+    std::string name = source.node(v).name;
+    if (source.node(v).results.size() > 1) name += "#" + std::to_string(v.index);
+    s.outputs.push_back({name, source.type(v)});
+  }
+  return s;
+}
+
+void ProgramInfo::init(const Graph& source, PipelineResult&& compiled, const Device& on) {
+  graph = std::move(compiled.graph);
+  plan = std::move(compiled.plan);
+  dispatch = std::move(compiled.report);
+  IoSpecs specs = io_specs_of(source);
+  inputs = std::move(specs.inputs);
+  params = std::move(specs.params);
+  outputs = std::move(specs.outputs);
+  device = on;
+}
+
+}  // namespace rlx
