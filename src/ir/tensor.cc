@@ -3,9 +3,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "rlx/ir/error.h"
+#include "rlx/ir/scalar_ops.h"
 #include "rlx/ir/text_util.h"
 
 namespace rlx {
@@ -78,27 +78,18 @@ Tensor Tensor::full(DType dtype, Shape shape, double value) {
 }
 
 int64_t saturate_to_int(double v, DType t) {
-  if (std::isnan(v)) return 0;
-  if (t == DType::bool_) return v != 0.0;
-  double lo, hi;
   switch (t) {
     case DType::i8:
-      lo = -128, hi = 127;
-      break;
+      return scalar::saturate<int8_t>(v);
     case DType::u8:
-      lo = 0, hi = 255;
-      break;
+      return scalar::saturate<uint8_t>(v);
     case DType::i32:
-      lo = -2147483648.0, hi = 2147483647.0;
-      break;
-    default:  // i64: 2^63 is not representable in int64; saturate before the cast.
-      if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
-      if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
-      return static_cast<int64_t>(v);
+      return scalar::saturate<int32_t>(v);
+    case DType::bool_:
+      return !std::isnan(v) && v != 0.0;
+    default:  // i64
+      return scalar::saturate<int64_t>(v);
   }
-  if (v <= lo) return static_cast<int64_t>(lo);
-  if (v >= hi) return static_cast<int64_t>(hi);
-  return static_cast<int64_t>(v);  // truncation toward zero
 }
 
 int64_t wrap_to_int(int64_t v, DType t) {

@@ -1,109 +1,12 @@
 // Reference kernels for elementwise ops: unary math, convert, activations, binary arithmetic,
-// bitwise and compare ops, select and clamp.
-#include <algorithm>
-#include <bit>
-#include <cmath>
+// bitwise and compare ops, select and clamp; the scalar semantics are rlx/ir/scalar_ops.h's.
 #include <cstring>
-#include <limits>
-#include <numbers>
 
 #include "eval.h"
+#include "rlx/ir/scalar_ops.h"
 
 namespace rlx::detail {
-
-// ---- scalar semantics declared in eval.h (also used by the nn, reduce and fused kernels)
-
-// lax.max / lax.min on floats: NaN when either operand is NaN.
-double max_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a > b ? a : b;
-}
-
-double min_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a < b ? a : b;
-}
-
-// For x < 0, e^x / (1 + e^x), which cannot overflow.
-double logistic(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
-
-double gelu_tanh(double x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
-
 namespace {
-
-// ---- scalar semantics used only here
-
-// Integer arithmetic runs on int64 through uint64 so overflow wraps instead of being UB;
-// Tensor::set_i64 then wraps the result to the element dtype.
-int64_t wrap_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t wrap_sub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t wrap_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-int64_t wrap_neg(int64_t a) { return wrap_sub(0, a); }
-
-// XLA integer division: truncation toward zero, x / 0 = -1 (all bits set, so 255 for u8) and
-// INT_MIN / -1 = INT_MIN. Dividing by -1 as a wrapping negation covers INT_MIN of every dtype.
-int64_t int_div(int64_t x, int64_t y) {
-  if (y == 0) return -1;
-  if (y == -1) return wrap_neg(x);
-  return x / y;
-}
-
-// XLA integer remainder: sign of the dividend, x rem 0 = x, INT_MIN rem -1 = 0.
-int64_t int_rem(int64_t x, int64_t y) {
-  if (y == 0) return x;
-  if (y == -1) return 0;
-  return x % y;
-}
-
-// Exponentiation by squaring with wrap-around; a negative exponent gives 0 except for the
-// bases 1 (-> 1) and -1 (-> -1 for odd exponents, 1 for even ones), as jnp.power on integers.
-int64_t int_pow(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent & 1) ? -1 : 1;
-    return 0;
-  }
-  int64_t acc = 1;
-  for (; exponent != 0; exponent >>= 1) {
-    if (exponent & 1) acc = wrap_mul(acc, base);
-    base = wrap_mul(base, base);
-  }
-  return acc;
-}
-
-double sign_float(double x) { return std::isnan(x) || x == 0.0 ? x : std::copysign(1.0, x); }
-
-double softplus(double x) { return std::log1p(std::exp(-std::fabs(x))) + max_nan(x, 0.0); }
-
-// int64 -> double with round-to-odd: exact below 2^53; above, the low bits are truncated and
-// the last kept bit is set when any dropped bit was nonzero. Rounding that double once more to
-// a format with at most 51 significand bits (f32, f16, bf16) gives exactly the correctly
-// rounded value of the integer, so int -> narrow float rounds once as `convert` requires.
-double to_double_round_odd(int64_t v) {
-  uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  int width = std::bit_width(mag);
-  if (width <= 53) return static_cast<double>(v);
-  int drop = width - 53;
-  uint64_t kept = mag >> drop;
-  if ((mag & ((uint64_t{1} << drop) - 1)) != 0) kept |= 1;
-  double d = std::ldexp(static_cast<double>(kept), drop);
-  return v < 0 ? -d : d;
-}
 
 // ---- loops
 
@@ -176,7 +79,7 @@ std::vector<Tensor> eval_not(const EvalContext& ctx) {
   Tensor out = make_result(ctx);
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t v = x.get_i64(i);
-    out.set_i64(i, logical ? (v == 0) : ~v);
+    out.set_i64(i, logical ? scalar::logical_not(v) : scalar::bit_not(v));
   }
   return {out};
 }
@@ -194,7 +97,7 @@ std::vector<Tensor> eval_convert(const EvalContext& ctx) {
     if (is_float(x.dtype()))
       out.set_f64(i, x.get_f64(i));
     else if (narrow_float)
-      out.set_f64(i, to_double_round_odd(x.get_i64(i)));
+      out.set_f64(i, scalar::to_double_round_odd(x.get_i64(i)));
     else
       out.set_i64(i, x.get_i64(i));
   }
@@ -203,7 +106,7 @@ std::vector<Tensor> eval_convert(const EvalContext& ctx) {
 
 std::vector<Tensor> eval_leaky_relu(const EvalContext& ctx) {
   double alpha = ctx.attrs().get_float("alpha");
-  return unary_float(ctx, [alpha](double x) { return x >= 0 ? x : alpha * x; });
+  return unary_float(ctx, [alpha](double x) { return scalar::leaky_relu(x, alpha); });
 }
 
 // Copies elements bit for bit, so NaN payloads and -0 pass through unchanged.
@@ -223,7 +126,7 @@ std::vector<Tensor> eval_select(const EvalContext& ctx) {
   return {out};
 }
 
-// lax.clamp(lo, x, hi) = min(max(x, lo), hi), NaN-propagating for floats.
+// lax.clamp(lo, x, hi) (scalar::clamp).
 std::vector<Tensor> eval_clamp(const EvalContext& ctx) {
   const Tensor &lo = ctx.operands[0], &x = ctx.operands[1], &hi = ctx.operands[2];
   Tensor out = make_result(ctx);
@@ -232,9 +135,9 @@ std::vector<Tensor> eval_clamp(const EvalContext& ctx) {
   bool fl = is_float(out.dtype());
   for (int64_t i = 0; i < out.numel(); ++i) {
     if (fl)
-      out.set_f64(i, min_nan(max_nan(x.get_f64(ix(i)), lo.get_f64(il(i))), hi.get_f64(ih(i))));
+      out.set_f64(i, scalar::clamp(lo.get_f64(il(i)), x.get_f64(ix(i)), hi.get_f64(ih(i))));
     else
-      out.set_i64(i, std::min(std::max(x.get_i64(ix(i)), lo.get_i64(il(i))), hi.get_i64(ih(i))));
+      out.set_i64(i, scalar::clamp(lo.get_i64(il(i)), x.get_i64(ix(i)), hi.get_i64(ih(i))));
   }
   return {out};
 }
@@ -243,90 +146,49 @@ std::vector<Tensor> eval_clamp(const EvalContext& ctx) {
 
 void register_eval_elementwise() {
   using C = const EvalContext&;
+  using I = int64_t;  // integers are computed in int64 and wrapped to the dtype by set_i64
   // ---- unary
-  set_eval(OpKind::Neg, [](C c) {
-    return unary(
-        c, [](double x) { return -x; }, wrap_neg);
-  });
-  set_eval(OpKind::Abs, [](C c) {
-    return unary(
-        c, [](double x) { return std::fabs(x); },
-        [](int64_t x) { return x < 0 ? wrap_neg(x) : x; });
-  });
-  set_eval(OpKind::Sign, [](C c) {
-    return unary(c, sign_float, [](int64_t x) -> int64_t { return (x > 0) - (x < 0); });
-  });
-  set_eval(OpKind::Exp, [](C c) { return unary_float(c, [](double x) { return std::exp(x); }); });
-  set_eval(OpKind::Expm1,
-           [](C c) { return unary_float(c, [](double x) { return std::expm1(x); }); });
-  set_eval(OpKind::Log, [](C c) { return unary_float(c, [](double x) { return std::log(x); }); });
-  set_eval(OpKind::Log1p,
-           [](C c) { return unary_float(c, [](double x) { return std::log1p(x); }); });
-  set_eval(OpKind::Sqrt, [](C c) { return unary_float(c, [](double x) { return std::sqrt(x); }); });
-  set_eval(OpKind::Rsqrt,
-           [](C c) { return unary_float(c, [](double x) { return 1.0 / std::sqrt(x); }); });
-  set_eval(OpKind::Sin, [](C c) { return unary_float(c, [](double x) { return std::sin(x); }); });
-  set_eval(OpKind::Cos, [](C c) { return unary_float(c, [](double x) { return std::cos(x); }); });
-  set_eval(OpKind::Tan, [](C c) { return unary_float(c, [](double x) { return std::tan(x); }); });
-  set_eval(OpKind::Tanh, [](C c) { return unary_float(c, [](double x) { return std::tanh(x); }); });
-  set_eval(OpKind::Atan, [](C c) { return unary_float(c, [](double x) { return std::atan(x); }); });
-  set_eval(OpKind::Logistic, [](C c) { return unary_float(c, logistic); });
-  set_eval(OpKind::Erf, [](C c) { return unary_float(c, [](double x) { return std::erf(x); }); });
-  set_eval(OpKind::Floor,
-           [](C c) { return unary_float(c, [](double x) { return std::floor(x); }); });
-  set_eval(OpKind::Ceil, [](C c) { return unary_float(c, [](double x) { return std::ceil(x); }); });
-  // std::nearbyint in the default rounding mode rounds half to even.
-  set_eval(OpKind::Round,
-           [](C c) { return unary_float(c, [](double x) { return std::nearbyint(x); }); });
+  set_eval(OpKind::Neg, [](C c) { return unary(c, scalar::neg<double>, scalar::neg<I>); });
+  set_eval(OpKind::Abs, [](C c) { return unary(c, scalar::abs<double>, scalar::abs<I>); });
+  set_eval(OpKind::Sign, [](C c) { return unary(c, scalar::sign<double>, scalar::sign<I>); });
+  set_eval(OpKind::Exp, [](C c) { return unary_float(c, scalar::exp); });
+  set_eval(OpKind::Expm1, [](C c) { return unary_float(c, scalar::expm1); });
+  set_eval(OpKind::Log, [](C c) { return unary_float(c, scalar::log); });
+  set_eval(OpKind::Log1p, [](C c) { return unary_float(c, scalar::log1p); });
+  set_eval(OpKind::Sqrt, [](C c) { return unary_float(c, scalar::sqrt); });
+  set_eval(OpKind::Rsqrt, [](C c) { return unary_float(c, scalar::rsqrt); });
+  set_eval(OpKind::Sin, [](C c) { return unary_float(c, scalar::sin); });
+  set_eval(OpKind::Cos, [](C c) { return unary_float(c, scalar::cos); });
+  set_eval(OpKind::Tan, [](C c) { return unary_float(c, scalar::tan); });
+  set_eval(OpKind::Tanh, [](C c) { return unary_float(c, scalar::tanh); });
+  set_eval(OpKind::Atan, [](C c) { return unary_float(c, scalar::atan); });
+  set_eval(OpKind::Logistic, [](C c) { return unary_float(c, scalar::logistic); });
+  set_eval(OpKind::Erf, [](C c) { return unary_float(c, scalar::erf); });
+  set_eval(OpKind::Floor, [](C c) { return unary_float(c, scalar::floor); });
+  set_eval(OpKind::Ceil, [](C c) { return unary_float(c, scalar::ceil); });
+  set_eval(OpKind::Round, [](C c) { return unary_float(c, scalar::round); });
   set_eval(OpKind::Not, eval_not);
   set_eval(OpKind::Convert, eval_convert);
   // stop_gradient only matters to autodiff; its value is the operand, copied bit for bit.
   set_eval(OpKind::StopGradient, [](C c) { return std::vector<Tensor>{c.operands[0].clone()}; });
 
   // ---- activations
-  set_eval(OpKind::Relu, [](C c) {
-    return unary(
-        c, [](double x) { return max_nan(x, 0.0); },
-        [](int64_t x) { return std::max<int64_t>(x, 0); });
-  });
-  set_eval(OpKind::Gelu, [](C c) { return unary_float(c, gelu); });
-  set_eval(OpKind::GeluTanh, [](C c) { return unary_float(c, gelu_tanh); });
-  set_eval(OpKind::Silu,
-           [](C c) { return unary_float(c, [](double x) { return x * logistic(x); }); });
-  set_eval(OpKind::Softplus, [](C c) { return unary_float(c, softplus); });
+  set_eval(OpKind::Relu, [](C c) { return unary(c, scalar::relu<double>, scalar::relu<I>); });
+  set_eval(OpKind::Gelu, [](C c) { return unary_float(c, scalar::gelu); });
+  set_eval(OpKind::GeluTanh, [](C c) { return unary_float(c, scalar::gelu_tanh); });
+  set_eval(OpKind::Silu, [](C c) { return unary_float(c, scalar::silu); });
+  set_eval(OpKind::Softplus, [](C c) { return unary_float(c, scalar::softplus); });
   set_eval(OpKind::LeakyRelu, eval_leaky_relu);
 
   // ---- binary arithmetic
-  set_eval(OpKind::Add, [](C c) {
-    return binary(
-        c, [](double a, double b) { return a + b; }, wrap_add);
-  });
-  set_eval(OpKind::Sub, [](C c) {
-    return binary(
-        c, [](double a, double b) { return a - b; }, wrap_sub);
-  });
-  set_eval(OpKind::Mul, [](C c) {
-    return binary(
-        c, [](double a, double b) { return a * b; }, wrap_mul);
-  });
-  set_eval(OpKind::Div, [](C c) {
-    return binary(
-        c, [](double a, double b) { return a / b; }, int_div);
-  });
-  set_eval(OpKind::Pow, [](C c) {
-    return binary(
-        c, [](double a, double b) { return std::pow(a, b); }, int_pow);
-  });
-  set_eval(OpKind::Rem, [](C c) {
-    return binary(
-        c, [](double a, double b) { return std::fmod(a, b); }, int_rem);
-  });
-  set_eval(OpKind::Max, [](C c) {
-    return binary(c, max_nan, [](int64_t a, int64_t b) { return std::max(a, b); });
-  });
-  set_eval(OpKind::Min, [](C c) {
-    return binary(c, min_nan, [](int64_t a, int64_t b) { return std::min(a, b); });
-  });
+  set_eval(OpKind::Add, [](C c) { return binary(c, scalar::add<double>, scalar::add<I>); });
+  set_eval(OpKind::Sub, [](C c) { return binary(c, scalar::sub<double>, scalar::sub<I>); });
+  set_eval(OpKind::Mul, [](C c) { return binary(c, scalar::mul<double>, scalar::mul<I>); });
+  set_eval(OpKind::Div, [](C c) { return binary(c, scalar::div<double>, scalar::div<I>); });
+  set_eval(OpKind::Pow, [](C c) { return binary(c, scalar::pow<double>, scalar::pow<I>); });
+  set_eval(OpKind::Rem, [](C c) { return binary(c, scalar::rem<double>, scalar::rem<I>); });
+  set_eval(OpKind::Max, [](C c) { return binary(c, scalar::max<double>, scalar::max<I>); });
+  set_eval(OpKind::Min, [](C c) { return binary(c, scalar::min<double>, scalar::min<I>); });
 
   // ---- bitwise / logical (bool is 0/1, so the bitwise forms are the logical ones)
   set_eval(OpKind::And,

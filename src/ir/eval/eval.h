@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rlx/ir/evaluator.h"
+#include "rlx/ir/scalar_ops.h"  // the scalar semantics every family computes with
 
 namespace rlx::detail {
 
@@ -39,17 +40,5 @@ int64_t ravel(std::span<const int64_t> index, const Shape& shape);
 /// Product of dims [begin, end) of `shape` (1 for an empty range). Kernels only run for
 /// non-empty results (see run_node), so a product of their dims cannot overflow.
 int64_t dims_product(const Shape& shape, int begin, int end);
-
-// ---- scalar float semantics shared by several families (each one definition)
-
-/// lax.max / lax.min on floats: NaN when either operand is NaN.
-double max_nan(double a, double b);
-double min_nan(double a, double b);
-/// Sigmoid 1 / (1 + e^-x), computed without overflow for either sign of x.
-double logistic(double x);
-/// Exact GELU x/2 (1 + erf(x / sqrt 2)).
-double gelu(double x);
-/// tanh-approximate GELU x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-double gelu_tanh(double x);
 
 }  // namespace rlx::detail

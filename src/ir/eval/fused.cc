@@ -12,10 +12,10 @@ namespace {
 // The activations of fused_matmul_bias_act: the scalar functions of the relu, gelu, gelu_tanh
 // and silu kernels.
 double activate(const std::string& act, double v) {
-  if (act == "relu") return max_nan(v, 0.0);
-  if (act == "gelu") return gelu(v);
-  if (act == "gelu_tanh") return gelu_tanh(v);
-  if (act == "silu") return v * logistic(v);
+  if (act == "relu") return scalar::relu(v);
+  if (act == "gelu") return scalar::gelu(v);
+  if (act == "gelu_tanh") return scalar::gelu_tanh(v);
+  if (act == "silu") return scalar::silu(v);
   return v;  // "none"
 }
 

@@ -26,7 +26,7 @@ std::vector<Tensor> softmax_family(const EvalContext& ctx, bool log) {
       auto at = [&](int64_t j) { return (o * n + j) * inner + i; };
       // An all -inf row has max -inf and -inf - -inf = NaN: the row is NaN, as in jax.
       double m = -kInf;
-      for (int64_t j = 0; j < n; ++j) m = max_nan(m, x.get_f64(at(j)));
+      for (int64_t j = 0; j < n; ++j) m = scalar::max_nan(m, x.get_f64(at(j)));
       double sum = 0;
       for (int64_t j = 0; j < n; ++j) sum += std::exp(x.get_f64(at(j)) - m);
       for (int64_t j = 0; j < n; ++j) {
@@ -123,7 +123,7 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
         // score; a row with nothing visible has denominator 0, replaced by 1, so it outputs 0.
         double m = -kInf;
         for (int64_t j = 0; j < sk; ++j)
-          if (visible[static_cast<size_t>(j)]) m = max_nan(m, s[static_cast<size_t>(j)]);
+          if (visible[static_cast<size_t>(j)]) m = scalar::max_nan(m, s[static_cast<size_t>(j)]);
         double den = 0;
         for (int64_t j = 0; j < sk; ++j) {
           auto ju = static_cast<size_t>(j);
@@ -179,7 +179,7 @@ std::vector<Tensor> eval_softmax_cross_entropy(const EvalContext& ctx) {
   Tensor out(logits.dtype(), labels.shape());
   for (int64_t r = 0; r < labels.numel(); ++r) {
     double m = -kInf;
-    for (int64_t j = 0; j < c; ++j) m = max_nan(m, logits.get_f64(r * c + j));
+    for (int64_t j = 0; j < c; ++j) m = scalar::max_nan(m, logits.get_f64(r * c + j));
     double sum = 0;
     for (int64_t j = 0; j < c; ++j) sum += std::exp(logits.get_f64(r * c + j) - m);
     int64_t label = std::clamp<int64_t>(labels.get_i64(r), 0, c - 1);  // as gather clamps

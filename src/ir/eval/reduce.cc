@@ -80,8 +80,8 @@ std::vector<Tensor> eval_reduce(const EvalContext& ctx) {
       if constexpr (kKind == ReduceKind::kSum || kKind == ReduceKind::kMean) a += v;
       if constexpr (kKind == ReduceKind::kProd) a *= v;
       // NaN propagates (lax.max/min): once the accumulator is NaN it stays NaN.
-      if constexpr (kKind == ReduceKind::kMax) a = max_nan(a, v);
-      if constexpr (kKind == ReduceKind::kMin) a = min_nan(a, v);
+      if constexpr (kKind == ReduceKind::kMax) a = scalar::max_nan(a, v);
+      if constexpr (kKind == ReduceKind::kMin) a = scalar::min_nan(a, v);
     } else {
       int64_t v = x.get_i64(i);
       uint64_t& a = iacc[o];

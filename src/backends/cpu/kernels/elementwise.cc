@@ -11,8 +11,13 @@
 // Within a block a value is held in a computation type (Repr): f32 for f32 / f16 / bf16 (a
 // 16-bit value is rounded back to its dtype after each step that may leave its value set, as
 // the reference rounds each node's result), f64, or the integer / bool storage type. f32 math is
-// SIMD (vec_math.h); f64, integer and bool steps are scalar loops with exactly the reference
-// evaluator's formulas (src/ir/eval/elementwise.cc), so they match it bit for bit.
+// SIMD (vec_math.h); f64, integer and bool steps are scalar loops over the reference evaluator's
+// own scalar functions (rlx/ir/scalar_ops.h), so they match it bit for bit.
+//
+// Which step an op runs is data: one table (fill_elementwise_table, an OpTable<ElementwiseOp>)
+// gives per op its step for each computation type, the vec_math.h code of its f32 step, whether
+// its result keeps the 16-bit value set, and its kernel factory. The ops registered natively
+// are exactly the table's keys; adding an elementwise op is one line there.
 //
 // Accuracy against the reference evaluator (which computes in double and rounds once): bit-equal
 // for every op on f64, integers and bool, for convert, and for add / sub / mul / div / pow / rem
@@ -27,13 +32,12 @@
 // kernel only when a region's outputs differ in shape (no single iteration space) or its
 // broadcast layout needs more than BroadcastLayout::kMaxRank collapsed dims.
 #include <algorithm>
-#include <bit>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <functional>
 #include <memory>
-#include <numbers>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -42,6 +46,7 @@
 #include "broadcast.h"
 #include "half.h"
 #include "rlx/ir/evaluator.h"
+#include "rlx/ir/scalar_ops.h"
 #include "rlx/runtime/threading.h"
 #include "vec_math.h"
 
@@ -133,7 +138,7 @@ struct Step {
   int32_t out = -1;              // slot of the result
   uint8_t code = 0;              // VecFn / VecBinary / VecCompare of the f32 steps
   double alpha = 0;              // leaky_relu
-  DType src = DType::f32;        // dtype of operand 0 (convert)
+  DType src = DType::f32;        // dtype of the primary operand (convert: its source)
   DType dst = DType::f32;        // dtype of the result
   bool round = false;            // round the f32 result to dst (f16 / bf16) afterwards
 };
@@ -186,7 +191,8 @@ void f32_pow(const Step& s, const void* const* in, void* out, int64_t n) {
   const float *a = arg<float>(in, 0), *b = arg<float>(in, 1);
   auto* y = static_cast<float*>(out);
   for (int64_t i = 0; i < n; ++i)
-    y[i] = round_from_double(std::pow(static_cast<double>(a[i]), static_cast<double>(b[i])), s.dst);
+    y[i] = round_from_double(
+        scalar::pow<double>(static_cast<double>(a[i]), static_cast<double>(b[i])), s.dst);
 }
 void f32_rem(const Step&, const void* const* in, void* out, int64_t n) {
   const float *a = arg<float>(in, 0), *b = arg<float>(in, 1);
@@ -194,232 +200,59 @@ void f32_rem(const Step&, const void* const* in, void* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]);
 }
 
-// ---- scalar semantics of the reference evaluator (src/ir/eval/elementwise.cc), per C++ type
-
-double max_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a > b ? a : b;
-}
-double min_nan(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a < b ? a : b;
-}
-double logistic(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-// f64 unary math, one function per op (the reference's lambdas).
-double f_neg(double x) { return -x; }
-double f_abs(double x) { return std::fabs(x); }
-double f_sign(double x) { return std::isnan(x) || x == 0.0 ? x : std::copysign(1.0, x); }
-double f_exp(double x) { return std::exp(x); }
-double f_expm1(double x) { return std::expm1(x); }
-double f_log(double x) { return std::log(x); }
-double f_log1p(double x) { return std::log1p(x); }
-double f_sqrt(double x) { return std::sqrt(x); }
-double f_rsqrt(double x) { return 1.0 / std::sqrt(x); }
-double f_sin(double x) { return std::sin(x); }
-double f_cos(double x) { return std::cos(x); }
-double f_tan(double x) { return std::tan(x); }
-double f_tanh(double x) { return std::tanh(x); }
-double f_atan(double x) { return std::atan(x); }
-double f_erf(double x) { return std::erf(x); }
-double f_floor(double x) { return std::floor(x); }
-double f_ceil(double x) { return std::ceil(x); }
-double f_round(double x) { return std::nearbyint(x); }  // ties to even in the default mode
-double f_relu(double x) { return max_nan(x, 0.0); }
-double f_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
-double f_gelu_tanh(double x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
-double f_silu(double x) { return x * logistic(x); }
-double f_softplus(double x) { return std::log1p(std::exp(-std::fabs(x))) + max_nan(x, 0.0); }
-
-template <double (*F)(double)>
-void f64_unary(const Step&, const void* const* in, void* out, int64_t n) {
-  const double* x = arg<double>(in, 0);
-  auto* y = static_cast<double*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = F(x[i]);
-}
+// Scalar steps on the computation type T (f64, integers, bool as uint8_t 0 / 1): loops over
+// the reference evaluator's scalar functions (rlx/ir/scalar_ops.h), so they match it bit for
+// bit. F is a captureless lambda calling one of them: a type, so the call is inlined into the
+// loop. Class templates, so that the table's builders can take the loop as a parameter.
+template <class T, class F>
+struct Map1 {  // y = F(x)
+  static void run(const Step&, const void* const* in, void* out, int64_t n) {
+    const T* x = arg<T>(in, 0);
+    T* y = static_cast<T*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = F{}(x[i]);
+  }
+};
+template <class T, class F>
+struct Map2 {  // y = F(a, b)
+  static void run(const Step&, const void* const* in, void* out, int64_t n) {
+    const T *a = arg<T>(in, 0), *b = arg<T>(in, 1);
+    T* y = static_cast<T*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = F{}(a[i], b[i]);
+  }
+};
+template <class T, class F>
+struct Map3 {  // y = F(a, b, c)
+  static void run(const Step&, const void* const* in, void* out, int64_t n) {
+    const T *a = arg<T>(in, 0), *b = arg<T>(in, 1), *c = arg<T>(in, 2);
+    T* y = static_cast<T*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = F{}(a[i], b[i], c[i]);
+  }
+};
+template <class T, class Cmp>
+struct Compare {  // y = Cmp(a, b) as a bool byte
+  static void run(const Step&, const void* const* in, void* out, int64_t n) {
+    const T *a = arg<T>(in, 0), *b = arg<T>(in, 1);
+    auto* y = static_cast<uint8_t*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = Cmp{}(a[i], b[i]);
+  }
+};
+template <class T, class = void>
+struct Pick {  // select: y = p ? a : b
+  static void run(const Step&, const void* const* in, void* out, int64_t n) {
+    const uint8_t* p = arg<uint8_t>(in, 0);
+    const T *a = arg<T>(in, 1), *b = arg<T>(in, 2);
+    T* y = static_cast<T*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
+  }
+};
 
 void f64_leaky_relu(const Step& s, const void* const* in, void* out, int64_t n) {
   const double* x = arg<double>(in, 0);
   auto* y = static_cast<double*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0 ? x[i] : s.alpha * x[i];
-}
-
-// Integer arithmetic wraps (computed in the unsigned type); bool is 0 / 1 in a uint8_t.
-template <class T>
-T wrap(uint64_t v) {
-  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(v));
-}
-
-// XLA integer pow by squaring with wrap-around; negative exponents give 0 except for bases 1
-// and -1 (the reference's int_pow, whose int64 result wraps to T).
-int64_t int_pow(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent & 1) ? -1 : 1;
-    return 0;
-  }
-  uint64_t acc = 1, b = static_cast<uint64_t>(base);
-  for (; exponent != 0; exponent >>= 1) {
-    if (exponent & 1) acc *= b;
-    b *= b;
-  }
-  return static_cast<int64_t>(acc);
-}
-
-// Unary ops on a numeric or bool type T (double or integer; the f32 forms are SIMD).
-enum class U1 : uint8_t { kNeg, kAbs, kSign, kRelu, kBitNot, kLogicalNot };
-
-template <class T, U1 kOp>
-void int_unary(const Step&, const void* const* in, void* out, int64_t n) {
-  const T* x = arg<T>(in, 0);
-  T* y = static_cast<T*>(out);
-  for (int64_t i = 0; i < n; ++i) {
-    T v = x[i];
-    if constexpr (kOp == U1::kNeg) y[i] = wrap<T>(0 - static_cast<uint64_t>(v));
-    if constexpr (kOp == U1::kAbs)
-      y[i] = v < 0 ? wrap<T>(0 - static_cast<uint64_t>(v)) : v;  // abs(INT_MIN) wraps
-    if constexpr (kOp == U1::kSign) y[i] = static_cast<T>((v > 0) - (v < 0));
-    if constexpr (kOp == U1::kRelu) y[i] = std::max<T>(v, 0);
-    if constexpr (kOp == U1::kBitNot) y[i] = static_cast<T>(~v);
-    if constexpr (kOp == U1::kLogicalNot) y[i] = v == 0;
-  }
-}
-
-// Binary ops; double follows the reference's float formulas, integers its int64 ones wrapped to
-// T (wrapping commutes with +, -, *, so computing in T's unsigned type is the same).
-enum class B2 : uint8_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kRem, kAnd, kOr, kXor };
-
-template <class T, B2 kOp>
-T binary_op(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if constexpr (kOp == B2::kAdd) return a + b;
-    if constexpr (kOp == B2::kSub) return a - b;
-    if constexpr (kOp == B2::kMul) return a * b;
-    if constexpr (kOp == B2::kDiv) return a / b;
-    if constexpr (kOp == B2::kPow) return std::pow(a, b);
-    if constexpr (kOp == B2::kMax) return max_nan(a, b);
-    if constexpr (kOp == B2::kMin) return min_nan(a, b);
-    if constexpr (kOp == B2::kRem) return std::fmod(a, b);
-    return a;
-  } else {
-    const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-    if constexpr (kOp == B2::kAdd) return wrap<T>(ua + ub);
-    if constexpr (kOp == B2::kSub) return wrap<T>(ua - ub);
-    if constexpr (kOp == B2::kMul) return wrap<T>(ua * ub);
-    if constexpr (kOp == B2::kDiv) {  // x / 0 = -1 (all bits set), x / -1 wraps (INT_MIN)
-      if (b == 0) return static_cast<T>(-1);
-      if constexpr (std::is_signed_v<T>)
-        if (b == -1) return wrap<T>(0 - ua);
-      return static_cast<T>(a / b);
-    }
-    if constexpr (kOp == B2::kPow) return wrap<T>(static_cast<uint64_t>(int_pow(a, b)));
-    if constexpr (kOp == B2::kMax) return std::max(a, b);
-    if constexpr (kOp == B2::kMin) return std::min(a, b);
-    if constexpr (kOp == B2::kRem) {  // x rem 0 = x, x rem -1 = 0 (no INT_MIN % -1 trap)
-      if (b == 0) return a;
-      if constexpr (std::is_signed_v<T>)
-        if (b == -1) return 0;
-      return static_cast<T>(a % b);
-    }
-    if constexpr (kOp == B2::kAnd) return static_cast<T>(a & b);
-    if constexpr (kOp == B2::kOr) return static_cast<T>(a | b);
-    if constexpr (kOp == B2::kXor) return static_cast<T>(a ^ b);
-    return a;
-  }
-}
-
-template <class T, B2 kOp>
-void scalar_binary(const Step&, const void* const* in, void* out, int64_t n) {
-  const T *a = arg<T>(in, 0), *b = arg<T>(in, 1);
-  T* y = static_cast<T*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = binary_op<T, kOp>(a[i], b[i]);
-}
-
-template <class T>
-void scalar_compare(const Step& s, const void* const* in, void* out, int64_t n) {
-  const T *a = arg<T>(in, 0), *b = arg<T>(in, 1);
-  auto* y = static_cast<uint8_t*>(out);
-  switch (static_cast<VecCompare>(s.code)) {
-    case VecCompare::kEq:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i];
-      return;
-    case VecCompare::kNe:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i];
-      return;
-    case VecCompare::kLt:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i];
-      return;
-    case VecCompare::kLe:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i];
-      return;
-    case VecCompare::kGt:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i];
-      return;
-    case VecCompare::kGe:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i];
-      return;
-  }
-}
-
-template <class T>
-void scalar_select(const Step&, const void* const* in, void* out, int64_t n) {
-  const uint8_t* p = arg<uint8_t>(in, 0);
-  const T *a = arg<T>(in, 1), *b = arg<T>(in, 2);
-  T* y = static_cast<T*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
-}
-
-template <class T>
-void scalar_clamp(const Step&, const void* const* in, void* out, int64_t n) {
-  const T *lo = arg<T>(in, 0), *x = arg<T>(in, 1), *hi = arg<T>(in, 2);
-  T* y = static_cast<T*>(out);
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_floating_point_v<T>)
-      y[i] = min_nan(max_nan(x[i], lo[i]), hi[i]);
-    else
-      y[i] = std::min(std::max(x[i], lo[i]), hi[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = scalar::leaky_relu(x[i], s.alpha);
 }
 
 // ---- convert (the reference's eval_convert / Tensor::set_f64 / set_i64 rules)
-
-// Float -> integer: truncation toward zero, saturating at D's range, NaN -> 0.
-template <class D>
-D saturate(double v) {
-  if (std::isnan(v)) return 0;
-  if constexpr (std::is_same_v<D, int64_t>) {
-    if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
-    if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
-    return static_cast<int64_t>(v);
-  } else {
-    constexpr auto lo = static_cast<double>(std::numeric_limits<D>::min());
-    constexpr auto hi = static_cast<double>(std::numeric_limits<D>::max());
-    if (v <= lo) return std::numeric_limits<D>::min();
-    if (v >= hi) return std::numeric_limits<D>::max();
-    return static_cast<D>(v);
-  }
-}
-
-// int64 -> double rounded to odd: exact below 2^53, else the last kept bit is sticky, so one
-// more rounding to f16 / bf16 is the correctly rounded value (the reference's
-// to_double_round_odd).
-double to_double_round_odd(int64_t v) {
-  uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  int width = std::bit_width(mag);
-  if (width <= 53) return static_cast<double>(v);
-  int drop = width - 53;
-  uint64_t kept = mag >> drop;
-  if ((mag & ((uint64_t{1} << drop) - 1)) != 0) kept |= 1;
-  double d = std::ldexp(static_cast<double>(kept), drop);
-  return v < 0 ? -d : d;
-}
 
 // y = static_cast<D>(x): float -> wider float, f64 -> f32 (nearest even), integer -> integer
 // (wraps), integer -> f32 / f64 (correctly rounded by the hardware conversion).
@@ -437,14 +270,16 @@ void cvt_to_bool(const Step&, const void* const* in, void* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] != 0;  // NaN != 0 is true
 }
 
+// Float -> integer: truncation toward zero, saturating at D's range, NaN -> 0.
 template <class S, class D>
 void cvt_saturate(const Step&, const void* const* in, void* out, int64_t n) {
   const S* x = arg<S>(in, 0);
   D* y = static_cast<D*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = saturate<D>(static_cast<double>(x[i]));
+  for (int64_t i = 0; i < n; ++i) y[i] = scalar::saturate<D>(static_cast<double>(x[i]));
 }
 
-// f64 or integer -> f16 / bf16 (held as f32), rounded once from the exact value.
+// f64 or integer -> f16 / bf16 (held as f32), rounded once from the exact value (int64 through
+// its round-to-odd double, so that the final rounding is the only one).
 template <class S>
 void cvt_to_half(const Step& s, const void* const* in, void* out, int64_t n) {
   const S* x = arg<S>(in, 0);
@@ -452,7 +287,7 @@ void cvt_to_half(const Step& s, const void* const* in, void* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double v;
     if constexpr (std::is_same_v<S, int64_t>)
-      v = to_double_round_odd(x[i]);
+      v = scalar::to_double_round_odd(x[i]);
     else
       v = static_cast<double>(x[i]);
     y[i] = round_from_double(v, s.dst);
@@ -464,10 +299,10 @@ void cvt_f32_copy(const Step&, const void* const* in, void* out, int64_t n) {
   if (in[0] != out) std::memcpy(out, in[0], static_cast<size_t>(n) * sizeof(float));
 }
 
-// The convert step from s.src to s.dst, or nullptr.
+// The convert step from src to dst, or nullptr.
 StepFn convert_fn(DType src, DType dst) {
   Repr rs = repr_of(src), rd = repr_of(dst);
-  bool src_float = is_float(src), dst_float = is_float(dst);
+  bool src_float = is_float(src);
   if (rs == Repr::kF32 && rd == Repr::kF32) return cvt_f32_copy;
   return visit_repr(rs, [&](auto s) -> StepFn {
     using S = decltype(s);
@@ -475,326 +310,243 @@ StepFn convert_fn(DType src, DType dst) {
     if (is_half(dst)) return cvt_to_half<S>;
     return visit_repr(rd, [&](auto d) -> StepFn {
       using D = decltype(d);
-      if (src_float && !dst_float) return cvt_saturate<S, D>;
+      if constexpr (std::is_integral_v<D>)
+        if (src_float) return cvt_saturate<S, D>;
       return cvt_cast<S, D>;
     });
   });
 }
 
+// ---- the table: how each elementwise op runs
+
+Kernel op_kernel(const Graph& g, const Node& node);
+Kernel region_kernel(const Graph& g, const Node& node);
+
+constexpr size_t kNumReprs = 7;
+constexpr size_t at(Repr r) { return static_cast<size_t>(r); }
+
+/// The f32 step of an op (f32, and f16 / bf16 widened to f32): a vec_math.h function with its
+/// code, or a step of its own.
+struct F32Step {
+  F32Step(VecFn f) : fn(f32_apply), code(static_cast<uint8_t>(f)) {}
+  F32Step(VecBinary f) : fn(f32_binary), code(static_cast<uint8_t>(f)) {}
+  F32Step(VecCompare f) : fn(f32_compare), code(static_cast<uint8_t>(f)) {}
+  F32Step(StepFn f) : fn(f) {}
+  StepFn fn;
+  uint8_t code = 0;
+};
+
+/// The elementwise family's entry of one op: its step per computation type and what the steps
+/// need. The table's keys are exactly the ops this family registers natively.
+struct ElementwiseOp {
+  /// The step for each Repr of the primary operand; nullptr where the op has none.
+  std::array<StepFn, kNumReprs> steps{};
+  /// The vec_math.h code (VecFn / VecBinary / VecCompare) of the f32 SIMD step.
+  uint8_t code = 0;
+  /// The operand whose dtype picks the step: 0, or 1 for select (its branches).
+  uint8_t primary = 0;
+  /// Whether the f32 result of 16-bit operands is always a value of their dtype (sign flips,
+  /// integral results, picks among operands, or rounded by the step itself), so that it needs
+  /// no rounding back to f16 / bf16.
+  bool keeps_value_set = false;
+  /// The float attribute the steps read as Step::alpha (leaky_relu's "alpha"), or nullptr.
+  const char* alpha_attr = nullptr;
+  /// convert: the step from the operand and result dtypes, used instead of `steps`.
+  StepFn (*convert)(DType src, DType dst) = nullptr;
+  /// The native kernel: one step per node, or elementwise_region's program of steps.
+  KernelFactory factory = op_kernel;
+  /// When the factory declines a node (KernelEntry::declines).
+  const char* declines =
+      "numpy broadcasting needs more than BroadcastLayout::kMaxRank collapsed dims";
+};
+
+// Builders of the entries: f32 is the SIMD step, F a lambda calling a scalar_ops.h function
+// (run by the f64, integer and bool steps).
+
+/// Sets steps[r] = Loop<T, F>::run for the integer Reprs and their types T.
+template <template <class, class> class Loop, class F>
+void set_integer_steps(ElementwiseOp& e) {
+  e.steps[at(Repr::kI8)] = Loop<int8_t, F>::run;
+  e.steps[at(Repr::kU8)] = Loop<uint8_t, F>::run;
+  e.steps[at(Repr::kI32)] = Loop<int32_t, F>::run;
+  e.steps[at(Repr::kI64)] = Loop<int64_t, F>::run;
+}
+
+/// An op on floats: the f32 step, and Loop over F in f64.
+template <template <class, class> class Loop, class F>
+ElementwiseOp floats(F32Step f32) {
+  ElementwiseOp e;
+  e.steps[at(Repr::kF32)] = f32.fn;
+  e.code = f32.code;
+  e.steps[at(Repr::kF64)] = Loop<double, F>::run;
+  return e;
+}
+/// An op on floats and integers.
+template <template <class, class> class Loop, class F>
+ElementwiseOp numeric(F32Step f32) {
+  ElementwiseOp e = floats<Loop, F>(f32);
+  set_integer_steps<Loop, F>(e);
+  return e;
+}
+
+template <class F>
+ElementwiseOp float_unary(F32Step f32, F) {
+  return floats<Map1, F>(f32);
+}
+template <class F>
+ElementwiseOp numeric_unary(F32Step f32, F) {
+  return numeric<Map1, F>(f32);
+}
+template <class F>
+ElementwiseOp numeric_binary(F32Step f32, F) {
+  return numeric<Map2, F>(f32);
+}
+template <class F>
+ElementwiseOp numeric_ternary(F32Step f32, F) {
+  return numeric<Map3, F>(f32);
+}
+/// An op on integers (Loop over F) and bool (Loop over B on 0 / 1 bytes).
+template <template <class, class> class Loop, class F, class B>
+ElementwiseOp integer_and_bool(F, B) {
+  ElementwiseOp e;
+  set_integer_steps<Loop, F>(e);
+  e.steps[at(Repr::kBool)] = Loop<uint8_t, B>::run;
+  return e;
+}
+/// A comparison (every dtype): IEEE on floats, so false with a NaN operand except for ne.
+template <class Cmp>
+ElementwiseOp comparison(VecCompare f32, Cmp) {
+  ElementwiseOp e = numeric<Compare, Cmp>(f32);
+  e.steps[at(Repr::kBool)] = Compare<uint8_t, Cmp>::run;
+  return e;
+}
+/// `e` with keeps_value_set.
+ElementwiseOp keeps(ElementwiseOp e) {
+  e.keeps_value_set = true;
+  return e;
+}
+
+/// Fills the table, one entry per op. To add an elementwise op: its scalar function in
+/// rlx/ir/scalar_ops.h (the evaluator uses it too), for floats a vec_math.h function, and its
+/// line here.
+void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
+  // ---- unary
+  t.set(OpKind::Neg, keeps(numeric_unary(VecFn::kNeg, [](auto x) { return scalar::neg(x); })));
+  t.set(OpKind::Abs, keeps(numeric_unary(VecFn::kAbs, [](auto x) { return scalar::abs(x); })));
+  t.set(OpKind::Sign, keeps(numeric_unary(VecFn::kSign, [](auto x) { return scalar::sign(x); })));
+  t.set(OpKind::Exp, float_unary(VecFn::kExp, [](auto x) { return scalar::exp(x); }));
+  t.set(OpKind::Expm1, float_unary(VecFn::kExpm1, [](auto x) { return scalar::expm1(x); }));
+  t.set(OpKind::Log, float_unary(VecFn::kLog, [](auto x) { return scalar::log(x); }));
+  t.set(OpKind::Log1p, float_unary(VecFn::kLog1p, [](auto x) { return scalar::log1p(x); }));
+  t.set(OpKind::Sqrt, float_unary(VecFn::kSqrt, [](auto x) { return scalar::sqrt(x); }));
+  t.set(OpKind::Rsqrt, float_unary(f32_rsqrt, [](auto x) { return scalar::rsqrt(x); }));
+  t.set(OpKind::Sin, float_unary(VecFn::kSin, [](auto x) { return scalar::sin(x); }));
+  t.set(OpKind::Cos, float_unary(VecFn::kCos, [](auto x) { return scalar::cos(x); }));
+  t.set(OpKind::Tan, float_unary(VecFn::kTan, [](auto x) { return scalar::tan(x); }));
+  t.set(OpKind::Tanh, float_unary(VecFn::kTanh, [](auto x) { return scalar::tanh(x); }));
+  t.set(OpKind::Atan, float_unary(VecFn::kAtan, [](auto x) { return scalar::atan(x); }));
+  t.set(OpKind::Logistic,
+        float_unary(VecFn::kLogistic, [](auto x) { return scalar::logistic(x); }));
+  t.set(OpKind::Erf, float_unary(VecFn::kErf, [](auto x) { return scalar::erf(x); }));
+  t.set(OpKind::Floor, keeps(float_unary(VecFn::kFloor, [](auto x) { return scalar::floor(x); })));
+  t.set(OpKind::Ceil, keeps(float_unary(VecFn::kCeil, [](auto x) { return scalar::ceil(x); })));
+  t.set(OpKind::Round, keeps(float_unary(VecFn::kRound, [](auto x) { return scalar::round(x); })));
+  t.set(OpKind::Not, integer_and_bool<Map1>([](auto x) { return scalar::bit_not(x); },
+                                            [](auto x) { return scalar::logical_not(x); }));
+  {
+    ElementwiseOp e;  // the step depends on both dtypes
+    e.convert = convert_fn;
+    t.set(OpKind::Convert, e);
+  }
+
+  // ---- activations
+  t.set(OpKind::Relu, keeps(numeric_unary(VecFn::kRelu, [](auto x) { return scalar::relu(x); })));
+  t.set(OpKind::Gelu, float_unary(VecFn::kGelu, [](auto x) { return scalar::gelu(x); }));
+  t.set(OpKind::GeluTanh,
+        float_unary(VecFn::kGeluTanh, [](auto x) { return scalar::gelu_tanh(x); }));
+  t.set(OpKind::Silu, float_unary(VecFn::kSilu, [](auto x) { return scalar::silu(x); }));
+  t.set(OpKind::Softplus,
+        float_unary(VecFn::kSoftplus, [](auto x) { return scalar::softplus(x); }));
+  {
+    ElementwiseOp e;  // computed in f64 either way (vec_math.h), so exact
+    e.steps[at(Repr::kF32)] = f32_leaky_relu;
+    e.steps[at(Repr::kF64)] = f64_leaky_relu;
+    e.alpha_attr = "alpha";
+    t.set(OpKind::LeakyRelu, e);
+  }
+
+  // ---- binary (pow is rounded from double by its f32 step; rem is exact)
+  auto add = [](auto a, auto b) { return scalar::add(a, b); };
+  auto sub = [](auto a, auto b) { return scalar::sub(a, b); };
+  auto mul = [](auto a, auto b) { return scalar::mul(a, b); };
+  auto div = [](auto a, auto b) { return scalar::div(a, b); };
+  auto pow = [](auto a, auto b) { return scalar::pow(a, b); };
+  auto max = [](auto a, auto b) { return scalar::max(a, b); };
+  auto min = [](auto a, auto b) { return scalar::min(a, b); };
+  auto rem = [](auto a, auto b) { return scalar::rem(a, b); };
+  t.set(OpKind::Add, numeric_binary(VecBinary::kAdd, add));
+  t.set(OpKind::Sub, numeric_binary(VecBinary::kSub, sub));
+  t.set(OpKind::Mul, numeric_binary(VecBinary::kMul, mul));
+  t.set(OpKind::Div, numeric_binary(VecBinary::kDiv, div));
+  t.set(OpKind::Pow, keeps(numeric_binary(f32_pow, pow)));
+  t.set(OpKind::Max, keeps(numeric_binary(VecBinary::kMax, max)));
+  t.set(OpKind::Min, keeps(numeric_binary(VecBinary::kMin, min)));
+  t.set(OpKind::Rem, keeps(numeric_binary(f32_rem, rem)));
+  t.set(OpKind::And, integer_and_bool<Map2>(std::bit_and<>{}, std::bit_and<>{}));
+  t.set(OpKind::Or, integer_and_bool<Map2>(std::bit_or<>{}, std::bit_or<>{}));
+  t.set(OpKind::Xor, integer_and_bool<Map2>(std::bit_xor<>{}, std::bit_xor<>{}));
+  t.set(OpKind::Eq, comparison(VecCompare::kEq, std::equal_to<>{}));
+  t.set(OpKind::Ne, comparison(VecCompare::kNe, std::not_equal_to<>{}));
+  t.set(OpKind::Lt, comparison(VecCompare::kLt, std::less<>{}));
+  t.set(OpKind::Le, comparison(VecCompare::kLe, std::less_equal<>{}));
+  t.set(OpKind::Gt, comparison(VecCompare::kGt, std::greater<>{}));
+  t.set(OpKind::Ge, comparison(VecCompare::kGe, std::greater_equal<>{}));
+
+  // ---- ternary
+  {
+    ElementwiseOp e = keeps(numeric<Pick, void>(f32_select));  // every dtype, bit for bit
+    e.steps[at(Repr::kBool)] = Pick<uint8_t>::run;
+    e.primary = 1;  // the branches pick the step
+    t.set(OpKind::Select, e);
+  }
+  t.set(OpKind::Clamp, keeps(numeric_ternary(f32_clamp, [](auto lo, auto x, auto hi) {
+          return scalar::clamp(lo, x, hi);
+        })));
+
+  // ---- the region: a program of the steps above
+  {
+    ElementwiseOp e;
+    e.factory = region_kernel;
+    e.declines =
+        "the region's outputs differ in shape (no single iteration space), or its "
+        "broadcasting needs more than BroadcastLayout::kMaxRank collapsed dims";
+    t.set(OpKind::ElementwiseRegion, e);
+  }
+}
+
+const OpTable<ElementwiseOp>& elementwise_table() {
+  static const OpTable<ElementwiseOp> table("cpu elementwise table", fill_elementwise_table);
+  return table;
+}
+
 // ---- choosing a step for a node
 
-std::optional<VecFn> vec_fn(OpKind op) {
-  switch (op) {
-    case OpKind::Neg:
-      return VecFn::kNeg;
-    case OpKind::Abs:
-      return VecFn::kAbs;
-    case OpKind::Sign:
-      return VecFn::kSign;
-    case OpKind::Floor:
-      return VecFn::kFloor;
-    case OpKind::Ceil:
-      return VecFn::kCeil;
-    case OpKind::Round:
-      return VecFn::kRound;
-    case OpKind::Relu:
-      return VecFn::kRelu;
-    case OpKind::Sqrt:
-      return VecFn::kSqrt;
-    case OpKind::Exp:
-      return VecFn::kExp;
-    case OpKind::Expm1:
-      return VecFn::kExpm1;
-    case OpKind::Log:
-      return VecFn::kLog;
-    case OpKind::Log1p:
-      return VecFn::kLog1p;
-    case OpKind::Sin:
-      return VecFn::kSin;
-    case OpKind::Cos:
-      return VecFn::kCos;
-    case OpKind::Tan:
-      return VecFn::kTan;
-    case OpKind::Tanh:
-      return VecFn::kTanh;
-    case OpKind::Atan:
-      return VecFn::kAtan;
-    case OpKind::Logistic:
-      return VecFn::kLogistic;
-    case OpKind::Erf:
-      return VecFn::kErf;
-    case OpKind::Gelu:
-      return VecFn::kGelu;
-    case OpKind::GeluTanh:
-      return VecFn::kGeluTanh;
-    case OpKind::Silu:
-      return VecFn::kSilu;
-    case OpKind::Softplus:
-      return VecFn::kSoftplus;
-    default:
-      return std::nullopt;
-  }
-}
-
-StepFn f64_unary_fn(OpKind op) {
-  switch (op) {
-    case OpKind::Neg:
-      return f64_unary<f_neg>;
-    case OpKind::Abs:
-      return f64_unary<f_abs>;
-    case OpKind::Sign:
-      return f64_unary<f_sign>;
-    case OpKind::Floor:
-      return f64_unary<f_floor>;
-    case OpKind::Ceil:
-      return f64_unary<f_ceil>;
-    case OpKind::Round:
-      return f64_unary<f_round>;
-    case OpKind::Relu:
-      return f64_unary<f_relu>;
-    case OpKind::Sqrt:
-      return f64_unary<f_sqrt>;
-    case OpKind::Rsqrt:
-      return f64_unary<f_rsqrt>;
-    case OpKind::Exp:
-      return f64_unary<f_exp>;
-    case OpKind::Expm1:
-      return f64_unary<f_expm1>;
-    case OpKind::Log:
-      return f64_unary<f_log>;
-    case OpKind::Log1p:
-      return f64_unary<f_log1p>;
-    case OpKind::Sin:
-      return f64_unary<f_sin>;
-    case OpKind::Cos:
-      return f64_unary<f_cos>;
-    case OpKind::Tan:
-      return f64_unary<f_tan>;
-    case OpKind::Tanh:
-      return f64_unary<f_tanh>;
-    case OpKind::Atan:
-      return f64_unary<f_atan>;
-    case OpKind::Logistic:
-      return f64_unary<logistic>;
-    case OpKind::Erf:
-      return f64_unary<f_erf>;
-    case OpKind::Gelu:
-      return f64_unary<f_gelu>;
-    case OpKind::GeluTanh:
-      return f64_unary<f_gelu_tanh>;
-    case OpKind::Silu:
-      return f64_unary<f_silu>;
-    case OpKind::Softplus:
-      return f64_unary<f_softplus>;
-    case OpKind::LeakyRelu:
-      return f64_leaky_relu;
-    default:
-      return nullptr;
-  }
-}
-
-template <class T>
-StepFn int_unary_fn(OpKind op, bool is_bool) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return nullptr;  // floats have the SIMD (f32) and f64 forms
-  } else {
-    switch (op) {
-      case OpKind::Neg:
-        return int_unary<T, U1::kNeg>;
-      case OpKind::Abs:
-        return int_unary<T, U1::kAbs>;
-      case OpKind::Sign:
-        return int_unary<T, U1::kSign>;
-      case OpKind::Relu:
-        return int_unary<T, U1::kRelu>;
-      case OpKind::Not:
-        return is_bool ? int_unary<T, U1::kLogicalNot> : int_unary<T, U1::kBitNot>;
-      default:
-        return nullptr;
-    }
-  }
-}
-
-std::optional<B2> binary_kind(OpKind op) {
-  switch (op) {
-    case OpKind::Add:
-      return B2::kAdd;
-    case OpKind::Sub:
-      return B2::kSub;
-    case OpKind::Mul:
-      return B2::kMul;
-    case OpKind::Div:
-      return B2::kDiv;
-    case OpKind::Pow:
-      return B2::kPow;
-    case OpKind::Max:
-      return B2::kMax;
-    case OpKind::Min:
-      return B2::kMin;
-    case OpKind::Rem:
-      return B2::kRem;
-    case OpKind::And:
-      return B2::kAnd;
-    case OpKind::Or:
-      return B2::kOr;
-    case OpKind::Xor:
-      return B2::kXor;
-    default:
-      return std::nullopt;
-  }
-}
-
-template <class T>
-StepFn scalar_binary_fn(B2 op) {
-  switch (op) {
-    case B2::kAdd:
-      return scalar_binary<T, B2::kAdd>;
-    case B2::kSub:
-      return scalar_binary<T, B2::kSub>;
-    case B2::kMul:
-      return scalar_binary<T, B2::kMul>;
-    case B2::kDiv:
-      return scalar_binary<T, B2::kDiv>;
-    case B2::kPow:
-      return scalar_binary<T, B2::kPow>;
-    case B2::kMax:
-      return scalar_binary<T, B2::kMax>;
-    case B2::kMin:
-      return scalar_binary<T, B2::kMin>;
-    case B2::kRem:
-      return scalar_binary<T, B2::kRem>;
-    case B2::kAnd:
-    case B2::kOr:
-    case B2::kXor:
-      if constexpr (std::is_floating_point_v<T>) {
-        return nullptr;  // bitwise ops take integers and bool only
-      } else {
-        return op == B2::kAnd  ? scalar_binary<T, B2::kAnd>
-               : op == B2::kOr ? scalar_binary<T, B2::kOr>
-                               : scalar_binary<T, B2::kXor>;
-      }
-  }
-  return nullptr;
-}
-
-std::optional<VecBinary> vec_binary_kind(OpKind op) {
-  switch (op) {
-    case OpKind::Add:
-      return VecBinary::kAdd;
-    case OpKind::Sub:
-      return VecBinary::kSub;
-    case OpKind::Mul:
-      return VecBinary::kMul;
-    case OpKind::Div:
-      return VecBinary::kDiv;
-    case OpKind::Max:
-      return VecBinary::kMax;
-    case OpKind::Min:
-      return VecBinary::kMin;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<VecCompare> compare_kind(OpKind op) {
-  switch (op) {
-    case OpKind::Eq:
-      return VecCompare::kEq;
-    case OpKind::Ne:
-      return VecCompare::kNe;
-    case OpKind::Lt:
-      return VecCompare::kLt;
-    case OpKind::Le:
-      return VecCompare::kLe;
-    case OpKind::Gt:
-      return VecCompare::kGt;
-    case OpKind::Ge:
-      return VecCompare::kGe;
-    default:
-      return std::nullopt;
-  }
-}
-
-// Ops whose f32 result is always a value of the operands' 16-bit dtype (sign flips, integers,
-// picks among operands), so it needs no rounding back to f16 / bf16.
-bool keeps_value_set(OpKind op) {
-  switch (op) {
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Sign:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Relu:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::Rem:
-    case OpKind::Pow:  // rounded from double by the step itself
-    case OpKind::Select:
-    case OpKind::Clamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Fills s.fn / code / alpha for `op` on operands of dtypes `in` with result dtype `out`, or
-// returns false when there is no native step for the combination.
+// Fills s.fn / code / alpha / round for `op` on operands of dtypes `in` with result dtype
+// `out` from the table, or returns false when there is no native step for the combination.
 bool pick_step(OpKind op, const std::vector<DType>& in, DType out, const AttrMap& attrs, Step& s) {
+  const ElementwiseOp* e = elementwise_table().find(op);
+  if (e == nullptr || e->factory != op_kernel) return false;
   s.dst = out;
-  s.src = in.empty() ? out : in[0];
-  const Repr r = repr_of(s.src);
-  if (op == OpKind::Convert) {
-    s.fn = convert_fn(s.src, out);
+  s.src = in.empty() ? out : in[e->primary];
+  if (e->alpha_attr != nullptr) s.alpha = attrs.get_float(e->alpha_attr);
+  if (e->convert != nullptr) {
+    s.fn = e->convert(s.src, out);
     s.round = s.fn == cvt_f32_copy && is_half(out) && s.src != out;
     return s.fn != nullptr;
   }
-  if (op == OpKind::LeakyRelu) {
-    s.alpha = attrs.get_float("alpha");
-    s.fn = r == Repr::kF32 ? f32_leaky_relu : r == Repr::kF64 ? f64_leaky_relu : nullptr;
-  } else if (op == OpKind::Rsqrt) {
-    s.fn = r == Repr::kF32 ? f32_rsqrt : r == Repr::kF64 ? f64_unary<f_rsqrt> : nullptr;
-  } else if (auto f = vec_fn(op); f && in.size() == 1) {
-    if (r == Repr::kF32) {
-      s.fn = f32_apply;
-      s.code = static_cast<uint8_t>(*f);
-    } else if (r == Repr::kF64) {
-      s.fn = f64_unary_fn(op);
-    } else {
-      s.fn = visit_repr(r, [&](auto t) { return int_unary_fn<decltype(t)>(op, false); });
-    }
-  } else if (op == OpKind::Not) {
-    s.fn = visit_repr(r, [&](auto t) { return int_unary_fn<decltype(t)>(op, r == Repr::kBool); });
-  } else if (auto b = binary_kind(op)) {
-    if (r == Repr::kF32) {
-      if (op == OpKind::Pow) {
-        s.fn = f32_pow;
-      } else if (op == OpKind::Rem) {
-        s.fn = f32_rem;
-      } else if (auto v = vec_binary_kind(op)) {
-        s.fn = f32_binary;
-        s.code = static_cast<uint8_t>(*v);
-      }
-    } else {
-      s.fn = visit_repr(r, [&](auto t) { return scalar_binary_fn<decltype(t)>(*b); });
-    }
-  } else if (auto c = compare_kind(op)) {
-    s.code = static_cast<uint8_t>(*c);
-    s.fn = r == Repr::kF32
-               ? f32_compare
-               : visit_repr(r, [](auto t) -> StepFn { return scalar_compare<decltype(t)>; });
-  } else if (op == OpKind::Select) {
-    s.src = in[1];
-    s.fn = repr_of(in[1]) == Repr::kF32 ? f32_select
-                                        : visit_repr(repr_of(in[1]), [](auto t) -> StepFn {
-                                            return scalar_select<decltype(t)>;
-                                          });
-  } else if (op == OpKind::Clamp) {
-    s.fn = r == Repr::kF32
-               ? f32_clamp
-               : visit_repr(r, [](auto t) -> StepFn { return scalar_clamp<decltype(t)>; });
-  }
-  s.round = s.fn != nullptr && is_half(out) && !keeps_value_set(op);
+  s.fn = e->steps[at(repr_of(s.src))];
+  s.code = e->code;
+  s.round = s.fn != nullptr && is_half(out) && !e->keeps_value_set;
   return s.fn != nullptr;
 }
 
@@ -1149,17 +901,26 @@ Kernel region_kernel(const Graph&, const Node& node) {
 
 }  // namespace
 
+// Registers every op of the table as native for its whole dtype class, after checking that each
+// of those dtypes has a step.
 void register_elementwise_kernels() {
-  for (int i = 0; i < kNumOps; ++i) {
-    auto op = static_cast<OpKind>(i);
-    if (op_info(op).has(kElementwise) && op != OpKind::ElementwiseRegion)
-      register_native(op, op_kernel,
-                      "numpy broadcasting needs more than BroadcastLayout::kMaxRank collapsed "
-                      "dims");
+  const OpTable<ElementwiseOp>& t = elementwise_table();
+  for (OpKind op : t.keys()) {
+    const ElementwiseOp& e = t.at(op);
+    for (int i = 0; i < kNumDTypes && e.factory == op_kernel; ++i) {
+      auto d = static_cast<DType>(i);
+      if (!op_info(op).dtypes.contains(d)) continue;
+      bool covered = e.steps[at(repr_of(d))] != nullptr;
+      if (e.convert != nullptr) {
+        covered = true;
+        for (int k = 0; k < kNumDTypes; ++k)
+          covered = covered && e.convert(d, static_cast<DType>(k)) != nullptr;
+      }
+      check(covered, "cpu elementwise table: op '" + std::string(op_name(op)) +
+                         "' has no step for " + std::string(dtype_name(d)));
+    }
+    register_native(op, e.factory, e.declines);
   }
-  register_native(OpKind::ElementwiseRegion, region_kernel,
-                  "the region's outputs differ in shape (no single iteration space), or its "
-                  "broadcasting needs more than BroadcastLayout::kMaxRank collapsed dims");
 }
 
 }  // namespace rlx::cpu

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -13,6 +12,7 @@
 
 #include "../kernel.h"
 #include "dnnl_util.h"
+#include "rlx/ir/scalar_ops.h"
 
 namespace rlx::cpu {
 
@@ -476,12 +476,8 @@ std::optional<DnnlGemm> plan_dnnl(const Problem& p, int64_t bias_numel) {
 
 // ---- the loop path (f64 and integer operands, f64 results)
 
-// The activations in double, as the reference evaluator computes them.
-double logistic(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
+// The activations in double, with the reference evaluator's scalar functions (relu keeps a NaN
+// operand's payload and maps -0 to -0 here, where scalar::relu gives the default NaN and +0).
 enum class Act { None, Relu, Gelu, GeluTanh, Silu };
 Act parse_act(const std::string& act) {
   if (act == "relu") return Act::Relu;
@@ -495,13 +491,11 @@ double activate(Act act, double v) {
     case Act::Relu:
       return std::isnan(v) ? v : std::max(v, 0.0);
     case Act::Gelu:
-      return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2));
-    case Act::GeluTanh: {
-      const double c = std::sqrt(2.0 / std::numbers::pi);
-      return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v)));
-    }
+      return scalar::gelu(v);
+    case Act::GeluTanh:
+      return scalar::gelu_tanh(v);
     case Act::Silu:
-      return v * logistic(v);
+      return scalar::silu(v);
     case Act::None:
       break;
   }
