@@ -75,8 +75,11 @@ C* scratch(size_t slot, size_t n) {
 
 #endif  // RLX_CPU_KERNELS_NN_SHARED
 
-// ---- per-target SIMD code (math-inl.h is per-target too, so it follows foreach_target.h)
+// ---- per-target SIMD code (math-inl.h and half-inl.h are per-target too, so they follow
+// foreach_target.h)
 #include <hwy/contrib/math/math-inl.h>
+
+#include "half-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rlx::cpu::nn_simd {
@@ -87,72 +90,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class T>
 using Calc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Highway 1.0.3 converts f16 in hardware (F16C) only on AVX2 and up; its emulation on older
-// targets maps inf/NaN to finite values, so those targets convert with half.h instead.
-constexpr bool kF16Hardware = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
-
-// dst[i] = float(src[i]) for i < n; exact.
-HWY_INLINE void Widen(const bf16* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du32;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
-  const auto* bits = reinterpret_cast<const uint16_t*>(src);
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes)
-    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, bits + i)))),
-               df, dst + i);
-  for (; i < n; ++i) dst[i] = to_f32(src[i]);
-}
-
-HWY_INLINE void Widen(const f16* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
-  size_t i = 0;
-  if constexpr (kF16Hardware) {
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-    const size_t lanes = hn::Lanes(df);
-    for (; i + lanes <= n; i += lanes)
-      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + i)), df, dst + i);
-  }
-  for (; i < n; ++i) dst[i] = to_f32(src[i]);
-}
-
-// dst[i] = src[i] rounded to nearest even, overflow to inf, NaN kept (quiet): half.h's rules,
-// bit for bit.
-HWY_INLINE void Narrow(const float* HWY_RESTRICT src, bf16* HWY_RESTRICT dst, size_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du32;
-  const hn::RebindToSigned<decltype(df)> di32;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
-  auto* bits = reinterpret_cast<uint16_t*>(dst);
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(df, src + i);
-    const auto u = hn::BitCast(du32, v);
-    const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1));
-    const auto rounded = hn::Add(u, hn::Add(hn::Set(du32, 0x7fff), odd));
-    const auto quiet = hn::Or(u, hn::Set(du32, 0x400000));
-    const auto top =
-        hn::ShiftRight<16>(hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet, rounded));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, top)), du16, bits + i);
-  }
-  for (; i < n; ++i) dst[i] = from_f32<bf16>(src[i]);
-}
-
-HWY_INLINE void Narrow(const float* HWY_RESTRICT src, f16* HWY_RESTRICT dst, size_t n) {
-  size_t i = 0;
-  if constexpr (kF16Hardware) {  // vcvtps2ph rounds to nearest even
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    auto* h = reinterpret_cast<hwy::float16_t*>(dst);
-    const size_t lanes = hn::Lanes(df);
-    for (; i + lanes <= n; i += lanes)
-      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, src + i)), dh, h + i);
-  }
-  for (; i < n; ++i) dst[i] = from_f32<f16>(src[i]);
-}
+using half_simd::HWY_NAMESPACE::Narrow;  // half-inl.h
+using half_simd::HWY_NAMESPACE::Widen;
 
 // A row of storage type T as Calc<T>: T's own memory when T is float / double, else widened into
 // `buf`.

@@ -1,6 +1,7 @@
 // Vectorized f32 math for the CPU kernels (vec_math.h) and the SIMD f16 / bf16 array
-// conversions of half.h. Highway SIMD code, compiled for every x86 target in HWY_TARGETS (this
-// file is re-included once per target by foreach_target.h) and picked at run time.
+// conversions of half.h (half-inl.h's). Highway SIMD code, compiled for every x86 target in
+// HWY_TARGETS (this file is re-included once per target by foreach_target.h) and picked at run
+// time.
 //
 // Accuracy: every bound below is the max error against the exact function (double-precision
 // libm as the reference), measured over dense f32 sweeps and asserted by
@@ -16,6 +17,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "half-inl.h"
 // clang-format on
 
 #ifndef RLX_CPU_KERNELS_VEC_MATH_SHARED
@@ -78,6 +80,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+
+using half_simd::HWY_NAMESPACE::kF16Hardware;  // half-inl.h
+using half_simd::HWY_NAMESPACE::Narrow;
+using half_simd::HWY_NAMESPACE::RoundedBF16Bits;
+using half_simd::HWY_NAMESPACE::Widen;
 
 // Horner's rule with FMA, coefficients in increasing order.
 template <class D, class V, size_t N>
@@ -578,82 +585,18 @@ void LeakyRelu(double alpha, const float* x, float* y, int64_t count, DType resu
                               : LeakyReluLoop<true>(alpha, x, y, n);
 }
 
-// Highway 1.0.3 converts f16 in hardware (F16C, rounding to nearest even) from AVX2 up; its
-// emulation on older targets truncates, so those targets use half.h's scalar forms.
-constexpr bool kF16Hardware = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
-
-void LoadF16(const f16* src, float* dst, int64_t count) {
-  const auto n = static_cast<size_t>(count);
-  size_t i = 0;
-  if constexpr (kF16Hardware) {
-    const DF d;
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d))
-      hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + i)), d, dst + i);
-  }
-  for (; i < n; ++i) dst[i] = to_f32(src[i]);
-}
-
-void StoreF16(const float* src, f16* dst, int64_t count) {
-  const auto n = static_cast<size_t>(count);
-  size_t i = 0;
-  if constexpr (kF16Hardware) {
-    const DF d;
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    auto* h = reinterpret_cast<hwy::float16_t*>(dst);
-    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d))
-      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(d, src + i)), dh, h + i);
-  }
-  for (; i < n; ++i) dst[i] = from_f32<f16>(src[i]);
-}
-
-void LoadBF16(const bf16* src, float* dst, int64_t count) {
-  const auto n = static_cast<size_t>(count);
-  const DF d;
-  const hn::RebindToUnsigned<DF> du32;
-  const hn::Rebind<uint16_t, DF> du16;
-  const auto* bits = reinterpret_cast<const uint16_t*>(src);
-  size_t i = 0;
-  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d))
-    hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, bits + i)))), d,
-               dst + i);
-  for (; i < n; ++i) dst[i] = to_f32(src[i]);
-}
-
-// Highway 1.0.3's bf16 DemoteTo truncates; this rounds to nearest even as from_f32<bf16>.
-void StoreBF16(const float* src, bf16* dst, int64_t count) {
-  const auto n = static_cast<size_t>(count);
-  const DF d;
-  const hn::RebindToUnsigned<DF> du32;
-  const hn::RebindToSigned<DF> di32;
-  const hn::Rebind<uint16_t, DF> du16;
-  auto* bits = reinterpret_cast<uint16_t*>(dst);
-  size_t i = 0;
-  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
-    const VF v = hn::LoadU(d, src + i);
-    const auto u = hn::BitCast(du32, v);
-    const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1));
-    const auto rounded = hn::Add(u, hn::Add(hn::Set(du32, 0x7fff), odd));
-    const auto quiet = hn::Or(u, hn::Set(du32, 0x400000));
-    const auto top =
-        hn::ShiftRight<16>(hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet, rounded));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, top)), du16, bits + i);
-  }
-  for (; i < n; ++i) dst[i] = from_f32<bf16>(src[i]);
-}
+// The array conversions of half.h: half-inl.h's, on the int64_t counts of the public API.
+void LoadF16(const f16* src, float* dst, int64_t n) { Widen(src, dst, static_cast<size_t>(n)); }
+void StoreF16(const float* src, f16* dst, int64_t n) { Narrow(src, dst, static_cast<size_t>(n)); }
+void LoadBF16(const bf16* src, float* dst, int64_t n) { Widen(src, dst, static_cast<size_t>(n)); }
+void StoreBF16(const float* src, bf16* dst, int64_t n) { Narrow(src, dst, static_cast<size_t>(n)); }
 
 void RoundTo(DType t, float* x, int64_t count) {
   const auto n = static_cast<size_t>(count);
   if (t == DType::bf16) {
     const hn::RebindToUnsigned<DF> du32;
-    return Map(x, x, n, [du32](DF, VF v) HWY_ATTR {
-      const auto u = hn::BitCast(du32, v);
-      const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1));
-      const auto rounded = hn::Add(u, hn::Add(hn::Set(du32, 0x7fff), odd));
-      const auto quiet = hn::Or(u, hn::Set(du32, 0x400000));
-      const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet, rounded);
-      return hn::BitCast(DF(), hn::And(bits, hn::Set(du32, 0xffff0000u)));
+    return Map(x, x, n, [du32](DF d, VF v) HWY_ATTR {
+      return hn::BitCast(d, hn::And(RoundedBF16Bits(d, v), hn::Set(du32, 0xffff0000u)));
     });
   }
   size_t i = 0;
