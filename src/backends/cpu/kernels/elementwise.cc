@@ -372,9 +372,9 @@ void set_integer_steps(ElementwiseOp& e) {
   e.steps[at(Repr::kI64)] = Loop<int64_t, F>::run;
 }
 
-/// An op on floats: the f32 step, and Loop over F in f64.
+/// An op on floats: the f32 step, and Loop (Map1 / Map2 / Map3 by arity) over F in f64.
 template <template <class, class> class Loop, class F>
-ElementwiseOp floats(F32Step f32) {
+ElementwiseOp floats(F32Step f32, F) {
   ElementwiseOp e;
   e.steps[at(Repr::kF32)] = f32.fn;
   e.code = f32.code;
@@ -383,27 +383,10 @@ ElementwiseOp floats(F32Step f32) {
 }
 /// An op on floats and integers.
 template <template <class, class> class Loop, class F>
-ElementwiseOp numeric(F32Step f32) {
-  ElementwiseOp e = floats<Loop, F>(f32);
+ElementwiseOp numeric(F32Step f32, F f) {
+  ElementwiseOp e = floats<Loop>(f32, f);
   set_integer_steps<Loop, F>(e);
   return e;
-}
-
-template <class F>
-ElementwiseOp float_unary(F32Step f32, F) {
-  return floats<Map1, F>(f32);
-}
-template <class F>
-ElementwiseOp numeric_unary(F32Step f32, F) {
-  return numeric<Map1, F>(f32);
-}
-template <class F>
-ElementwiseOp numeric_binary(F32Step f32, F) {
-  return numeric<Map2, F>(f32);
-}
-template <class F>
-ElementwiseOp numeric_ternary(F32Step f32, F) {
-  return numeric<Map3, F>(f32);
 }
 /// An op on integers (Loop over F) and bool (Loop over B on 0 / 1 bytes).
 template <template <class, class> class Loop, class F, class B>
@@ -416,7 +399,7 @@ ElementwiseOp integer_and_bool(F, B) {
 /// A comparison (every dtype): IEEE on floats, so false with a NaN operand except for ne.
 template <class Cmp>
 ElementwiseOp comparison(VecCompare f32, Cmp) {
-  ElementwiseOp e = numeric<Compare, Cmp>(f32);
+  ElementwiseOp e = numeric<Compare>(f32, Cmp{});
   e.steps[at(Repr::kBool)] = Compare<uint8_t, Cmp>::run;
   return e;
 }
@@ -431,26 +414,26 @@ ElementwiseOp keeps(ElementwiseOp e) {
 /// line here.
 void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
   // ---- unary
-  t.set(OpKind::Neg, keeps(numeric_unary(VecFn::kNeg, [](auto x) { return scalar::neg(x); })));
-  t.set(OpKind::Abs, keeps(numeric_unary(VecFn::kAbs, [](auto x) { return scalar::abs(x); })));
-  t.set(OpKind::Sign, keeps(numeric_unary(VecFn::kSign, [](auto x) { return scalar::sign(x); })));
-  t.set(OpKind::Exp, float_unary(VecFn::kExp, [](auto x) { return scalar::exp(x); }));
-  t.set(OpKind::Expm1, float_unary(VecFn::kExpm1, [](auto x) { return scalar::expm1(x); }));
-  t.set(OpKind::Log, float_unary(VecFn::kLog, [](auto x) { return scalar::log(x); }));
-  t.set(OpKind::Log1p, float_unary(VecFn::kLog1p, [](auto x) { return scalar::log1p(x); }));
-  t.set(OpKind::Sqrt, float_unary(VecFn::kSqrt, [](auto x) { return scalar::sqrt(x); }));
-  t.set(OpKind::Rsqrt, float_unary(f32_rsqrt, [](auto x) { return scalar::rsqrt(x); }));
-  t.set(OpKind::Sin, float_unary(VecFn::kSin, [](auto x) { return scalar::sin(x); }));
-  t.set(OpKind::Cos, float_unary(VecFn::kCos, [](auto x) { return scalar::cos(x); }));
-  t.set(OpKind::Tan, float_unary(VecFn::kTan, [](auto x) { return scalar::tan(x); }));
-  t.set(OpKind::Tanh, float_unary(VecFn::kTanh, [](auto x) { return scalar::tanh(x); }));
-  t.set(OpKind::Atan, float_unary(VecFn::kAtan, [](auto x) { return scalar::atan(x); }));
+  t.set(OpKind::Neg, keeps(numeric<Map1>(VecFn::kNeg, [](auto x) { return scalar::neg(x); })));
+  t.set(OpKind::Abs, keeps(numeric<Map1>(VecFn::kAbs, [](auto x) { return scalar::abs(x); })));
+  t.set(OpKind::Sign, keeps(numeric<Map1>(VecFn::kSign, [](auto x) { return scalar::sign(x); })));
+  t.set(OpKind::Exp, floats<Map1>(VecFn::kExp, [](auto x) { return scalar::exp(x); }));
+  t.set(OpKind::Expm1, floats<Map1>(VecFn::kExpm1, [](auto x) { return scalar::expm1(x); }));
+  t.set(OpKind::Log, floats<Map1>(VecFn::kLog, [](auto x) { return scalar::log(x); }));
+  t.set(OpKind::Log1p, floats<Map1>(VecFn::kLog1p, [](auto x) { return scalar::log1p(x); }));
+  t.set(OpKind::Sqrt, floats<Map1>(VecFn::kSqrt, [](auto x) { return scalar::sqrt(x); }));
+  t.set(OpKind::Rsqrt, floats<Map1>(f32_rsqrt, [](auto x) { return scalar::rsqrt(x); }));
+  t.set(OpKind::Sin, floats<Map1>(VecFn::kSin, [](auto x) { return scalar::sin(x); }));
+  t.set(OpKind::Cos, floats<Map1>(VecFn::kCos, [](auto x) { return scalar::cos(x); }));
+  t.set(OpKind::Tan, floats<Map1>(VecFn::kTan, [](auto x) { return scalar::tan(x); }));
+  t.set(OpKind::Tanh, floats<Map1>(VecFn::kTanh, [](auto x) { return scalar::tanh(x); }));
+  t.set(OpKind::Atan, floats<Map1>(VecFn::kAtan, [](auto x) { return scalar::atan(x); }));
   t.set(OpKind::Logistic,
-        float_unary(VecFn::kLogistic, [](auto x) { return scalar::logistic(x); }));
-  t.set(OpKind::Erf, float_unary(VecFn::kErf, [](auto x) { return scalar::erf(x); }));
-  t.set(OpKind::Floor, keeps(float_unary(VecFn::kFloor, [](auto x) { return scalar::floor(x); })));
-  t.set(OpKind::Ceil, keeps(float_unary(VecFn::kCeil, [](auto x) { return scalar::ceil(x); })));
-  t.set(OpKind::Round, keeps(float_unary(VecFn::kRound, [](auto x) { return scalar::round(x); })));
+        floats<Map1>(VecFn::kLogistic, [](auto x) { return scalar::logistic(x); }));
+  t.set(OpKind::Erf, floats<Map1>(VecFn::kErf, [](auto x) { return scalar::erf(x); }));
+  t.set(OpKind::Floor, keeps(floats<Map1>(VecFn::kFloor, [](auto x) { return scalar::floor(x); })));
+  t.set(OpKind::Ceil, keeps(floats<Map1>(VecFn::kCeil, [](auto x) { return scalar::ceil(x); })));
+  t.set(OpKind::Round, keeps(floats<Map1>(VecFn::kRound, [](auto x) { return scalar::round(x); })));
   t.set(OpKind::Not, integer_and_bool<Map1>([](auto x) { return scalar::bit_not(x); },
                                             [](auto x) { return scalar::logical_not(x); }));
   {
@@ -460,13 +443,13 @@ void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
   }
 
   // ---- activations
-  t.set(OpKind::Relu, keeps(numeric_unary(VecFn::kRelu, [](auto x) { return scalar::relu(x); })));
-  t.set(OpKind::Gelu, float_unary(VecFn::kGelu, [](auto x) { return scalar::gelu(x); }));
+  t.set(OpKind::Relu, keeps(numeric<Map1>(VecFn::kRelu, [](auto x) { return scalar::relu(x); })));
+  t.set(OpKind::Gelu, floats<Map1>(VecFn::kGelu, [](auto x) { return scalar::gelu(x); }));
   t.set(OpKind::GeluTanh,
-        float_unary(VecFn::kGeluTanh, [](auto x) { return scalar::gelu_tanh(x); }));
-  t.set(OpKind::Silu, float_unary(VecFn::kSilu, [](auto x) { return scalar::silu(x); }));
+        floats<Map1>(VecFn::kGeluTanh, [](auto x) { return scalar::gelu_tanh(x); }));
+  t.set(OpKind::Silu, floats<Map1>(VecFn::kSilu, [](auto x) { return scalar::silu(x); }));
   t.set(OpKind::Softplus,
-        float_unary(VecFn::kSoftplus, [](auto x) { return scalar::softplus(x); }));
+        floats<Map1>(VecFn::kSoftplus, [](auto x) { return scalar::softplus(x); }));
   {
     ElementwiseOp e;  // computed in f64 either way (vec_math.h), so exact
     e.steps[at(Repr::kF32)] = f32_leaky_relu;
@@ -484,14 +467,14 @@ void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
   auto max = [](auto a, auto b) { return scalar::max(a, b); };
   auto min = [](auto a, auto b) { return scalar::min(a, b); };
   auto rem = [](auto a, auto b) { return scalar::rem(a, b); };
-  t.set(OpKind::Add, numeric_binary(VecBinary::kAdd, add));
-  t.set(OpKind::Sub, numeric_binary(VecBinary::kSub, sub));
-  t.set(OpKind::Mul, numeric_binary(VecBinary::kMul, mul));
-  t.set(OpKind::Div, numeric_binary(VecBinary::kDiv, div));
-  t.set(OpKind::Pow, keeps(numeric_binary(f32_pow, pow)));
-  t.set(OpKind::Max, keeps(numeric_binary(VecBinary::kMax, max)));
-  t.set(OpKind::Min, keeps(numeric_binary(VecBinary::kMin, min)));
-  t.set(OpKind::Rem, keeps(numeric_binary(f32_rem, rem)));
+  t.set(OpKind::Add, numeric<Map2>(VecBinary::kAdd, add));
+  t.set(OpKind::Sub, numeric<Map2>(VecBinary::kSub, sub));
+  t.set(OpKind::Mul, numeric<Map2>(VecBinary::kMul, mul));
+  t.set(OpKind::Div, numeric<Map2>(VecBinary::kDiv, div));
+  t.set(OpKind::Pow, keeps(numeric<Map2>(f32_pow, pow)));
+  t.set(OpKind::Max, keeps(numeric<Map2>(VecBinary::kMax, max)));
+  t.set(OpKind::Min, keeps(numeric<Map2>(VecBinary::kMin, min)));
+  t.set(OpKind::Rem, keeps(numeric<Map2>(f32_rem, rem)));
   t.set(OpKind::And, integer_and_bool<Map2>(std::bit_and<>{}, std::bit_and<>{}));
   t.set(OpKind::Or, integer_and_bool<Map2>(std::bit_or<>{}, std::bit_or<>{}));
   t.set(OpKind::Xor, integer_and_bool<Map2>(std::bit_xor<>{}, std::bit_xor<>{}));
@@ -504,12 +487,12 @@ void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
 
   // ---- ternary
   {
-    ElementwiseOp e = keeps(numeric<Pick, void>(f32_select));  // every dtype, bit for bit
+    ElementwiseOp e = keeps(numeric<Pick>(f32_select, nullptr));  // every dtype, bit for bit
     e.steps[at(Repr::kBool)] = Pick<uint8_t>::run;
     e.primary = 1;  // the branches pick the step
     t.set(OpKind::Select, e);
   }
-  t.set(OpKind::Clamp, keeps(numeric_ternary(f32_clamp, [](auto lo, auto x, auto hi) {
+  t.set(OpKind::Clamp, keeps(numeric<Map3>(f32_clamp, [](auto lo, auto x, auto hi) {
           return scalar::clamp(lo, x, hi);
         })));
 
