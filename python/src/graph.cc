@@ -220,6 +220,7 @@ const std::vector<std::pair<const char*, UnaryFn>> kUnary = {
     {"atan", &Graph::atan},
     {"logistic", &Graph::logistic},
     {"erf", &Graph::erf},
+    {"cbrt", &Graph::cbrt},
     {"floor", &Graph::floor},
     {"ceil", &Graph::ceil},
     {"round", &Graph::round},

@@ -333,7 +333,7 @@ REFS = {
     "log1p": _unary(jnp.log1p), "sqrt": _unary(jnp.sqrt), "rsqrt": _unary(lax.rsqrt),
     "sin": _unary(jnp.sin), "cos": _unary(jnp.cos), "tan": _unary(jnp.tan),
     "tanh": _unary(jnp.tanh), "atan": _unary(jnp.arctan), "logistic": _unary(jax.nn.sigmoid),
-    "erf": _unary(lax.erf), "floor": _unary(jnp.floor), "ceil": _unary(jnp.ceil),
+    "erf": _unary(lax.erf), "cbrt": _unary(lax.cbrt), "floor": _unary(jnp.floor), "ceil": _unary(jnp.ceil),
     "round": _unary(jnp.round),
     "not": lambda a, x: jnp.logical_not(x) if np.asarray(x).dtype == np.bool_ else jnp.invert(x),
     "convert": convert,

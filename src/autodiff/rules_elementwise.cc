@@ -50,6 +50,9 @@ Value d_atan(C& c) {  // 1/(1+x^2)
 Value d_logistic(C& c) {  // s (1 - s)
   return c.g.mul(y0(c), c.g.sub(k(c, 1), y0(c)));
 }
+Value d_cbrt(C& c) {  // 1 / (3 cbrt(x)^2), as jax's cbrt jvp
+  return c.g.div(k(c, 1.0 / 3), c.g.mul(y0(c), y0(c)));
+}
 Value d_erf(C& c) {  // 2/sqrt(pi) e^{-x^2}
   Value x = x0(c);
   return c.g.mul(k(c, 2 / std::sqrt(std::numbers::pi)), c.g.exp(c.g.neg(c.g.mul(x, x))));
@@ -193,6 +196,7 @@ void register_vjp_elementwise() {
   set_vjp(OpKind::Atan, unary<d_atan>);
   set_vjp(OpKind::Logistic, unary<d_logistic>);
   set_vjp(OpKind::Erf, unary<d_erf>);
+  set_vjp(OpKind::Cbrt, unary<d_cbrt>);
   set_vjp(OpKind::Gelu, unary<d_gelu>);
   set_vjp(OpKind::Silu, unary<d_silu>);
   set_vjp(OpKind::Relu, vjp_relu);

@@ -25,6 +25,7 @@ Value Graph::tanh(Value x) { return emit1(OpKind::Tanh, {x}); }
 Value Graph::atan(Value x) { return emit1(OpKind::Atan, {x}); }
 Value Graph::logistic(Value x) { return emit1(OpKind::Logistic, {x}); }
 Value Graph::erf(Value x) { return emit1(OpKind::Erf, {x}); }
+Value Graph::cbrt(Value x) { return emit1(OpKind::Cbrt, {x}); }
 Value Graph::floor(Value x) { return emit1(OpKind::Floor, {x}); }
 Value Graph::ceil(Value x) { return emit1(OpKind::Ceil, {x}); }
 Value Graph::round(Value x) { return emit1(OpKind::Round, {x}); }

@@ -328,7 +328,7 @@ UNARY = {
     "sin": (jnp.sin, -4, 4), "cos": (jnp.cos, -4, 4), "tan": (jnp.tan, -1.3, 1.3),
     "tanh": (jnp.tanh, -3, 3), "atan": (jnp.arctan, -5, 5), "logistic": (lax.logistic, -6, 6),
     "erf": (lax.erf, -2.5, 2.5), "floor": (jnp.floor, -5, 5), "ceil": (jnp.ceil, -5, 5),
-    "round": (jnp.round, -5, 5),
+    "round": (jnp.round, -5, 5), "cbrt": (lax.cbrt, -8, 8),
 }
 SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-5, 20.0, -20.0]
 

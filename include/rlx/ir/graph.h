@@ -112,6 +112,8 @@ class Graph {
   Value atan(Value x);
   Value logistic(Value x);
   Value erf(Value x);
+  /// lax.cbrt: the real cube root of float x (negative for negative x).
+  Value cbrt(Value x);
   Value floor(Value x);
   Value ceil(Value x);
   /// Round half to even (jnp.round).

@@ -110,6 +110,8 @@ inline double tan(double x) { return std::tan(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double atan(double x) { return std::atan(x); }
 inline double erf(double x) { return std::erf(x); }
+/// cbrt: C cbrt (correctly signed for negative x, cbrt(-0) = -0, odd).
+inline double cbrt(double x) { return std::cbrt(x); }
 inline double floor(double x) { return std::floor(x); }
 inline double ceil(double x) { return std::ceil(x); }
 /// jnp.round / lax.round(TO_NEAREST_EVEN): std::nearbyint in the default rounding mode rounds

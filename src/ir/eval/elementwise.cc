@@ -164,6 +164,7 @@ void register_eval_elementwise() {
   set_eval(OpKind::Atan, [](C c) { return unary_float(c, scalar::atan); });
   set_eval(OpKind::Logistic, [](C c) { return unary_float(c, scalar::logistic); });
   set_eval(OpKind::Erf, [](C c) { return unary_float(c, scalar::erf); });
+  set_eval(OpKind::Cbrt, [](C c) { return unary_float(c, scalar::cbrt); });
   set_eval(OpKind::Floor, [](C c) { return unary_float(c, scalar::floor); });
   set_eval(OpKind::Ceil, [](C c) { return unary_float(c, scalar::ceil); });
   set_eval(OpKind::Round, [](C c) { return unary_float(c, scalar::round); });

@@ -194,6 +194,12 @@ void f32_pow(const Step& s, const void* const* in, void* out, int64_t n) {
     y[i] = round_from_double(
         scalar::pow<double>(static_cast<double>(a[i]), static_cast<double>(b[i])), s.dst);
 }
+// cbrt in double (C cbrt), rounded once: exactly the reference (Highway has no cube root).
+void f32_cbrt(const Step& s, const void* const* in, void* out, int64_t n) {
+  const float* x = arg<float>(in, 0);
+  auto* y = static_cast<float*>(out);
+  for (int64_t i = 0; i < n; ++i) y[i] = round_from_double(scalar::cbrt(x[i]), s.dst);
+}
 void f32_rem(const Step&, const void* const* in, void* out, int64_t n) {
   const float *a = arg<float>(in, 0), *b = arg<float>(in, 1);
   auto* y = static_cast<float*>(out);
@@ -431,6 +437,7 @@ void fill_elementwise_table(OpTable<ElementwiseOp>& t) {
   t.set(OpKind::Logistic,
         floats<Map1>(VecFn::kLogistic, [](auto x) { return scalar::logistic(x); }));
   t.set(OpKind::Erf, floats<Map1>(VecFn::kErf, [](auto x) { return scalar::erf(x); }));
+  t.set(OpKind::Cbrt, keeps(floats<Map1>(f32_cbrt, [](auto x) { return scalar::cbrt(x); })));
   t.set(OpKind::Floor, keeps(floats<Map1>(VecFn::kFloor, [](auto x) { return scalar::floor(x); })));
   t.set(OpKind::Ceil, keeps(floats<Map1>(VecFn::kCeil, [](auto x) { return scalar::ceil(x); })));
   t.set(OpKind::Round, keeps(floats<Map1>(VecFn::kRound, [](auto x) { return scalar::round(x); })));

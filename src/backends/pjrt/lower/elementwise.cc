@@ -27,6 +27,7 @@ constexpr OneToOne kOneToOne[] = {
     {OpKind::Tanh, "stablehlo.tanh"},
     {OpKind::Logistic, "stablehlo.logistic"},
     {OpKind::Erf, "chlo.erf"},
+    {OpKind::Cbrt, "stablehlo.cbrt"},
     {OpKind::Floor, "stablehlo.floor"},
     {OpKind::Ceil, "stablehlo.ceil"},
     {OpKind::Round, "stablehlo.round_nearest_even"},
