@@ -246,13 +246,26 @@ def run_case(op: str, build: Callable, ref: Callable, args: Sequence[Arg], case_
         want = [np.asarray(w).astype(NP[d]) for w, d in zip(want, out_dtypes)]
     inputs = {f"a{i}": x for i, x in enumerate(arrays) if i not in params}
     pvals = {f"a{i}": x for i, x in enumerate(arrays) if i in params}
+    check_backends(g, inputs, pvals, want, op, case_id, args[0].dtype if args else "-", backends)
+
+
+def check_backends(g, inputs: dict, pvals: dict, want: list, op: str, case_id: str,
+                   dtype: str, backends: Sequence[str] = ("evaluate", "cpu")) -> None:
+    """Runs `g` on each backend ("evaluate": rlx's reference evaluator, "cpu": the CPU backend
+    through the full pipeline) and compares every output with `want` under the tolerance of
+    `op`. On the CPU backend a node may run on the reference kernel only for a reason the CPU
+    kernel table declares; the ops that do are recorded in FALLBACKS (with `dtype`)."""
+    out_dtypes = [v.dtype for v in g.output_values()]
     for backend in backends:
         if backend == "evaluate":
             got = rlx.evaluate(g, inputs, pvals)
         else:
             exe = SESSION.compile(g)
+            undeclared = [k for k in exe.kernels()
+                          if k["fallback_reason"].startswith("UNDECLARED")]
+            assert not undeclared, undeclared
             for name in _fallback_names(exe):
-                FALLBACKS.add((name, args[0].dtype if args else "-"))
+                FALLBACKS.add((name, dtype))
             for k, v in pvals.items():
                 exe.set_param(k, v)
             got = exe.run(inputs)
@@ -271,22 +284,4 @@ def run_op_case(entry: dict, interpret) -> None:
     params = {l["name"] for l in entry["leaves"] if l["param"]}
     inputs = {k: v for k, v in leaves.items() if k not in params}
     pvals = {k: v for k, v in leaves.items() if k in params}
-    want = interpret(g, leaves)
-    out_types = [v.dtype for v in g.output_values()]
-    op = entry["op"]
-    got = rlx.evaluate(g, inputs, pvals)
-    got = got if isinstance(got, list) else [got]
-    for i, (r, w, d) in enumerate(zip(got, want, out_types)):
-        assert_close(r, w, d, op, f"{case_id} [evaluate] output {i}")
-    exe = SESSION.compile(g)
-    # A node may run on the reference kernel only for a reason the CPU kernel table declares.
-    undeclared = [k for k in exe.kernels() if k["fallback_reason"].startswith("UNDECLARED")]
-    assert not undeclared, undeclared
-    for name in _fallback_names(exe):
-        FALLBACKS.add((name, entry["dtype"]))
-    for k, v in pvals.items():
-        exe.set_param(k, v)
-    got = exe.run(inputs)
-    got = got if isinstance(got, list) else [got]
-    for i, (r, w, d) in enumerate(zip(got, want, out_types)):
-        assert_close(r, w, d, op, f"{case_id} [cpu] output {i}")
+    check_backends(g, inputs, pvals, interpret(g, leaves), entry["op"], case_id, entry["dtype"])

@@ -5,6 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+
+#include "rlx/ir/error.h"
 
 namespace rlx {
 namespace {
@@ -56,6 +59,39 @@ std::optional<DType> parse_dtype(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i)
     if (kProps[i].name == name) return static_cast<DType>(i);
   return std::nullopt;
+}
+
+int64_t int_min(DType t) {
+  switch (t) {
+    case DType::i8:
+      return std::numeric_limits<int8_t>::min();
+    case DType::i32:
+      return std::numeric_limits<int32_t>::min();
+    case DType::i64:
+      return std::numeric_limits<int64_t>::min();
+    case DType::u8:
+    case DType::bool_:
+      return 0;
+    default:
+      throw Error("int_min: " + std::string(dtype_name(t)) + " is not an integer or bool dtype");
+  }
+}
+
+int64_t int_max(DType t) {
+  switch (t) {
+    case DType::i8:
+      return std::numeric_limits<int8_t>::max();
+    case DType::u8:
+      return std::numeric_limits<uint8_t>::max();
+    case DType::i32:
+      return std::numeric_limits<int32_t>::max();
+    case DType::i64:
+      return std::numeric_limits<int64_t>::max();
+    case DType::bool_:
+      return 1;
+    default:
+      throw Error("int_max: " + std::string(dtype_name(t)) + " is not an integer or bool dtype");
+  }
 }
 
 std::vector<DType> DTypeSet::dtypes() const {

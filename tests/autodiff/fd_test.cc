@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "common/exe_util.h"
 #include "common/test_util.h"
 #include "ops/op_case.h"
 #include "rlx/autodiff/grad.h"
@@ -119,16 +120,7 @@ void run_fd_case(const testing::OpCase& c) {
   // The gradient graph through the full pipeline on the CPU backend gives the evaluator's
   // values (f64 kernels; sums in another order: kCpuRtol).
   std::shared_ptr<Executable> exe = Session(Device::cpu()).compile(dg);
-  TensorMap inputs;
-  for (const auto& [name, t] : feeds) {
-    bool is_param = false;
-    for (const IoSpec& p : exe->params()) is_param = is_param || p.name == name;
-    if (is_param)
-      exe->set_param(name, t);
-    else
-      inputs.emplace(name, t);
-  }
-  std::vector<Tensor> cpu = exe->run(inputs);
+  std::vector<Tensor> cpu = exe->run(rlx::testing::bind_params(*exe, feeds));
   for (size_t i = 0; i < res.size(); ++i)
     EXPECT_TRUE(rlx::testing::all_close(cpu[i], res[i], kCpuRtol, kCpuRtol)) << "cpu output " << i;
 

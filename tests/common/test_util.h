@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -23,6 +25,31 @@ std::string error_of(F&& fn) {
   }
   return "";
 }
+
+/// Sets (value != nullptr) or unsets environment variable `name` for its lifetime, restoring
+/// the previous state on destruction.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~EnvGuard() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 /// Uniform random values in [lo, hi) (integers: rounded), converted to `dtype`.
 inline Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, double lo = -2.0,

@@ -18,30 +18,9 @@
 namespace rlx {
 namespace {
 
+using testing::EnvGuard;
 using testing::error_of;
 using testing::random_tensor;
-
-// Sets (or, with nullptr, unsets) an environment variable for the lifetime of the guard.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // ---- ParamBindings
 
@@ -81,8 +60,7 @@ BackendFacts fake_facts() {
 
 TEST(CompileFront, ChecksDeviceAndQuantizedParams) {
   CompileOptions o;
-  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::parse("cuda:2")); }),
-            "");
+  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::parse("cuda:2")); }), "");
   EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::cpu()); }),
             "fake backend cannot compile for device 'cpu'");
   o.quantized_params["w"] = {"q4_0", 32};

@@ -22,6 +22,7 @@
 namespace rlx {
 namespace {
 
+using testing::EnvGuard;
 using testing::error_of;
 using testing::random_tensor;
 
@@ -49,29 +50,6 @@ void expect_stats(const Session& s, int64_t hits, int64_t misses, int64_t evicti
   EXPECT_EQ(st.evictions, evictions);
   EXPECT_EQ(st.size, size);
 }
-
-// Sets (or, with nullptr, unsets) an environment variable for the lifetime of the guard.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A backend for DeviceKind::Pjrt that counts compilations, records the device it was asked for
 // and compiles on the CPU backend after `delay` (to make concurrent compiles overlap); graphs

@@ -25,6 +25,10 @@ int dtype_size(DType t);
 std::string_view dtype_name(DType t);
 /// Inverse of dtype_name; nullopt for an unknown name.
 std::optional<DType> parse_dtype(std::string_view name);
+/// The smallest and largest value of integer or bool dtype `t` (i8: -128 / 127, u8: 0 / 255,
+/// bool: 0 / 1); throws rlx::Error for a float dtype.
+int64_t int_min(DType t);
+int64_t int_max(DType t);
 /// Category of `t`; is_float / is_integer (signed or unsigned) / is_bool ask it.
 DTypeCategory dtype_category(DType t);
 inline bool is_float(DType t) { return dtype_category(t) == DTypeCategory::Float; }

@@ -27,13 +27,6 @@ constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Nodes of `op` that ran a native kernel / the reference fallback, from the executable's
-// structured kernel report; {0, 0} when the op did not occur.
-std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  KernelCounts c = exe.kernels().count(op);
-  return {c.native, c.fallback};
-}
-
 // The kernel computes in f32 (f64 for f64); outputs are convex combinations of v in [-2, 2].
 // f32: score rounding (~D ulp of |q||k|) moves weights by ~1e-6 relative; 16-bit: one ulp of
 // the output's rounding on top.
@@ -135,10 +128,10 @@ void expect_attention_matches(const Config& c, DType dt, const MaskCase& mc, uin
   g.set_outputs({g.attention(q, k, v, options(mc.kind, scale, mc.window), mask)});
   Session session;
   auto exe = session.compile(g);
-  std::pair<int, int> counts = kernel_counts(*exe, OpKind::Attention);
+  KernelCounts counts = exe->kernels().count(OpKind::Attention);
   // An attention with an empty result is folded away by the pipeline.
-  EXPECT_EQ(counts.first, c.b == 0 ? 0 : 1) << exe->kernel_report();
-  EXPECT_EQ(counts.second, 0) << exe->kernel_report();
+  EXPECT_EQ(counts.native, c.b == 0 ? 0 : 1) << exe->kernel_report();
+  EXPECT_EQ(counts.fallback, 0) << exe->kernel_report();
   Tensor got = exe->run(feeds)[0];
   Tensor want = evaluate(g, feeds)[0];
   Tol t = tol(dt);
@@ -296,7 +289,7 @@ TEST(CpuAttentionKernel, LongSequenceRunsInBoundedMemory) {
   g.set_outputs({g.attention(q, k, v, options("causal"))});
   Session session;
   auto exe = session.compile(g);
-  EXPECT_EQ(kernel_counts(*exe, OpKind::Attention).first, 1);
+  EXPECT_EQ(exe->kernels().count(OpKind::Attention).native, 1);
   EXPECT_LE(exe->memory_plan().arena_bytes, s * d * 4 + 4096);
   EXPECT_LT(exe->memory_plan().arena_bytes * 64, s * s * 4);
   TensorMap feeds{{"q", random_tensor(DType::f32, Shape{1, 1, s, d}, 41)},

@@ -19,17 +19,6 @@ namespace {
 using testing::random_tensor;
 using Ints = std::vector<int64_t>;
 
-// (native, reference-fallback) node counts of op `op` in the executable's kernel report.
-std::pair<int, int> kernel_counts(const Executable& exe, const std::string& op) {
-  std::optional<OpKind> kind = op_from_name(op);
-  if (!kind) {
-    ADD_FAILURE() << "unknown op '" << op << "'";
-    return {0, 0};
-  }
-  KernelCounts c = exe.kernels().count(*kind);
-  return {c.native, c.fallback};
-}
-
 // Compiles `g` (inputs "x" and optionally "w") for the CPU and runs it; checks that the op ran
 // natively or, when `native` is false, through the reference fallback.
 Tensor run_cpu(const Graph& g, const TensorMap& feeds, const std::string& op, bool native = true) {
@@ -37,8 +26,8 @@ Tensor run_cpu(const Graph& g, const TensorMap& feeds, const std::string& op, bo
   auto exe = session.compile(g);
   // An empty result needs no kernel (the pipeline folds it to a constant).
   if (g.type(g.outputs()[0]).shape.numel() > 0) {
-    auto counts = kernel_counts(*exe, op);
-    EXPECT_EQ(counts, native ? std::make_pair(1, 0) : std::make_pair(0, 1)) << exe->kernel_report();
+    auto counts = exe->kernels().count(*op_from_name(op));
+    EXPECT_EQ(counts, (native ? KernelCounts{1, 0} : KernelCounts{0, 1})) << exe->kernel_report();
   }
   return exe->run(feeds)[0];
 }

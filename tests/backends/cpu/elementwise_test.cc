@@ -36,13 +36,6 @@ const DType kNumeric[] = {DType::f32, DType::f16, DType::bf16, DType::f64,
 const DType kAll[] = {DType::f32, DType::f16, DType::bf16, DType::f64,  DType::i8,
                       DType::u8,  DType::i32, DType::i64,  DType::bool_};
 
-// Nodes of `op` that ran a native kernel / the reference fallback, from the executable's
-// structured kernel report; {0, 0} when the op did not occur.
-std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  KernelCounts c = exe.kernels().count(op);
-  return {c.native, c.fallback};
-}
-
 Session& session() {
   static Session s;
   return s;
@@ -110,7 +103,7 @@ std::shared_ptr<Executable> check(const Graph& g, const TensorMap& feeds, OpKind
   // A node without elements computes nothing and has no kernel at all.
   bool empty = false;
   for (const Tensor& t : want) empty |= t.numel() == 0;
-  auto [native, reference] = kernel_counts(*exe, op);
+  auto [native, reference] = exe->kernels().count(op);
   if (!empty) {
     EXPECT_GE(native, 1) << g.name() << "\n" << exe->kernel_report();
   }
@@ -398,7 +391,7 @@ TEST(ElementwiseCpu, RegionWithSeveralOutputsAndBroadcasting) {
       const Graph* body = find_region_body(*exe);
       ASSERT_NE(body, nullptr) << exe->compiled_graph().to_string();
       EXPECT_EQ(body->outputs().size(), 3u);
-      EXPECT_EQ(kernel_counts(*exe, OpKind::Gelu).second, 0);
+      EXPECT_EQ(exe->kernels().count(OpKind::Gelu).fallback, 0);
     }
 }
 

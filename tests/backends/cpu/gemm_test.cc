@@ -39,17 +39,6 @@ TensorMap feeds_of(const std::vector<Tensor>& ts) {
   return m;
 }
 
-// (native, reference-fallback) node counts of op `op` in the executable's kernel report.
-std::pair<int, int> kernel_counts(const Executable& exe, const std::string& op) {
-  std::optional<OpKind> kind = op_from_name(op);
-  if (!kind) {
-    ADD_FAILURE() << "unknown op '" << op << "'";
-    return {0, 0};
-  }
-  KernelCounts c = exe.kernels().count(*kind);
-  return {c.native, c.fallback};
-}
-
 // Compiles `g` for the CPU, runs it on `feeds` and returns its outputs; checks that the nodes
 // of op `op` run native kernels.
 std::vector<Tensor> run_native(const Graph& g, const TensorMap& feeds, const std::string& op) {
@@ -57,7 +46,7 @@ std::vector<Tensor> run_native(const Graph& g, const TensorMap& feeds, const std
   auto exe = session.compile(g);
   // An empty result needs no kernel (the pipeline folds it to a constant).
   if (g.type(g.outputs()[0]).shape.numel() > 0) {
-    auto [native, fallback] = kernel_counts(*exe, op);
+    auto [native, fallback] = exe->kernels().count(*op_from_name(op));
     EXPECT_GE(native, 1) << exe->kernel_report();
     EXPECT_EQ(fallback, 0) << exe->kernel_report();
   }
@@ -425,7 +414,7 @@ TEST(CpuGemm, SessionFusesMatMulAddGeluIntoOneNativeNode) {
   }
   EXPECT_EQ(fused, 1);
   EXPECT_EQ(others, 0) << exe->compiled_graph().to_string();
-  EXPECT_EQ(kernel_counts(*exe, "fused_matmul_bias_act"), std::make_pair(1, 0))
+  EXPECT_EQ(exe->kernels().count(OpKind::FusedMatMulBiasAct), (KernelCounts{1, 0}))
       << exe->kernel_report();
   Tensor xt = random_tensor(DType::f32, Shape{2, 8, 16}, 1);
   Tensor wt = random_tensor(DType::f32, Shape{16, 32}, 2);

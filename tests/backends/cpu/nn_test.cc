@@ -25,13 +25,6 @@ constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Nodes of `op` that ran a native kernel / the reference fallback, from the executable's
-// structured kernel report; {0, 0} when the op did not occur.
-std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  KernelCounts c = exe.kernels().count(op);
-  return {c.native, c.fallback};
-}
-
 // Tolerance of a kernel computing in f32 (f64 for f64) against the reference's double result
 // rounded to the dtype: an ulp or two of the dtype, plus `atol` for results near 0.
 struct Tol {
@@ -56,13 +49,13 @@ Tol tol(DType t, double f32_atol = 1e-6) {
 void expect_native_matches(const Graph& g, const TensorMap& feeds, OpKind op, Tol t) {
   Session session;
   auto exe = session.compile(g);
-  std::pair<int, int> counts = kernel_counts(*exe, op);
+  KernelCounts counts = exe->kernels().count(op);
   bool empty = false;
   for (Value v : g.outputs()) empty = empty || g.type(v).shape.numel() == 0;
   if (!empty) {
-    EXPECT_GE(counts.first, 1) << exe->kernel_report();
+    EXPECT_GE(counts.native, 1) << exe->kernel_report();
   }
-  EXPECT_EQ(counts.second, 0) << exe->kernel_report();
+  EXPECT_EQ(counts.fallback, 0) << exe->kernel_report();
   std::vector<Tensor> got = exe->run(feeds);
   std::vector<Tensor> want = evaluate(g, feeds);
   ASSERT_EQ(got.size(), want.size());
@@ -340,8 +333,8 @@ void report_throughput(const Graph& g, const TensorMap& feeds, OpKind op, double
   CompileOptions common;
   common.dispatch = DispatchOptions::parse(std::string(op_name(op)) + "=force_common");
   auto decomposed = session.compile(g, common);
-  EXPECT_EQ(kernel_counts(*native, op).first, kChain);
-  EXPECT_EQ(kernel_counts(*decomposed, op).first, 0);
+  EXPECT_EQ(native->kernels().count(op).native, kChain);
+  EXPECT_EQ(decomposed->kernels().count(op).native, 0);
   double t_native = seconds_per_call([&] { native->run(feeds); }) / kChain;
   double t_common = seconds_per_call([&] { decomposed->run(feeds); }) / kChain;
   double t_ref = seconds_per_call([&] { evaluate(g, feeds); }, 0) / kChain;

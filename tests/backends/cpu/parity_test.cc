@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/exe_util.h"
 #include "common/test_util.h"
 #include "golden/golden_data.h"
 #include "ops/op_case.h"
@@ -194,16 +195,7 @@ void expect_parity(const Graph& g, const TensorMap& feeds, Config c,
   std::vector<Tensor> got, want;
   try {
     exe = session.compile(g, options);
-    TensorMap inputs;
-    for (const auto& [name, t] : feeds) {
-      bool is_param = false;
-      for (const IoSpec& p : exe->params()) is_param = is_param || p.name == name;
-      if (is_param)
-        exe->set_param(name, t);
-      else
-        inputs.emplace(name, t);
-    }
-    got = exe->run(inputs);
+    got = exe->run(testing::bind_params(*exe, feeds));
     if (c == Config::AmpBf16)
       want = evaluate(exe->compiled_graph(), feeds);
     else

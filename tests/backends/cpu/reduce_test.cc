@@ -26,12 +26,6 @@ const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16, DType:
                                      DType::i8,  DType::u8,  DType::i32,  DType::i64};
 const std::vector<DType> kFloats = {DType::f32, DType::f16, DType::bf16, DType::f64};
 
-// Native and reference-fallback node counts of `op` in an executable's kernel report.
-std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  KernelCounts c = exe.kernels().count(op);
-  return {c.native, c.fallback};
-}
-
 // Compiles g for the CPU, checks that every `op` node of the compiled graph that computes
 // (results with elements) ran a native kernel, none the reference fallback, and returns the
 // outputs of running it on `feeds`.
@@ -43,7 +37,7 @@ std::vector<Tensor> run_native(const Graph& g, const TensorMap& feeds, OpKind op
   int nodes = 0;
   for (const Node& n : exe->compiled_graph().nodes())
     nodes += n.op == op && n.results[0].shape.numel() > 0;
-  auto [native, reference] = kernel_counts(*exe, op);
+  auto [native, reference] = exe->kernels().count(op);
   EXPECT_EQ(reference, 0) << exe->kernel_report();
   EXPECT_EQ(native, nodes) << exe->kernel_report();
   if (g.type(g.outputs()[0]).shape.numel() > 0) {

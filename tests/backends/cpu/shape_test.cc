@@ -33,12 +33,6 @@ Session& session() {
   return s;
 }
 
-// Native and reference-fallback node counts of `op` in an executable's kernel report.
-std::pair<int, int> kernel_counts(const Executable& exe, OpKind op) {
-  KernelCounts c = exe.kernels().count(op);
-  return {c.native, c.fallback};
-}
-
 // Runs the native kernel of g's output node directly, as the executor calls it, on the feeds of
 // its operands (all graph inputs). Result memory starts as garbage, so a kernel that skips an
 // element is caught. Reshape-like ops and contiguous slices are views in compiled graphs, so
@@ -85,7 +79,7 @@ void check(const Graph& g, const TensorMap& feeds, const std::string& what) {
   for (const BufferAssignment& b : exe->memory_plan().buffers)
     computing += cg.node(b.value).op == op && b.value.index == 0 && !b.is_view &&
                  cg.type(b.value).shape.numel() > 0;
-  auto [native, reference] = kernel_counts(*exe, op);
+  auto [native, reference] = exe->kernels().count(op);
   EXPECT_EQ(reference, 0) << what << "\n" << exe->kernel_report();
   EXPECT_EQ(native, computing) << what << "\n" << exe->kernel_report();
   std::vector<Tensor> got = exe->run(feeds);

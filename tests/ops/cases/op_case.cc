@@ -141,31 +141,6 @@ Graph case_graph(const OpCase& c, DType dtype) {
 
 namespace {
 
-int64_t int_min(DType t) {
-  switch (t) {
-    case DType::i8:
-      return -128;
-    case DType::u8:
-      return 0;
-    case DType::i32:
-      return std::numeric_limits<int32_t>::min();
-    default:
-      return std::numeric_limits<int64_t>::min();
-  }
-}
-int64_t int_max(DType t) {
-  switch (t) {
-    case DType::i8:
-      return 127;
-    case DType::u8:
-      return 255;
-    case DType::i32:
-      return std::numeric_limits<int32_t>::max();
-    default:
-      return std::numeric_limits<int64_t>::max();
-  }
-}
-
 // Seeded values of one operand: uniform in [lo, hi) (floor for integers and integral floats),
 // then the special values of its Specials at their stride.
 Tensor operand_values(const Operand& o, DType t, const Shape& shape, uint64_t seed) {

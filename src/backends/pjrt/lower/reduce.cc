@@ -8,35 +8,13 @@
 namespace rlx::pjrt::lower {
 namespace {
 
-// The identities of max / min: the lowest and highest value of a dtype (infinities for floats).
+// The identity of max / min reductions: -inf / +inf, or the integer dtype's extremes (int64's
+// max is not a double: 2^63, which Tensor::full saturates back to int64's max).
 double lowest(DType t) {
-  if (is_float(t)) return -std::numeric_limits<double>::infinity();
-  switch (t) {
-    case DType::i8:
-      return -128;
-    case DType::i32:
-      return static_cast<double>(std::numeric_limits<int32_t>::min());
-    case DType::i64:
-      return static_cast<double>(std::numeric_limits<int64_t>::min());
-    default:
-      return 0;
-  }
+  return is_float(t) ? -std::numeric_limits<double>::infinity() : static_cast<double>(int_min(t));
 }
 double highest(DType t) {
-  if (is_float(t)) return std::numeric_limits<double>::infinity();
-  switch (t) {
-    case DType::i8:
-      return 127;
-    case DType::u8:
-      return 255;
-    case DType::i32:
-      return static_cast<double>(std::numeric_limits<int32_t>::max());
-    // 2^63 - 1 is not a double; Tensor::full saturates the conversion to int64 max.
-    case DType::i64:
-      return 9.3e18;
-    default:
-      return 1;
-  }
+  return is_float(t) ? std::numeric_limits<double>::infinity() : static_cast<double>(int_max(t));
 }
 
 // stablehlo.reduce over `dims` with the binary `combiner` starting from `init`.
