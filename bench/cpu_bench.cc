@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "../tools/rlx/demo.h"
 #include "rlx/ir/error.h"
+#include "rlx/models/encoder_block.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
@@ -547,15 +547,15 @@ void bench_encoder(const Options& o) {
   double batch1_s = 0;
   std::vector<std::string> notes;
   for (int64_t batch : {1, 32}) {
-    tools::BlockConfig cfg;
+    models::EncoderBlockConfig cfg;
     cfg.batch = batch;
     cfg.seq = 128;
     cfg.hidden = 384;
     cfg.heads = 12;
     cfg.ffn = 1536;
     cfg.layers = 1;
-    Graph g = tools::build_encoder_block(cfg);
-    TensorMap feeds = tools::random_feeds(g, 42);
+    Graph g = models::build_encoder_block(cfg);
+    TensorMap feeds = models::encoder_block_feeds(g, 42);
     std::filesystem::path dir = root / ("b" + std::to_string(batch));
     std::filesystem::create_directories(dir / "params");
     write_npy(dir / "x.npy", feeds.at("x"));

@@ -40,7 +40,8 @@ def load(dirname):
 
 
 def jax_layer(meta):
-    """The layer of tools/rlx/demo.cc build_encoder_block (one layer) in jax.numpy."""
+    """The layer of rlx::models::build_encoder_block (one layer, rlx/models/encoder_block.h) in
+    jax.numpy."""
     import jax
     import jax.numpy as jnp
 

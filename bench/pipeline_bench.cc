@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "../tools/rlx/demo.h"
+#include "rlx/models/encoder_block.h"
 #include "rlx/opt/pipeline.h"
 
 namespace {
@@ -13,14 +13,14 @@ namespace {
 using namespace rlx;
 
 void run(int64_t batch, const char* label, const PipelineOptions& o) {
-  tools::BlockConfig c;
+  models::EncoderBlockConfig c;
   c.batch = batch;
   c.seq = 128;
   c.hidden = 384;
   c.heads = 12;
   c.ffn = 1536;
   c.layers = 6;
-  Graph g = tools::build_encoder_block(c);
+  Graph g = models::build_encoder_block(c);
   double best = 1e30;
   PipelineResult r;
   for (int rep = 0; rep < 5; ++rep) {  // best of 5: the pipeline is deterministic

@@ -8,10 +8,10 @@
 #include <optional>
 #include <sstream>
 
-#include "demo.h"
 #include "embed.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
+#include "rlx/models/encoder_block.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
@@ -23,10 +23,10 @@ namespace {
 
 using namespace rlx;
 
-int run_demo(const tools::BlockConfig& cfg, uint64_t seed, bool print_ir) {
-  Graph g = tools::build_encoder_block(cfg);
+int run_demo(const models::EncoderBlockConfig& cfg, uint64_t seed, bool print_ir) {
+  Graph g = models::build_encoder_block(cfg);
   if (print_ir) std::cout << g.to_string() << "\n";
-  TensorMap feeds = tools::random_feeds(g, seed);
+  TensorMap feeds = models::encoder_block_feeds(g, seed);
   auto t0 = std::chrono::steady_clock::now();
   Tensor y = evaluate(g, feeds)[0];
   auto t1 = std::chrono::steady_clock::now();
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   CLI::App app{"rlx: an ML compiler and runtime"};
   app.require_subcommand(1);
 
-  tools::BlockConfig cfg;
+  models::EncoderBlockConfig cfg;
   uint64_t seed = 0;
   bool quiet = false;
   auto* demo = app.add_subcommand(
@@ -236,12 +236,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*demo) {
-      if (cfg.hidden % cfg.heads != 0)
-        throw Error("--heads " + std::to_string(cfg.heads) + " must divide --hidden " +
-                    std::to_string(cfg.hidden));
-      return run_demo(cfg, seed, !quiet);
-    }
+    if (*demo) return run_demo(cfg, seed, !quiet);
     if (*chk) return run_check(path);
     if (*opt) {
       if (opt_args.pipeline && !opt_args.passes.empty())

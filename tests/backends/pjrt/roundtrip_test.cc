@@ -10,10 +10,10 @@
 #include <random>
 #include <set>
 
-#include "demo.h"
 #include "ops/op_case.h"
 #include "pjrt_test_util.h"
 #include "rlx/ir/error.h"
+#include "rlx/models/encoder_block.h"
 
 namespace rlx::pjrt::testing {
 namespace {
@@ -133,12 +133,12 @@ TEST(PjrtOps, AttentionWithCausalMaskIsDecomposed) {
   expect_matches_reference(g, make_feeds(g, 5), kF32LayerTol);
 }
 
-// A BERT-style encoder layer (tools/rlx/demo.h) under both precision policies.
+// A BERT-style encoder layer (rlx/models/encoder_block.h) under both precision policies.
 TEST(PjrtEncoder, MatchesReferenceUnderF32AndBf16) {
   RLX_REQUIRE_PJRT_PLUGIN();
-  tools::BlockConfig cfg;  // batch 2, seq 16, hidden 64, 4 heads, ffn 256
-  Graph g = tools::build_encoder_block(cfg);
-  TensorMap feeds = tools::random_feeds(g, 11);
+  models::EncoderBlockConfig cfg;  // batch 2, seq 16, hidden 64, 4 heads, ffn 256
+  Graph g = models::build_encoder_block(cfg);
+  TensorMap feeds = models::encoder_block_feeds(g, 11);
   std::vector<Tensor> want = evaluate(g, feeds);
   for (PrecisionMode mode : {PrecisionMode::AlwaysF32, PrecisionMode::AutoMixedBf16}) {
     CompileOptions o;
@@ -260,14 +260,14 @@ TEST(PjrtExecutable, TypedIoClonesAndErrors) {
 // (printed; the numbers go to docs/pjrt.md). Checks only that both agree.
 TEST(PjrtEncoder, TimingAgainstCpuBackend) {
   RLX_REQUIRE_PJRT_PLUGIN();
-  tools::BlockConfig cfg;
+  models::EncoderBlockConfig cfg;
   cfg.batch = 1;
   cfg.seq = 128;
   cfg.hidden = 384;
   cfg.heads = 12;
   cfg.ffn = 1536;
-  Graph g = tools::build_encoder_block(cfg);
-  TensorMap feeds = tools::random_feeds(g, 2);
+  Graph g = models::build_encoder_block(cfg);
+  TensorMap feeds = models::encoder_block_feeds(g, 2);
   auto median_ms = [&](Executable& exe, std::vector<Tensor>* out) {
     for (int32_t id : g.params()) exe.set_param(g.node(id).name, feeds.at(g.node(id).name));
     TensorMap in{{"x", feeds.at("x")}};

@@ -1,11 +1,23 @@
-// The pre-model main job: a BERT-style encoder block built with the graph builder.
-#include "demo.h"
+// The synthetic BERT-style encoder of include/rlx/models/encoder_block.h.
+#include "rlx/models/encoder_block.h"
 
 #include <random>
+#include <string>
+#include <utility>
 
-namespace rlx::tools {
+#include "rlx/ir/error.h"
 
-Graph build_encoder_block(const BlockConfig& c) {
+namespace rlx::models {
+
+Graph build_encoder_block(const EncoderBlockConfig& c) {
+  const std::pair<const char*, int64_t> sizes[] = {{"batch", c.batch},   {"seq", c.seq},
+                                                   {"hidden", c.hidden}, {"heads", c.heads},
+                                                   {"ffn", c.ffn},       {"layers", c.layers}};
+  for (const auto& [name, v] : sizes)
+    check(v > 0,
+          std::string("encoder block: ") + name + " must be positive, got " + std::to_string(v));
+  check(c.hidden % c.heads == 0, "encoder block: heads " + std::to_string(c.heads) +
+                                     " must divide hidden " + std::to_string(c.hidden));
   Graph g(c.layers == 1 ? "encoder_block" : "encoder");
   const int64_t dh = c.hidden / c.heads;
   Value x = g.input("x", DType::f32, Shape{c.batch, c.seq, c.hidden});
@@ -41,11 +53,11 @@ Graph build_encoder_block(const BlockConfig& c) {
   return g;
 }
 
-TensorMap random_feeds(const Graph& g, uint64_t seed) {
+TensorMap encoder_block_feeds(const Graph& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-0.5, 0.5);
   TensorMap feeds;
-  for (auto ids : {g.inputs(), g.params()}) {
+  for (const auto& ids : {g.inputs(), g.params()}) {
     for (int32_t id : ids) {
       const Node& n = g.node(id);
       Tensor t(n.results[0].dtype, n.results[0].shape);
@@ -57,4 +69,4 @@ TensorMap random_feeds(const Graph& g, uint64_t seed) {
   return feeds;
 }
 
-}  // namespace rlx::tools
+}  // namespace rlx::models
