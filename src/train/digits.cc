@@ -6,13 +6,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numbers>
 #include <numeric>
 
+#include "rlx/io/python_packages.h"
 #include "rlx/ir/error.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
@@ -25,6 +25,8 @@ namespace rlx::train {
 namespace {
 
 constexpr int64_t kPixels = 64, kClasses = 10;
+// digits.csv.gz inside a site-packages directory (scikit-learn's wheel).
+constexpr const char* kDigitsInWheel = "sklearn/datasets/data/digits.csv.gz";
 
 // Parses one CSV row of 65 integers into `out`; returns false on a malformed row.
 bool parse_row(const char* line, std::vector<int64_t>& out) {
@@ -116,25 +118,14 @@ Value build_logits(Graph& g, Value x, const std::string& model, std::vector<Para
 }  // namespace
 
 std::string default_digits_path() {
-  if (const char* env = std::getenv("RLX_DIGITS_PATH"); env && *env) return env;
-  // find_spec locates the package directory without importing scikit-learn (or numpy/scipy).
-  const char* cmd =
-      "python3 -c \"import importlib.util, os; s = importlib.util.find_spec('sklearn'); "
-      "print(os.path.join(os.path.dirname(s.origin), 'datasets', 'data', 'digits.csv.gz') "
-      "if s and s.origin else '')\" 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd, "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe.get())) out += buf;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
+  return find_python_package_file("RLX_DIGITS_PATH", kDigitsInWheel).found.string();
 }
 
 Digits load_digits(const std::string& path) {
   check(!path.empty(),
         "digits: no data file: pass --data PATH, set RLX_DIGITS_PATH, or install scikit-learn "
-        "(pip install --no-deps scikit-learn), whose wheel ships datasets/data/digits.csv.gz");
+        "(pip install --no-deps scikit-learn), whose wheel ships datasets/data/digits.csv.gz; " +
+            find_python_package_file("RLX_DIGITS_PATH", kDigitsInWheel).searched_text());
   errno = 0;
   std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
   check(f != nullptr, "digits: cannot open '" + path +

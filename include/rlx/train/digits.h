@@ -19,9 +19,10 @@ struct Digits {
 };
 
 /// Path of digits.csv.gz: $RLX_DIGITS_PATH if set, else the copy in the installed
-/// scikit-learn wheel (sklearn/datasets/data/digits.csv.gz), found by asking python3 for
-/// importlib.util.find_spec("sklearn") (which locates the package without importing it).
-/// Returns "" when neither is available.
+/// scikit-learn wheel, <site-packages>/sklearn/datasets/data/digits.csv.gz, looked for in the
+/// site-packages directories of python_package_dirs() (rlx/io/python_packages.h: $PYTHONPATH,
+/// virtualenv/conda, ~/.local, pyenv, /usr/local/lib, /usr/lib/python3) without running Python.
+/// Returns "" when neither is available (load_digits("") then names every place searched).
 std::string default_digits_path();
 
 /// Reads a gzip'd CSV of 65 integer columns per row (64 pixels 0..16, then the label 0..9)

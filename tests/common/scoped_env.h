@@ -1,0 +1,78 @@
+// Test helpers for code that reads the environment and the file system: environment variables
+// set or unset for one scope, and a fresh temporary directory removed at the end of it.
+#pragma once
+
+#include <stdlib.h>  // setenv, unsetenv (POSIX)
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+
+namespace rlx::testing {
+
+/// Sets (a value) or unsets (std::nullopt) environment variables; the destructor restores
+/// every variable it touched to its earlier value.
+class ScopedEnv {
+ public:
+  ScopedEnv() = default;
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) apply(name, old);
+  }
+
+  /// Sets `name` to `value`, or unsets it when `value` is std::nullopt.
+  void set(const std::string& name, const std::optional<std::string>& value) {
+    if (saved_.count(name) == 0) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+    }
+    apply(name, value);
+  }
+
+ private:
+  static void apply(const std::string& name, const std::optional<std::string>& value) {
+    if (value)
+      setenv(name.c_str(), value->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+/// A new, empty directory under the system temporary directory, removed with its contents by
+/// the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("rlx_test_" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+
+  const std::filesystem::path& path() const { return path_; }
+
+  /// Creates the file path() / `relative` (and its parent directories) holding `text`;
+  /// returns its path.
+  std::filesystem::path write(const std::filesystem::path& relative,
+                              const std::string& text = "") const {
+    const std::filesystem::path p = path_ / relative;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace rlx::testing
