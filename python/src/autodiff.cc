@@ -11,14 +11,11 @@
 #include "bindings.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
-#ifdef RLX_PY_HAVE_AUTODIFF
 #include "rlx/autodiff/grad.h"
 #include "rlx/autodiff/vmap.h"
-#endif
 
 namespace rlx::py_bind {
 
-#ifdef RLX_PY_HAVE_AUTODIFF
 namespace {
 
 namespace py = pybind11;
@@ -63,11 +60,8 @@ std::vector<BatchAxis> axes(const py::object& seq, const char* what) {
 }
 
 }  // namespace
-#endif
 
-// Without the rlx_autodiff library (no src/autodiff) the module simply lacks the transforms.
 void bind_autodiff(pybind11::module_& m) {
-#ifdef RLX_PY_HAVE_AUTODIFF
   m.def(
       "grad",
       [](const Graph& g, const Names& wrt, const py::object& loss) {
@@ -125,9 +119,6 @@ void bind_autodiff(pybind11::module_& m) {
       py::arg("param_axes") = py::none(),
       "jax.vmap as a graph transform (in_axes / out_axes entries int or None; out_axes None or\n"
       "empty: 0 for every output).");
-#else
-  (void)m;
-#endif
 }
 
 }  // namespace rlx::py_bind

@@ -11,11 +11,11 @@ void bind_graph(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
 /// from_dlpack / to_dlpack and the DLPack capsule protocol (dlpack.cc).
 void bind_dlpack(pybind11::module_& m);
-/// SentenceEmbedder and default_model_dir (models.cc); absent without rlx_models.
+/// SentenceEmbedder and default_model_dir (models.cc).
 void bind_models(pybind11::module_& m);
-/// grad, value_and_grad, vjp, jvp, hvp, vmap graph transforms (autodiff.cc); needs rlx_autodiff.
+/// grad, value_and_grad, vjp, jvp, hvp, vmap graph transforms (autodiff.cc).
 void bind_autodiff(pybind11::module_& m);
-/// train_demo and default_digits_path (train.cc); needs rlx_train.
+/// train_demo and default_digits_path (train.cc).
 void bind_train(pybind11::module_& m);
 /// _op_cases_json: the op-case table for the Python parity suite (testing.cc).
 void bind_testing(pybind11::module_& m);

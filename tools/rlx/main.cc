@@ -1,4 +1,4 @@
-// rlx command-line tool: the main job (demo), IR checking and the op coverage table.
+// rlx command-line tool: embed, devices, demo, check, ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>

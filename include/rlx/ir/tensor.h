@@ -1,5 +1,5 @@
 // Host tensor: dtype + shape + contiguous row-major storage. Used for constants, evaluator
-// values and (later) the runtime API.
+// values and the runtime API (params, inputs and outputs of executables).
 #pragma once
 
 #include <cstddef>

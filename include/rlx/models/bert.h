@@ -6,7 +6,6 @@
 #include <string>
 
 #include "rlx/ir/graph.h"
-#include "rlx/runtime/executable.h"
 
 namespace rlx::models {
 
@@ -44,7 +43,7 @@ struct PoolingOptions {
 /// - params named as in the Hugging Face checkpoint ("embeddings.word_embeddings.weight",
 ///   "encoder.layer.N.attention.self.query.weight", ...), except that every Linear weight is
 ///   declared transposed, [in, out], so it feeds matmul (and the matmul+bias+activation fusion)
-///   directly; bind_bert_params transposes the checkpoint's [out, in] tensors once at load;
+///   directly; SentenceEmbedder transposes the checkpoint's [out, in] tensors once at load;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
