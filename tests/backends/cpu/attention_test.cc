@@ -1,11 +1,9 @@
 // CPU backend attention kernel against the reference evaluator: every mask kind, GQA, Sq != Sk,
 // D != Dv, tiny to long sequences, every float dtype, special values and bounded memory.
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -314,59 +312,6 @@ TEST(CpuAttentionKernel, LongSequenceRunsInBoundedMemory) {
       EXPECT_NEAR(out.get_f64(i * d + e), want, 2e-5) << "row " << i << " dim " << e;
     }
   }
-}
-
-// ---- throughput (run with --gtest_also_run_disabled_tests)
-
-// CPU seconds (of every thread of the process, so shared machines skew it less than wall time)
-// per call of fn: the best of repeated calls after a warm-up call; with budget 0, one cold call
-// (for the slow reference evaluator). Run with RLX_NUM_THREADS=1 for per-core throughput.
-template <class F>
-double seconds_per_call(F&& fn, double budget = 0.5) {
-  if (budget > 0) fn();
-  double best = 1e30, spent = 0;
-  for (int i = 0; i == 0 || (i < 200 && spent < budget); ++i) {
-    timespec t0{}, t1{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
-    fn();
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
-    double sec = static_cast<double>(t1.tv_sec - t0.tv_sec) +
-                 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
-    best = std::min(best, sec);
-    spent += sec;
-  }
-  return best;
-}
-
-TEST(CpuAttentionKernel, DISABLED_Throughput) {
-  for (int64_t s : {128, 1024})
-    for (const char* kind : {"none", "causal"}) {
-      const int64_t h = 12, d = 32;
-      Graph g("attention");
-      Value q = g.input("q", DType::f32, Shape{1, h, s, d});
-      Value k = g.input("k", DType::f32, Shape{1, h, s, d});
-      Value v = g.input("v", DType::f32, Shape{1, h, s, d});
-      g.set_outputs({g.attention(q, k, v, options(kind))});
-      TensorMap feeds{{"q", random_tensor(DType::f32, Shape{1, h, s, d}, 1)},
-                      {"k", random_tensor(DType::f32, Shape{1, h, s, d}, 2)},
-                      {"v", random_tensor(DType::f32, Shape{1, h, s, d}, 3)}};
-      Session session;
-      auto native = session.compile(g);
-      CompileOptions common;
-      common.dispatch = DispatchOptions::parse("attention=force_common");
-      auto decomposed = session.compile(g, common);
-      double t_native = seconds_per_call([&] { native->run(feeds); });
-      double t_common = seconds_per_call([&] { decomposed->run(feeds); }, s > 128 ? 0 : 0.5);
-      double t_ref = seconds_per_call([&] { evaluate(g, feeds); }, 0);
-      // Flops of q k^T and p v over the visible half (causal) or all scores.
-      double flops = 4.0 * h * s * s * d * (std::string(kind) == "causal" ? 0.5 : 1.0);
-      std::printf(
-          "attention B1 H%lld S%lld D%lld %-6s native %8.3f ms cpu (%6.1f GFLOP/s) | "
-          "decomposed %9.2f ms (x%.1f) | reference %9.1f ms (x%.0f)\n",
-          static_cast<long long>(h), static_cast<long long>(s), static_cast<long long>(d), kind,
-          t_native * 1e3, flops / t_native / 1e9, t_common * 1e3, t_common / t_native, t_ref * 1e3,
-          t_ref / t_native);
-    }
 }
 
 }  // namespace

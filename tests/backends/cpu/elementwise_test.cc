@@ -5,18 +5,13 @@
 // concurrent clones. Every check also asserts that the op ran natively (kernel report).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "../../../src/backends/cpu/kernel.h"
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
@@ -522,72 +517,6 @@ TEST(ElementwiseCpu, ConcurrentClones) {
     });
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(matches(got[i][0], want[i][0], {1, 0})) << i;
-}
-
-// Throughput of the native kernels vs the reference fallback kernel on 16M f32 elements, both
-// called directly (no executor, no output copies); prints GB/s (bytes read + written) next to a
-// plain single-threaded loop c = a + b as this machine's baseline. Runs only with
-// RLX_ELEMENTWISE_BENCH=1 (a benchmark, not a test).
-TEST(ElementwiseCpu, Throughput) {
-  if (!std::getenv("RLX_ELEMENTWISE_BENCH")) GTEST_SKIP() << "set RLX_ELEMENTWISE_BENCH=1";
-  const int64_t n = int64_t{1} << 24, cols = 4096;
-  const Shape s{n / cols, cols};
-  struct Bench {
-    const char* label;
-    std::function<Value(Graph&, Value, Value, Value)> build;
-    int64_t bytes;  // per element
-  };
-  const Bench benches[] = {
-      {"add", [](Graph& g, Value x, Value y, Value) { return g.add(x, y); }, 12},
-      {"add [N,M] + [M]", [](Graph& g, Value x, Value, Value r) { return g.add(x, r); }, 8},
-      {"exp", [](Graph& g, Value x, Value, Value) { return g.exp(x); }, 8},
-      {"gelu", [](Graph& g, Value x, Value, Value) { return g.gelu(x); }, 8},
-      {"region tanh(x*y + r) * x",
-       [](Graph& g, Value x, Value y, Value r) { return g.mul(g.tanh(g.add(g.mul(x, y), r)), x); },
-       12},
-  };
-  TensorMap feeds{{"x", random_tensor(DType::f32, s, 1)},
-                  {"y", random_tensor(DType::f32, s, 2)},
-                  {"r", random_tensor(DType::f32, Shape{cols}, 3)}};
-  auto seconds = [](auto&& fn, int reps) {
-    fn();
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-  };
-  {
-    const float* a = reinterpret_cast<const float*>(feeds.at("x").data());
-    const float* b = reinterpret_cast<const float*>(feeds.at("y").data());
-    std::vector<float> c(static_cast<size_t>(n));
-    double t = seconds(
-        [&] {
-          for (int64_t i = 0; i < n; ++i) c[static_cast<size_t>(i)] = a[i] + b[i];
-        },
-        5);
-    std::printf("  %-26s %8.2f ms %6.2f GB/s\n", "baseline loop c = a + b", t * 1e3,
-                static_cast<double>(n * 12) / t / 1e9);
-  }
-  for (const Bench& b : benches) {
-    Graph g("bench");
-    Value x = g.input("x", DType::f32, s), y = g.input("y", DType::f32, s);
-    Value r = g.input("r", DType::f32, Shape{cols});
-    g.set_outputs({b.build(g, x, y, r)});
-    std::shared_ptr<Executable> exe = session().compile(g);  // registers the kernels
-    const Graph& cg = exe->compiled_graph();
-    const Node& node = cg.node(cg.outputs()[0]);
-    std::vector<const std::byte*> in;
-    for (Value v : node.operands) in.push_back(feeds.at(cg.node(v).name).data());
-    Tensor out(DType::f32, s);
-    std::byte* outs[] = {out.data()};
-    cpu::KernelIO io{in.data(), outs};
-    cpu::Kernel native = cpu::kernel_table().at(node.op).factory(cg, node);
-    cpu::Kernel reference = cpu::reference_kernel(cg, node);
-    ASSERT_TRUE(native) << op_name(node.op);
-    double tn = seconds([&] { native(io); }, 10), tr = seconds([&] { reference(io); }, 1);
-    std::printf("  %-26s %8.2f ms %6.2f GB/s %6.3f Gelem/s | reference %8.1f ms (%.0fx)\n", b.label,
-                tn * 1e3, static_cast<double>(n * b.bytes) / tn / 1e9,
-                static_cast<double>(n) / tn / 1e9, tr * 1e3, tr / tn);
-  }
 }
 
 }  // namespace

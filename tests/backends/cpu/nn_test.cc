@@ -1,10 +1,8 @@
 // CPU backend nn kernels (softmax, log_softmax, layer_norm, rms_norm, the fused residual norms,
 // rope, softmax_cross_entropy) against the reference evaluator, for every float dtype.
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -298,78 +296,6 @@ TEST(CpuNnKernels, ClonesRunConcurrently) {
     });
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(mismatches[i], 0) << "clone " << i;
-}
-
-// ---- throughput (run with --gtest_also_run_disabled_tests)
-
-// CPU seconds (of every thread of the process, so shared machines skew it less than wall time)
-// per call of fn: the best of repeated calls after a warm-up call; with budget 0, one cold call
-// (for the slow reference evaluator). Run with RLX_NUM_THREADS=1 for per-core throughput.
-template <class F>
-double seconds_per_call(F&& fn, double budget = 0.5) {
-  if (budget > 0) fn();
-  double best = 1e30, spent = 0;
-  for (int i = 0; i == 0 || (i < 200 && spent < budget); ++i) {
-    timespec t0{}, t1{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
-    fn();
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
-    double sec = static_cast<double>(t1.tv_sec - t0.tv_sec) +
-                 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
-    best = std::min(best, sec);
-    spent += sec;
-  }
-  return best;
-}
-
-// Per-op CPU time of a chain of kChain ops (so the executor's copy of the output is amortised):
-// native kernel vs the op decomposed into primitives (force_common) vs the reference evaluator.
-constexpr int kChain = 8;
-
-void report_throughput(const Graph& g, const TensorMap& feeds, OpKind op, double rows,
-                       double bytes) {
-  Session session;
-  auto native = session.compile(g);
-  CompileOptions common;
-  common.dispatch = DispatchOptions::parse(std::string(op_name(op)) + "=force_common");
-  auto decomposed = session.compile(g, common);
-  EXPECT_EQ(native->kernels().count(op).native, kChain);
-  EXPECT_EQ(decomposed->kernels().count(op).native, 0);
-  double t_native = seconds_per_call([&] { native->run(feeds); }) / kChain;
-  double t_common = seconds_per_call([&] { decomposed->run(feeds); }) / kChain;
-  double t_ref = seconds_per_call([&] { evaluate(g, feeds); }, 0) / kChain;
-  std::printf(
-      "%-28s native %8.3f ms cpu (%8.3g rows/s, %6.2f GB/s) | decomposed %8.3f ms (x%.1f)"
-      " | reference %7.1f ms (x%.0f)\n",
-      g.name().c_str(), t_native * 1e3, rows / t_native, bytes / t_native / 1e9, t_common * 1e3,
-      t_common / t_native, t_ref * 1e3, t_ref / t_native);
-}
-
-TEST(CpuNnKernels, DISABLED_Throughput) {
-  for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t axis : {1, 0}) {
-      // softmax over rows of 1024 (axis 1), or down columns of 1024 (axis 0, the strided path)
-      Shape s = axis == 1 ? Shape{4096, 1024} : Shape{1024, 4096};
-      Graph g("softmax_" + dtype_str(dt) + (axis == 1 ? "_4096x1024" : "_1024x4096_axis0"));
-      Value x = g.input("x", dt, s);
-      for (int i = 0; i < kChain; ++i) x = g.softmax(x, axis);
-      g.set_outputs({x});
-      report_throughput(g, {{"x", random_tensor(dt, s, 1)}}, OpKind::Softmax, 4096,
-                        2.0 * 4096 * 1024 * dtype_size(dt));
-    }
-  for (DType dt : {DType::f32, DType::bf16}) {
-    Graph g("layer_norm_" + dtype_str(dt) + "_4096x384");
-    Value x = g.input("x", dt, Shape{4096, 384});
-    Value scale = g.input("scale", dt, Shape{384});
-    Value bias = g.input("bias", dt, Shape{384});
-    for (int i = 0; i < kChain; ++i) x = g.layer_norm(x, scale, bias);
-    g.set_outputs({x});
-    report_throughput(g,
-                      {{"x", random_tensor(dt, Shape{4096, 384}, 2)},
-                       {"scale", random_tensor(dt, Shape{384}, 3)},
-                       {"bias", random_tensor(dt, Shape{384}, 4)}},
-                      OpKind::LayerNorm, 4096, 2.0 * 4096 * 384 * dtype_size(dt));
-  }
 }
 
 }  // namespace
