@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install dependencies, build, run every C++ test suite with CTest,
-# then the Python package's tests (pytest) against the module just built.
+# check the installed C++ package, then the Python package's tests (pytest) against the module
+# just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -11,5 +12,7 @@ if [ -z "${RLX_MODEL_DIR:-}" ]; then
   export RLX_MODEL_DIR
 fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
+bash scripts/check_install.sh build
 # The Python package from the build tree (the same module `pip install .` builds).
 PYTHONPATH="$PWD/build/python" python3 -m pytest python/tests -q -p no:cacheprovider
