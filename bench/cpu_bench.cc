@@ -144,7 +144,8 @@ KernelSummary kernel_counts(const Executable& exe) {
 
 CompileOptions dispatch_options(KernelDispatch policy) {
   CompileOptions o;
-  o.dispatch = DispatchOptions{policy, {}};  // not RLX_KERNEL_DISPATCH: each column names its policy
+  o.dispatch =
+      DispatchOptions{policy, {}};  // not RLX_KERNEL_DISPATCH: each column names its policy
   return o;
 }
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "bindings.h"
-#include "rlx/ir/error.h"
-#include "rlx/ir/graph.h"
 #include "rlx/autodiff/grad.h"
 #include "rlx/autodiff/vmap.h"
+#include "rlx/ir/error.h"
+#include "rlx/ir/graph.h"
 
 namespace rlx::py_bind {
 
@@ -107,8 +107,8 @@ void bind_autodiff(pybind11::module_& m) {
       "Hessian-vector product (forward over reverse): outputs the loss then H v per `wrt`.");
   m.def(
       "vmap",
-      [](const Graph& g, const py::object& in_axes, const py::object& out_axes,
-         int64_t batch_size, const std::optional<std::map<std::string, int64_t>>& param_axes) {
+      [](const Graph& g, const py::object& in_axes, const py::object& out_axes, int64_t batch_size,
+         const std::optional<std::map<std::string, int64_t>>& param_axes) {
         auto in = axes(in_axes, "in_axes");
         auto out = axes(out_axes, "out_axes");
         auto params = param_axes.value_or(std::map<std::string, int64_t>{});

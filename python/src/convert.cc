@@ -15,9 +15,8 @@ namespace rlx::py_bind {
 namespace {
 
 // numpy's names of the rlx dtypes, in DType order (f32, f16, bf16, f64, i8, u8, i32, i64, bool).
-constexpr const char* kNumpyNames[kNumDTypes] = {"float32", "float16", "bfloat16",
-                                                 "float64", "int8",    "uint8",
-                                                 "int32",   "int64",   "bool"};
+constexpr const char* kNumpyNames[kNumDTypes] = {
+    "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64", "bool"};
 
 std::string py_repr(const py::handle& obj) { return py::repr(obj).cast<std::string>(); }
 
@@ -27,9 +26,8 @@ py::dtype bf16_dtype() {
   static PyObject* cached = nullptr;
   if (cached == nullptr) {
     try {
-      cached = py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"))
-                   .release()
-                   .ptr();
+      cached =
+          py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")).release().ptr();
     } catch (py::error_already_set&) {
       throw Error("bf16 arrays need the ml_dtypes package (pip install ml_dtypes)");
     }
@@ -46,19 +44,27 @@ std::optional<DType> from_numpy_dtype(const py::dtype& d) {
       return DType::bool_;
     case 'i':
       switch (d.itemsize()) {
-        case 1: return DType::i8;
-        case 4: return DType::i32;
-        case 8: return DType::i64;
-        default: return std::nullopt;
+        case 1:
+          return DType::i8;
+        case 4:
+          return DType::i32;
+        case 8:
+          return DType::i64;
+        default:
+          return std::nullopt;
       }
     case 'u':
       return d.itemsize() == 1 ? std::optional<DType>(DType::u8) : std::nullopt;
     case 'f':
       switch (d.itemsize()) {
-        case 2: return DType::f16;
-        case 4: return DType::f32;
-        case 8: return DType::f64;
-        default: return std::nullopt;
+        case 2:
+          return DType::f16;
+        case 4:
+          return DType::f32;
+        case 8:
+          return DType::f64;
+        default:
+          return std::nullopt;
       }
     default:
       break;
@@ -95,7 +101,8 @@ std::vector<int64_t> int_list(const py::handle& value, const std::string& what) 
     throw Error(what + ": expected a list of ints, got " + py_repr(value));
   std::vector<int64_t> out;
   for (auto item : value) {
-    if (!py::isinstance<py::int_>(item) && !py::isinstance(item, py::module_::import("numpy").attr("integer")))
+    if (!py::isinstance<py::int_>(item) &&
+        !py::isinstance(item, py::module_::import("numpy").attr("integer")))
       throw Error(what + ": expected a list of ints, got " + py_repr(value));
     out.push_back(item.cast<int64_t>());
   }

@@ -60,17 +60,16 @@ DLDataType dl_dtype(DType t) {
 }
 
 DType from_dl_dtype(DLDataType d) {
-  check(d.lanes == 1, "from_dlpack: vector dtypes (lanes " + std::to_string(d.lanes) +
-                          ") are not supported");
+  check(d.lanes == 1,
+        "from_dlpack: vector dtypes (lanes " + std::to_string(d.lanes) + ") are not supported");
   for (int i = 0; i < kNumDTypes; ++i) {
     auto t = static_cast<DType>(i);
     DLDataType e = dl_dtype(t);
     if (e.code == d.code && e.bits == d.bits) return t;
   }
   if (d.code == 1 && d.bits == 8) return DType::u8;
-  throw Error("from_dlpack: unsupported DLPack dtype (code " + std::to_string(d.code) +
-              ", bits " + std::to_string(d.bits) +
-              "); rlx takes f32, f16, bf16, f64, i8, u8, i32, i64, bool");
+  throw Error("from_dlpack: unsupported DLPack dtype (code " + std::to_string(d.code) + ", bits " +
+              std::to_string(d.bits) + "); rlx takes f32, f16, bf16, f64, i8, u8, i32, i64, bool");
 }
 
 // What a capsule exported by rlx owns: the tensor (keeping the source alive) and its dims.
@@ -108,9 +107,9 @@ Tensor from_capsule(const py::capsule& cap) {
         "from_dlpack: expected an unconsumed 'dltensor' capsule (a capsule can be used once)");
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), kCapsule));
   const DLTensor& d = m->dl_tensor;
-  check(d.device.device_type == kDLCPU,
-        "from_dlpack: tensor is on device type " + std::to_string(d.device.device_type) +
-            ", rlx host arrays need CPU memory (type 1)");
+  check(d.device.device_type == kDLCPU, "from_dlpack: tensor is on device type " +
+                                            std::to_string(d.device.device_type) +
+                                            ", rlx host arrays need CPU memory (type 1)");
   DType t = from_dl_dtype(d.dtype);
   Shape shape(std::vector<int64_t>(d.shape, d.shape + d.ndim));
   if (d.strides) {
@@ -146,44 +145,46 @@ void bind_dlpack(py::module_& m) {
              return DLPackTensor{to_tensor(arr, std::nullopt, "DLPackTensor")};
            }),
            py::arg("array"))
-      .def("__dlpack__",
-           [](const DLPackTensor& t, const py::object& stream, const py::kwargs&) {
-             check(stream.is_none() || (py::isinstance<py::int_>(stream) &&
-                                        stream.cast<int64_t>() == -1),
-                   "__dlpack__: stream must be None for CPU tensors");
-             return to_capsule(t.tensor);
-           },
-           py::arg("stream") = py::none())
+      .def(
+          "__dlpack__",
+          [](const DLPackTensor& t, const py::object& stream, const py::kwargs&) {
+            check(stream.is_none() ||
+                      (py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1),
+                  "__dlpack__: stream must be None for CPU tensors");
+            return to_capsule(t.tensor);
+          },
+          py::arg("stream") = py::none())
       .def("__dlpack_device__", [](const DLPackTensor&) { return py::make_tuple(kDLCPU, 0); })
-      .def_property_readonly("shape",
-                             [](const DLPackTensor& t) { return py::tuple(py::cast(t.tensor.shape().dims())); })
-      .def_property_readonly("dtype",
-                             [](const DLPackTensor& t) { return std::string(dtype_name(t.tensor.dtype())); })
+      .def_property_readonly(
+          "shape",
+          [](const DLPackTensor& t) { return py::tuple(py::cast(t.tensor.shape().dims())); })
+      .def_property_readonly(
+          "dtype", [](const DLPackTensor& t) { return std::string(dtype_name(t.tensor.dtype())); })
       .def("numpy", [](const DLPackTensor& t) { return to_numpy(t.tensor); });
 
-  m.def("to_dlpack",
-        [](const py::object& arr) { return to_capsule(to_tensor(arr, std::nullopt, "to_dlpack")); },
-        py::arg("array"),
-        "A DLPack 'dltensor' capsule over `array` (zero copy when C-contiguous).");
-  m.def("from_dlpack",
-        [](const py::object& obj) {
-          py::object cap = obj;
-          if (py::hasattr(obj, "__dlpack__")) {
-            if (py::hasattr(obj, "__dlpack_device__")) {
-              auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
-              check(dev.first == kDLCPU, "from_dlpack: object lives on device type " +
-                                             std::to_string(dev.first) +
-                                             ", rlx host arrays need CPU memory (type 1)");
-            }
-            cap = obj.attr("__dlpack__")();
+  m.def(
+      "to_dlpack",
+      [](const py::object& arr) { return to_capsule(to_tensor(arr, std::nullopt, "to_dlpack")); },
+      py::arg("array"), "A DLPack 'dltensor' capsule over `array` (zero copy when C-contiguous).");
+  m.def(
+      "from_dlpack",
+      [](const py::object& obj) {
+        py::object cap = obj;
+        if (py::hasattr(obj, "__dlpack__")) {
+          if (py::hasattr(obj, "__dlpack_device__")) {
+            auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+            check(dev.first == kDLCPU, "from_dlpack: object lives on device type " +
+                                           std::to_string(dev.first) +
+                                           ", rlx host arrays need CPU memory (type 1)");
           }
-          check(py::isinstance<py::capsule>(cap),
-                "from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " +
-                    py::repr(obj).cast<std::string>());
-          return to_numpy(from_capsule(py::reinterpret_borrow<py::capsule>(cap)));
-        },
-        py::arg("obj"),
-        "A numpy array sharing the memory of any CPU DLPack producer (zero copy).");
+          cap = obj.attr("__dlpack__")();
+        }
+        check(py::isinstance<py::capsule>(cap),
+              "from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got " +
+                  py::repr(obj).cast<std::string>());
+        return to_numpy(from_capsule(py::reinterpret_borrow<py::capsule>(cap)));
+      },
+      py::arg("obj"), "A numpy array sharing the memory of any CPU DLPack producer (zero copy).");
 }
 
 }  // namespace rlx::py_bind

@@ -29,16 +29,17 @@ void bind_models(py::module_& m) {
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("max_length") = 0,
            py::arg("precision") = py::none(), py::arg("device") = "cpu", py::arg("bucket") = 16)
-      .def("encode",
-           [](SentenceEmbedder& e, const std::vector<std::string>& texts) {
-             Tensor t;
-             {
-               py::gil_scoped_release nogil;
-               t = e.encode(texts);
-             }
-             return to_numpy(t);
-           },
-           py::arg("texts"))
+      .def(
+          "encode",
+          [](SentenceEmbedder& e, const std::vector<std::string>& texts) {
+            Tensor t;
+            {
+              py::gil_scoped_release nogil;
+              t = e.encode(texts);
+            }
+            return to_numpy(t);
+          },
+          py::arg("texts"))
       .def_property_readonly("dim", &SentenceEmbedder::dim)
       .def_property_readonly("max_length", &SentenceEmbedder::max_length)
       .def_property_readonly("model_dir", &SentenceEmbedder::model_dir)

@@ -89,8 +89,8 @@ py::object run(PyExecutable& pe, const py::args& args, const py::kwargs& kwargs)
   return results(outs);
 }
 
-const std::set<std::string> kCompileOptions = {"precision", "dispatch",  "dce",
-                                               "fold_constants", "seed", "dump_stages"};
+const std::set<std::string> kCompileOptions = {"precision",      "dispatch", "dce",
+                                               "fold_constants", "seed",     "dump_stages"};
 
 PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
   for (auto [k, v] : kw) {
@@ -150,18 +150,22 @@ void bind_runtime(py::module_& m) {
   py::class_<PyExecutable>(m, "Executable", "A graph compiled for one device.")
       .def("run", &run, "Runs the graph: positional inputs in graph order, one dict or keywords.")
       .def("__call__", &run)
-      .def("set_param",
-           [](PyExecutable& pe, const std::string& name, const py::object& value) {
-             // The executable keeps the binding, so the tensor holds a reference to the array.
-             Tensor t = feed(pe.exe->params(), name, value, "set_param", true);
-             pe.exe->set_param(name, t);
-           },
-           py::arg("name"), py::arg("value"))
-      .def_property_readonly("inputs", [](const PyExecutable& pe) { return specs_list(pe.exe->inputs()); })
-      .def_property_readonly("params", [](const PyExecutable& pe) { return specs_list(pe.exe->params()); })
+      .def(
+          "set_param",
+          [](PyExecutable& pe, const std::string& name, const py::object& value) {
+            // The executable keeps the binding, so the tensor holds a reference to the array.
+            Tensor t = feed(pe.exe->params(), name, value, "set_param", true);
+            pe.exe->set_param(name, t);
+          },
+          py::arg("name"), py::arg("value"))
+      .def_property_readonly("inputs",
+                             [](const PyExecutable& pe) { return specs_list(pe.exe->inputs()); })
+      .def_property_readonly("params",
+                             [](const PyExecutable& pe) { return specs_list(pe.exe->params()); })
       .def_property_readonly("outputs",
                              [](const PyExecutable& pe) { return specs_list(pe.exe->outputs()); })
-      .def_property_readonly("device", [](const PyExecutable& pe) { return pe.exe->device().to_string(); })
+      .def_property_readonly("device",
+                             [](const PyExecutable& pe) { return pe.exe->device().to_string(); })
       .def_property_readonly("stages",
                              [](const PyExecutable& pe) {
                                // ordered dict; a pass that runs twice gets "#2", "#3", ...
@@ -174,42 +178,44 @@ void bind_runtime(py::module_& m) {
                                return d;
                              })
       .def("kernel_report", [](const PyExecutable& pe) { return pe.exe->kernel_report(); })
-      .def("kernels",
-           [](const PyExecutable& pe) {
-             const Graph& cg = pe.exe->compiled_graph();
-             py::list out;
-             for (const KernelReport::Node& n : pe.exe->kernels().nodes) {
-               py::dict d;
-               d["node"] = n.node;
-               d["name"] = cg.node(n.node).name;
-               d["op"] = std::string(op_name(n.op));
-               d["kernel"] = n.kernel;
-               d["dtype"] = std::string(dtype_name(n.dtype));
-               d["native"] = n.native;
-               d["fallback_reason"] = n.fallback_reason;
-               out.append(d);
-             }
-             return out;
-           },
-           "How each computing node of the compiled graph runs, in execution order: dicts with "
-           "node (id), name, op, kernel, dtype (of result 0), native (False: the backend's "
-           "reference fallback) and fallback_reason (why not native; '' when native).")
+      .def(
+          "kernels",
+          [](const PyExecutable& pe) {
+            const Graph& cg = pe.exe->compiled_graph();
+            py::list out;
+            for (const KernelReport::Node& n : pe.exe->kernels().nodes) {
+              py::dict d;
+              d["node"] = n.node;
+              d["name"] = cg.node(n.node).name;
+              d["op"] = std::string(op_name(n.op));
+              d["kernel"] = n.kernel;
+              d["dtype"] = std::string(dtype_name(n.dtype));
+              d["native"] = n.native;
+              d["fallback_reason"] = n.fallback_reason;
+              out.append(d);
+            }
+            return out;
+          },
+          "How each computing node of the compiled graph runs, in execution order: dicts with "
+          "node (id), name, op, kernel, dtype (of result 0), native (False: the backend's "
+          "reference fallback) and fallback_reason (why not native; '' when native).")
       .def("dispatch_report",
            [](const PyExecutable& pe) { return pe.exe->dispatch_report().to_string(); })
-      .def("dispatch_counts",
-           [](const PyExecutable& pe) {
-             py::dict d;
-             for (const auto& [op, c] : pe.exe->dispatch_report().ops) {
-               py::dict counts;
-               counts["native"] = c.native;
-               counts["decomposed"] = c.decomposed;
-               counts["missing"] = c.missing;
-               d[py::str(std::string(op_name(op)))] = counts;
-             }
-             return d;
-           },
-           "Legalization's decisions per op kind (ops.def order): {op: {native, decomposed, "
-           "missing}}.")
+      .def(
+          "dispatch_counts",
+          [](const PyExecutable& pe) {
+            py::dict d;
+            for (const auto& [op, c] : pe.exe->dispatch_report().ops) {
+              py::dict counts;
+              counts["native"] = c.native;
+              counts["decomposed"] = c.decomposed;
+              counts["missing"] = c.missing;
+              d[py::str(std::string(op_name(op)))] = counts;
+            }
+            return d;
+          },
+          "Legalization's decisions per op kind (ops.def order): {op: {native, decomposed, "
+          "missing}}.")
       .def("compiled_graph", [](const PyExecutable& pe) { return Graph(pe.exe->compiled_graph()); })
       .def("clone",
            [](const PyExecutable& pe) {
@@ -229,8 +235,8 @@ void bind_runtime(py::module_& m) {
       .def(py::init([](const std::string& device, const std::optional<std::string>& precision,
                        size_t cache_capacity) {
              PySession s;
-             s.session = std::make_unique<Session>(Device::parse(device),
-                                                   SessionOptions{cache_capacity});
+             s.session =
+                 std::make_unique<Session>(Device::parse(device), SessionOptions{cache_capacity});
              if (precision) s.precision = to_precision(*precision);
              return s;
            }),
@@ -250,18 +256,19 @@ void bind_runtime(py::module_& m) {
         return d;
       });
 
-  m.def("evaluate",
-        [](const Graph& g, const py::dict& inputs, const py::dict& params) {
-          TensorMap feeds = eval_feeds(g, inputs, params);
-          std::vector<Tensor> outs;
-          {
-            py::gil_scoped_release nogil;
-            outs = evaluate(g, feeds);
-          }
-          return results(outs);
-        },
-        py::arg("graph"), py::arg("inputs") = py::dict(), py::arg("params") = py::dict(),
-        "Runs the reference evaluator (the oracle: naive, in double, rounded once).");
+  m.def(
+      "evaluate",
+      [](const Graph& g, const py::dict& inputs, const py::dict& params) {
+        TensorMap feeds = eval_feeds(g, inputs, params);
+        std::vector<Tensor> outs;
+        {
+          py::gil_scoped_release nogil;
+          outs = evaluate(g, feeds);
+        }
+        return results(outs);
+      },
+      py::arg("graph"), py::arg("inputs") = py::dict(), py::arg("params") = py::dict(),
+      "Runs the reference evaluator (the oracle: naive, in double, rounded once).");
   m.def("devices", [] {
     std::vector<std::string> out;
     for (const Device& d : available_devices()) out.push_back(d.to_string());
@@ -270,26 +277,28 @@ void bind_runtime(py::module_& m) {
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("num_threads", &num_threads);
   m.def("physical_cores", &physical_cores);
-  m.def("_bench_run",
-        [](PyExecutable& pe, const py::dict& feeds, int64_t n) {
-          check(n > 0, "_bench_run: n must be positive");
-          TensorMap m = feeds_of(*pe.exe, py::make_tuple(feeds), py::kwargs());
-          py::gil_scoped_release nogil;
-          auto t0 = std::chrono::steady_clock::now();
-          for (int64_t i = 0; i < n; ++i) pe.exe->run(m);
-          std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-          return dt.count() / static_cast<double>(n);
-        },
-        py::arg("exe"), py::arg("feeds"), py::arg("n"),
-        "Seconds per Executable::run over a prepared input map, looped in C++.");
-  m.def("_input_address",
-        [](const py::object& arr) {
-          bool borrowed = false;
-          Tensor t = to_tensor(arr, std::nullopt, "_input_address", &borrowed, false);
-          return py::make_tuple(reinterpret_cast<uintptr_t>(t.data()), borrowed);
-        },
-        py::arg("array"),
-        "Debug hook: (data address, zero-copy?) of the tensor run() would build for `array`.");
+  m.def(
+      "_bench_run",
+      [](PyExecutable& pe, const py::dict& feeds, int64_t n) {
+        check(n > 0, "_bench_run: n must be positive");
+        TensorMap m = feeds_of(*pe.exe, py::make_tuple(feeds), py::kwargs());
+        py::gil_scoped_release nogil;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < n; ++i) pe.exe->run(m);
+        std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+        return dt.count() / static_cast<double>(n);
+      },
+      py::arg("exe"), py::arg("feeds"), py::arg("n"),
+      "Seconds per Executable::run over a prepared input map, looped in C++.");
+  m.def(
+      "_input_address",
+      [](const py::object& arr) {
+        bool borrowed = false;
+        Tensor t = to_tensor(arr, std::nullopt, "_input_address", &borrowed, false);
+        return py::make_tuple(reinterpret_cast<uintptr_t>(t.data()), borrowed);
+      },
+      py::arg("array"),
+      "Debug hook: (data address, zero-copy?) of the tensor run() would build for `array`.");
 }
 
 }  // namespace rlx::py_bind

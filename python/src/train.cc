@@ -49,9 +49,8 @@ void bind_train(py::module_& m) {
         out["num_params"] = r.num_params;
         return out;
       },
-      py::arg("model") = "mlp", py::arg("epochs") = 0, py::arg("seed") = 0,
-      py::arg("data") = "", py::arg("batch_size") = 32, py::arg("lr") = 0.0,
-      py::arg("threads") = 1,
+      py::arg("model") = "mlp", py::arg("epochs") = 0, py::arg("seed") = 0, py::arg("data") = "",
+      py::arg("batch_size") = 32, py::arg("lr") = 0.0, py::arg("threads") = 1,
       "Trains `model` ('mlp' or 'cnn') on the digits data (AdamW, cosine decay); returns a dict "
       "with per-epoch train_loss / test_accuracy / seconds and total_seconds.");
   m.def("default_digits_path", &train::default_digits_path,

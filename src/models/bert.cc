@@ -85,9 +85,9 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
-  check(seq <= c.max_position_embeddings,
-        "build_bert_encoder: seq " + std::to_string(seq) + " exceeds max_position_embeddings " +
-            std::to_string(c.max_position_embeddings));
+  check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
+                                              " exceeds max_position_embeddings " +
+                                              std::to_string(c.max_position_embeddings));
   check(pooling.mode == "mean" || pooling.mode == "cls",
         "build_bert_encoder: pooling mode '" + pooling.mode + "' is not mean or cls");
   const int64_t H = c.hidden_size, heads = c.num_attention_heads, dh = H / heads;
@@ -115,11 +115,11 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
 
   // Embeddings: word + absolute position + token type, then LayerNorm.
   Value word = g.gather(param("embeddings.word_embeddings.weight", Shape{c.vocab_size, H}), ids, 0);
-  Value pos_table = param("embeddings.position_embeddings.weight",
-                          Shape{c.max_position_embeddings, H});
+  Value pos_table =
+      param("embeddings.position_embeddings.weight", Shape{c.max_position_embeddings, H});
   Value pos = g.slice(pos_table, {0, 0}, {seq, H});
-  Value type = g.gather(param("embeddings.token_type_embeddings.weight", Shape{c.type_vocab_size, H}),
-                        types, 0);
+  Value type = g.gather(
+      param("embeddings.token_type_embeddings.weight", Shape{c.type_vocab_size, H}), types, 0);
   Value x = layer_norm(g.add(g.add(word, pos), type), "embeddings.LayerNorm");
 
   // Padded keys are excluded exactly: a bool mask [B,1,1,S] broadcast over heads and queries.

@@ -103,8 +103,10 @@ struct SentenceEmbedder::Impl {
       if (type.find("Normalize") != std::string::npos) pooling.normalize = true;
       if (type.find("Pooling") != std::string::npos) {
         json p = read_json(fs::path(dir) / m.value("path", "") / "config.json");
-        if (p.value("pooling_mode_cls_token", false)) pooling.mode = "cls";
-        else if (p.value("pooling_mode_mean_tokens", false)) pooling.mode = "mean";
+        if (p.value("pooling_mode_cls_token", false))
+          pooling.mode = "cls";
+        else if (p.value("pooling_mode_mean_tokens", false))
+          pooling.mode = "mean";
         else
           throw Error((fs::path(dir) / m.value("path", "") / "config.json").string() +
                       ": only mean and cls pooling are supported");
@@ -129,8 +131,8 @@ struct SentenceEmbedder::Impl {
         const Shape& s = t.shape();
         check(t.dtype() == DType::f32 && s.rank() == 2 && s[0] == want.shape[1] &&
                   s[1] == want.shape[0],
-              path + ": tensor '" + key + "': expected f32[" + std::to_string(want.shape[1]) +
-                  "," + std::to_string(want.shape[0]) + "], found " + t.type().to_string());
+              path + ": tensor '" + key + "': expected f32[" + std::to_string(want.shape[1]) + "," +
+                  std::to_string(want.shape[0]) + "], found " + t.type().to_string());
         Tensor tr(DType::f32, want.shape);
         const float* src = t.data_as<float>();
         float* dst = tr.data_as<float>();
@@ -172,7 +174,8 @@ struct SentenceEmbedder::Impl {
     check(tokens.ids.size() == n && tokens.attention_mask.size() == n &&
               tokens.token_type_ids.size() == n,
           "SentenceEmbedder::embed: ids, attention_mask and token_type_ids must each hold batch "
-          "* seq = " + std::to_string(n) + " values");
+          "* seq = " +
+              std::to_string(n) + " values");
     auto as_tensor = [&](const std::vector<int32_t>& v) {
       Tensor t(DType::i32, Shape{batch, seq});
       std::copy(v.begin(), v.end(), t.data_as<int32_t>());
@@ -224,8 +227,8 @@ struct SentenceEmbedder::Impl {
       }
       stats.padded_tokens += batch * seq;
       std::shared_ptr<Executable> exe = executable(batch, seq);
-      Tensor emb = exe->run({{"input_ids", ids}, {"attention_mask", mask},
-                             {"token_type_ids", types}})[0];
+      Tensor emb =
+          exe->run({{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}})[0];
       ++stats.runs;
       for (int64_t r = 0; r < count; ++r)
         std::copy_n(emb.data_as<float>() + r * H, H,

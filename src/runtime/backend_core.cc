@@ -16,8 +16,8 @@ BackendFacts BackendFacts::of(const Backend& backend) {
 
 void check_compile_request(const BackendFacts& backend, const CompileOptions& options,
                            const Device& device) {
-  check(device.kind == backend.device_kind, backend.name + " backend cannot compile for device '" +
-                                                device.to_string() + "'");
+  check(device.kind == backend.device_kind,
+        backend.name + " backend cannot compile for device '" + device.to_string() + "'");
   if (!backend.quantized_params && !options.quantized_params.empty())
     throw Error(backend.name + " backend: quantized params are not supported (param '" +
                 options.quantized_params.begin()->first + "' bound to format '" +

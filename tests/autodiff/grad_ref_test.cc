@@ -6,8 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ref_graphs.h"
 #include "golden/golden_data.h"
+#include "ref_graphs.h"
 #include "rlx/autodiff/grad.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"

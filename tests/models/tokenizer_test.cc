@@ -120,8 +120,8 @@ std::string model_dir() {
   return dir ? dir : "";
 }
 
-#define REQUIRE_MODEL()                                              \
-  if (model_dir().empty())                                           \
+#define REQUIRE_MODEL()                                             \
+  if (model_dir().empty())                                          \
   GTEST_SKIP() << "RLX_MODEL_DIR is not set (the all-MiniLM-L6-v2 " \
                   "model folder with tokenizer.json)"
 

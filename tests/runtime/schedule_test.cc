@@ -67,14 +67,13 @@ TEST(Schedule, LeavesArenaAndOutputs) {
   EXPECT_EQ(s.to_string(g),
             "schedule: 3 steps, arena " + std::to_string(plan.arena_bytes) +
                 " bytes\n"
-                "  %" + g.node(t.node).name + " = tanh (node 3): [input0] -> [arena+" +
-                std::to_string(arena(t).offset) + "]\n" +
-                "  %" + g.node(m.node).name + " = mul (node 4): [arena+" +
-                std::to_string(arena(t).offset) + ", param0] -> [arena+" +
-                std::to_string(arena(m).offset) + "]\n" +
-                "  %" + g.node(y.node).name + " = add (node 5): [arena+" +
-                std::to_string(arena(m).offset) + ", constant0] -> [arena+" +
-                std::to_string(arena(y).offset) + "]\n" +
+                "  %" +
+                g.node(t.node).name + " = tanh (node 3): [input0] -> [arena+" +
+                std::to_string(arena(t).offset) + "]\n" + "  %" + g.node(m.node).name +
+                " = mul (node 4): [arena+" + std::to_string(arena(t).offset) +
+                ", param0] -> [arena+" + std::to_string(arena(m).offset) + "]\n" + "  %" +
+                g.node(y.node).name + " = add (node 5): [arena+" + std::to_string(arena(m).offset) +
+                ", constant0] -> [arena+" + std::to_string(arena(y).offset) + "]\n" +
                 "  outputs [arena+" + std::to_string(arena(y).offset) + ", arena+" +
                 std::to_string(arena(t).offset) + "]\n");
 }
@@ -83,10 +82,10 @@ TEST(Schedule, ViewsHaveNoStepAndPointIntoTheirSource) {
   Graph g("v");
   Value x = g.input("x", DType::f32, Shape{4, 3});
   Value p = g.param("p", DType::f32, Shape{4, 3});
-  Value xr = g.reshape(x, {3, 4});               // a view of an input
-  Value ps = g.slice(p, {2, 0}, {4, 3});          // a contiguous slice of a param: rows 2..3
-  Value n = g.neg(xr);                            // computes into the arena
-  Value nr = g.reshape(n, {12});                  // a view of an arena value
+  Value xr = g.reshape(x, {3, 4});        // a view of an input
+  Value ps = g.slice(p, {2, 0}, {4, 3});  // a contiguous slice of a param: rows 2..3
+  Value n = g.neg(xr);                    // computes into the arena
+  Value nr = g.reshape(n, {12});          // a view of an arena value
   Value a = g.add(g.reshape(ps, {6}), g.slice(nr, {0}, {6}));
   g.set_outputs({a, nr, xr});
   MemoryPlan plan = plan_memory(g);
@@ -111,7 +110,7 @@ TEST(Schedule, ViewsHaveNoStepAndPointIntoTheirSource) {
 TEST(Schedule, EmptyNodesAreSkippedIotaAndMultiResultNodesCompute) {
   Graph g("e");
   Value x = g.input("x", DType::f32, Shape{0, 3});
-  Value e = g.neg(x);  // every result empty: nothing to compute
+  Value e = g.neg(x);                            // every result empty: nothing to compute
   Value i = g.iota(DType::f32, Shape{2, 5}, 1);  // a leaf in the IR, but computed at run time
   auto [vals, idx] = g.top_k(i, 2);
   g.set_outputs({e, vals, idx});
@@ -162,9 +161,9 @@ TEST(Schedule, Errors) {
             "schedule: param 'w' of the compiled graph is not an executable param");
   MemoryPlan no_buffers = plan;
   no_buffers.buffers.clear();
-  EXPECT_EQ(error_of([&] { make_schedule(g, no_buffers, inputs, params); }),
-            "schedule: no buffer for %" + g.node(g.outputs()[0].node).name +
-                "#0 in the memory plan");
+  EXPECT_EQ(
+      error_of([&] { make_schedule(g, no_buffers, inputs, params); }),
+      "schedule: no buffer for %" + g.node(g.outputs()[0].node).name + "#0 in the memory plan");
 }
 
 // The CPU backend creates one kernel per step of make_schedule's schedule of its compiled
@@ -177,8 +176,8 @@ TEST(Schedule, CpuBackendRunsItsSteps) {
   g.set_outputs({g.softmax(g.add(h, g.scalar(1.0, DType::f32)), -1), g.slice(h, {0, 0}, {0, 2})});
   Session session;
   auto exe = session.compile(g);
-  Schedule s = make_schedule(exe->compiled_graph(), exe->memory_plan(), exe->inputs(),
-                             exe->params());
+  Schedule s =
+      make_schedule(exe->compiled_graph(), exe->memory_plan(), exe->inputs(), exe->params());
   const KernelReport& k = exe->kernels();
   ASSERT_EQ(k.nodes.size(), s.steps.size());
   for (size_t i = 0; i < s.steps.size(); ++i) EXPECT_EQ(k.nodes[i].node, s.steps[i].node);

@@ -76,9 +76,10 @@ TEST(Digits, DefaultPathSearchesSitePackages) {
   env.set("HOME", tmp.path().string());  // no ~/.local or pyenv match
   std::filesystem::create_directories(tmp.path() / "empty");
   env.set("PYTHONPATH", (tmp.path() / "empty").string());
-  expect_error([] { load_digits(""); },
-               {"scikit-learn", "searched: $RLX_DIGITS_PATH (unset), " +
-                                    (tmp.path() / "empty/sklearn/datasets/data/digits.csv.gz").string()});
+  expect_error(
+      [] { load_digits(""); },
+      {"scikit-learn", "searched: $RLX_DIGITS_PATH (unset), " +
+                           (tmp.path() / "empty/sklearn/datasets/data/digits.csv.gz").string()});
 }
 
 TEST(Digits, DemoRejectsBadOptions) {

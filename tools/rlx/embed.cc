@@ -5,8 +5,8 @@
 
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
@@ -30,7 +30,8 @@ std::vector<std::vector<double>> cosine_matrix(const Tensor& e) {
     for (int64_t k = 0; k < d; ++k) s += double(p[i * d + k]) * p[i * d + k];
     norms[static_cast<size_t>(i)] = std::sqrt(s);
   }
-  std::vector<std::vector<double>> m(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(n)));
+  std::vector<std::vector<double>> m(static_cast<size_t>(n),
+                                     std::vector<double>(static_cast<size_t>(n)));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double dot = 0;
@@ -60,8 +61,7 @@ int run_embed(const EmbedArgs& a) {
   models::SentenceEmbedder embedder(dir, opts);
   auto t1 = std::chrono::steady_clock::now();
 
-  bool show_progress =
-      texts.size() >= kProgressThreshold && (a.verbose || isatty(STDERR_FILENO));
+  bool show_progress = texts.size() >= kProgressThreshold && (a.verbose || isatty(STDERR_FILENO));
   auto progress = [&](int64_t done, int64_t total) {
     int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
     std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(),
@@ -82,7 +82,8 @@ int run_embed(const EmbedArgs& a) {
     } else {
       nlohmann::json rows = nlohmann::json::array();
       for (int64_t i = 0; i < n; ++i)
-        rows.push_back(std::vector<float>(e.data_as<float>() + i * d, e.data_as<float>() + (i + 1) * d));
+        rows.push_back(
+            std::vector<float>(e.data_as<float>() + i * d, e.data_as<float>() + (i + 1) * d));
       out["embeddings"] = rows;
     }
     std::cout << out.dump() << "\n";
@@ -94,7 +95,8 @@ int run_embed(const EmbedArgs& a) {
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t k = 0; k < d; ++k) std::printf(k ? "\t%.7g" : "%.7g", e.data_as<float>()[i * d + k]);
+      for (int64_t k = 0; k < d; ++k)
+        std::printf(k ? "\t%.7g" : "%.7g", e.data_as<float>()[i * d + k]);
       std::printf("\n");
     }
   }
@@ -118,7 +120,8 @@ int run_embed(const EmbedArgs& a) {
 int run_devices() {
   for (const Device& d : available_devices()) {
     std::printf("%s", d.to_string().c_str());
-    if (d.kind == DeviceKind::Cpu) std::printf("\t%d threads (%d physical cores)", num_threads(), physical_cores());
+    if (d.kind == DeviceKind::Cpu)
+      std::printf("\t%d threads (%d physical cores)", num_threads(), physical_cores());
     if (d.kind == DeviceKind::Pjrt) {  // the plugin RLX_PJRT_PLUGIN (or libtpu) names, if any
       std::optional<std::string> path = pjrt::plugin_path_from_env();
       if (!path) {

@@ -12,7 +12,7 @@ struct EmbedArgs {
   std::string format = "json";  ///< json | tsv
   std::string precision;        ///< empty: RLX_PRECISION / f32
   int64_t batch_size = 32;
-  int64_t max_length = 0;       ///< 0: the model's
+  int64_t max_length = 0;  ///< 0: the model's
   bool similarity = false;
   bool verbose = false;
   std::vector<std::string> texts;  ///< empty: one text per line from stdin

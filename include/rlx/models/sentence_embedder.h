@@ -41,11 +41,11 @@ struct EmbedderOptions {
 
 /// Counters for --verbose output.
 struct EmbedderStats {
-  int64_t compiles = 0;         ///< executables compiled (one per (batch, seq) bucket)
-  double compile_seconds = 0;   ///< total compile wall time
-  int64_t runs = 0;             ///< executable calls
-  int64_t padded_tokens = 0;    ///< tokens fed including padding
-  int64_t real_tokens = 0;      ///< tokens of the inputs
+  int64_t compiles = 0;        ///< executables compiled (one per (batch, seq) bucket)
+  double compile_seconds = 0;  ///< total compile wall time
+  int64_t runs = 0;            ///< executable calls
+  int64_t padded_tokens = 0;   ///< tokens fed including padding
+  int64_t real_tokens = 0;     ///< tokens of the inputs
 };
 
 /// sentence-transformers' SentenceTransformer(path).encode for BERT-family models with mean or

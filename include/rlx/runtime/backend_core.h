@@ -67,10 +67,10 @@ IoSpecs io_specs_of(const Graph& source);
 /// What a compile produced that every executable exposes, shared read-only by an executable
 /// and its clones. A backend's own program type derives from it and adds its device program.
 struct ProgramInfo {
-  Graph graph;             ///< the graph as compiled (after the pipeline)
-  MemoryPlan plan;         ///< its memory plan
-  DispatchReport dispatch;  ///< legalization's report
-  KernelReport kernel_report;  ///< how each node runs (the backend fills it)
+  Graph graph;                                  ///< the graph as compiled (after the pipeline)
+  MemoryPlan plan;                              ///< its memory plan
+  DispatchReport dispatch;                      ///< legalization's report
+  KernelReport kernel_report;                   ///< how each node runs (the backend fills it)
   std::vector<IoSpec> inputs, params, outputs;  ///< from the source graph (io_specs_of)
   Device device;
 

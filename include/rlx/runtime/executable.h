@@ -121,8 +121,7 @@ void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs)
 /// Throws rlx::Error "run: param 'w' (f32[8,16]) was never set" for the first param spec i with
 /// !is_set(i). ExecutableCore::run calls it only when some param is unset, so the message is
 /// built only on failure.
-void check_params_set(const std::vector<IoSpec>& params,
-                      const std::function<bool(size_t)>& is_set);
+void check_params_set(const std::vector<IoSpec>& params, const std::function<bool(size_t)>& is_set);
 
 /// Checks a set_param call against the declared `params` and returns the param's index in
 /// them. Throws rlx::Error "set_param: unknown param 'x' (params: a, b)" or "set_param 'w':
