@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: install dependencies, build, run every C++ test suite with CTest,
-# check the installed C++ package, then the Python package's tests (pytest) against the module
-# just built.
+# The README's test command: install dependencies, check formatting and include layering,
+# build, run every C++ test suite with CTest, check the installed C++ package, then the Python
+# package's tests (pytest) against the module just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
+# Fast checks first (seconds): formatting and include layering of the tracked C++ files.
+bash scripts/check_format.sh
+python3 scripts/check_layering.py
 bash scripts/build.sh
 # The model tests (safetensors, tokenizer, MiniLM parity) read the installed model's directory.
 if [ -z "${RLX_MODEL_DIR:-}" ]; then
