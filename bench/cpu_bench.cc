@@ -32,8 +32,6 @@
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
-extern char** environ;
-
 namespace {
 
 using namespace rlx;
@@ -290,6 +288,7 @@ std::pair<std::string, std::map<int64_t, Rate>> openblas_column(const std::strin
   if (!coretype.empty()) env.push_back("OPENBLAS_CORETYPE=" + coretype);
   env.push_back("OPENBLAS_NUM_THREADS=" + std::to_string(num_threads()));
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -599,7 +598,7 @@ void bench_encoder(const Options& o) {
                 fmt("%.3f", t.runs ? t.min_s * 1e3 : NAN).c_str(), t.runs, compile_ms,
                 mib(exe->memory_plan().arena_bytes), mib(param_bytes),
                 fmt("%.1f", hwm < 0 ? NAN : mib(hwm)).c_str(), kc.summary().c_str());
-    if (!hwm_reset) notes.push_back("VmHWM could not be reset: it is the process peak so far");
+    if (!hwm_reset) notes.emplace_back("VmHWM could not be reset: it is the process peak so far");
 
     std::ofstream meta(dir / "meta.json");
     meta << "{\"batch\": " << batch << ", \"seq\": " << cfg.seq << ", \"hidden\": " << cfg.hidden

@@ -8,11 +8,10 @@
 // Times are CPU seconds of the whole process (less skewed by a shared machine than wall time);
 // run with RLX_NUM_THREADS=1 for per-core throughput.
 // Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention]
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>

@@ -65,7 +65,7 @@ struct SentenceEmbedder::Impl {
   std::map<const Executable*, std::weak_ptr<Executable>> bound;
   EmbedderStats stats;
 
-  Impl(const std::string& model_dir, EmbedderOptions opts)
+  Impl(const std::string& model_dir, const EmbedderOptions& opts)
       : dir(model_dir),
         options(opts),
         config(BertConfig::from_json_file((fs::path(model_dir) / "config.json").string())),
@@ -239,7 +239,7 @@ struct SentenceEmbedder::Impl {
   }
 };
 
-SentenceEmbedder::SentenceEmbedder(const std::string& model_dir, EmbedderOptions options)
+SentenceEmbedder::SentenceEmbedder(const std::string& model_dir, const EmbedderOptions& options)
     : impl_(std::make_unique<Impl>(model_dir, options)) {}
 SentenceEmbedder::~SentenceEmbedder() = default;
 SentenceEmbedder::SentenceEmbedder(SentenceEmbedder&&) noexcept = default;

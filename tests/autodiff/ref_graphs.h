@@ -63,6 +63,7 @@ inline Graph reference_graph(const std::string& name,
   for (const auto& [n, t] : types) in[n] = g.input(n, t.dtype, t.shape);
   auto total = [&](Value v) {
     std::vector<int64_t> all;
+    all.reserve(static_cast<size_t>(g.shape(v).rank()));
     for (int i = 0; i < g.shape(v).rank(); ++i) all.push_back(i);
     return g.reduce_sum(v, all);
   };

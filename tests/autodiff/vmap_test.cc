@@ -42,6 +42,7 @@ Tensor take_example(const Tensor& t, int axis, int64_t b) {
 // Stacks per-example tensors along `axis` (a new dim).
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
   std::vector<Tensor> ex;
+  ex.reserve(xs.size());
   for (const Tensor& x : xs)
     ex.push_back(evaluate_op(OpKind::ExpandDims, {x}, {{"axes", std::vector<int64_t>{axis}}})[0]);
   return evaluate_op(OpKind::Concatenate, ex, {{"dimension", axis}})[0];
@@ -104,12 +105,12 @@ void check_vmap(const Graph& g, const std::vector<BatchAxis>& in_axes,
   TensorMap feeds;
   if (c != nullptr) {
     std::map<std::string, Shape> shapes;
-    for (auto ids : {v.inputs(), v.params()})
+    for (const auto& ids : {v.inputs(), v.params()})
       for (int32_t id : ids) shapes[v.node(id).name] = v.node(id).results[0].shape;
     feeds = rlx::testing::case_feeds(*c, dtype, shapes);
   } else {
     uint64_t seed = 7;
-    for (auto ids : {v.inputs(), v.params()})
+    for (const auto& ids : {v.inputs(), v.params()})
       for (int32_t id : ids) {
         const Node& n = v.node(id);
         feeds[n.name] = random_feed(n.name, n.results[0], seed++);

@@ -2,8 +2,7 @@
 // set or unset for one scope, and a fresh temporary directory removed at the end of it.
 #pragma once
 
-#include <stdlib.h>  // setenv, unsetenv (POSIX)
-
+#include <cstdlib>  // ::setenv, ::unsetenv (POSIX, declared by glibc's stdlib.h)
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -36,9 +35,9 @@ class ScopedEnv {
  private:
   static void apply(const std::string& name, const std::optional<std::string>& value) {
     if (value)
-      setenv(name.c_str(), value->c_str(), 1);
+      ::setenv(name.c_str(), value->c_str(), 1);
     else
-      unsetenv(name.c_str());
+      ::unsetenv(name.c_str());
   }
   std::map<std::string, std::optional<std::string>> saved_;
 };
@@ -65,7 +64,7 @@ class TempDir {
   /// returns its path.
   std::filesystem::path write(const std::filesystem::path& relative,
                               const std::string& text = "") const {
-    const std::filesystem::path p = path_ / relative;
+    std::filesystem::path p = path_ / relative;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
     return p;

@@ -57,7 +57,7 @@ class SentenceEmbedder {
   /// Loads the model. Throws rlx::Error naming the file and problem for a missing or malformed
   /// file, a missing or mistyped weight ("model.safetensors: tensor 'x': expected f32[384],
   /// found ..."), or bad options.
-  explicit SentenceEmbedder(const std::string& model_dir, EmbedderOptions options = {});
+  explicit SentenceEmbedder(const std::string& model_dir, const EmbedderOptions& options = {});
   ~SentenceEmbedder();
   SentenceEmbedder(SentenceEmbedder&&) noexcept;
   SentenceEmbedder& operator=(SentenceEmbedder&&) noexcept;

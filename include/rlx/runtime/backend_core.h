@@ -76,7 +76,7 @@ struct ProgramInfo {
 
   /// Fills everything but `kernel_report` from the graph given to compile and the pipeline's
   /// result (moved from).
-  void init(const Graph& source, PipelineResult&& compiled, const Device& device);
+  void init(const Graph& source, PipelineResult&& compiled, const Device& on);
 };
 
 /// The values bound to an executable's params, by param index, shared between an executable

@@ -75,12 +75,11 @@ Graph::AttentionOptions options(const std::string& kind, std::optional<double> s
 std::vector<MaskCase> mask_cases(const Config& c) {
   std::vector<MaskCase> m = {
       {"none"}, {"causal"}, {"sliding_window", 1}, {"sliding_window", 3}, {"sliding_window", 100}};
-  for (const char* kind : {"bool", "bias"}) {
-    m.push_back({kind, 0, Shape{c.b, c.hq, c.sq, c.sk}});
-    m.push_back({kind, 0, Shape{c.b, 1, 1, c.sk}});
-    m.push_back({kind, 0, Shape{c.sq, c.sk}});
-    m.push_back({kind, 0, Shape{c.sk}});
-  }
+  for (const char* kind : {"bool", "bias"})
+    m.insert(m.end(), {{kind, 0, Shape{c.b, c.hq, c.sq, c.sk}},
+                       {kind, 0, Shape{c.b, 1, 1, c.sk}},
+                       {kind, 0, Shape{c.sq, c.sk}},
+                       {kind, 0, Shape{c.sk}}});
   return m;
 }
 

@@ -286,6 +286,7 @@ TEST(CpuNnKernels, ClonesRunConcurrently) {
     want.push_back(exe->run(feeds.back())[0]);
   }
   std::vector<std::unique_ptr<Executable>> clones;
+  clones.reserve(4);
   for (int i = 0; i < 4; ++i) clones.push_back(exe->clone());
   std::vector<int> mismatches(4, 0);
   std::vector<std::thread> threads;

@@ -28,7 +28,7 @@ TensorMap make_feeds(const Graph& g, uint64_t seed, double lo = -2, double hi = 
   std::uniform_real_distribution<double> real(lo, hi);
   std::uniform_int_distribution<int64_t> integer(-5, 5);
   TensorMap feeds;
-  for (auto ids : {g.inputs(), g.params()}) {
+  for (const auto& ids : {g.inputs(), g.params()}) {
     for (int32_t id : ids) {
       const TensorType& t = g.node(id).results[0];
       Tensor x(t.dtype, t.shape);
