@@ -547,13 +547,7 @@ void bench_encoder(const Options& o) {
   double batch1_s = 0;
   std::vector<std::string> notes;
   for (int64_t batch : {1, 32}) {
-    models::EncoderBlockConfig cfg;
-    cfg.batch = batch;
-    cfg.seq = 128;
-    cfg.hidden = 384;
-    cfg.heads = 12;
-    cfg.ffn = 1536;
-    cfg.layers = 1;
+    const models::EncoderBlockConfig cfg = models::EncoderBlockConfig::minilm(batch);
     Graph g = models::build_encoder_block(cfg);
     TensorMap feeds = models::encoder_block_feeds(g, 42);
     std::filesystem::path dir = root / ("b" + std::to_string(batch));

@@ -13,14 +13,7 @@ namespace {
 using namespace rlx;
 
 void run(int64_t batch, const char* label, const PipelineOptions& o) {
-  models::EncoderBlockConfig c;
-  c.batch = batch;
-  c.seq = 128;
-  c.hidden = 384;
-  c.heads = 12;
-  c.ffn = 1536;
-  c.layers = 6;
-  Graph g = models::build_encoder_block(c);
+  Graph g = models::build_encoder_block(models::EncoderBlockConfig::minilm(batch, 6));
   double best = 1e30;
   PipelineResult r;
   for (int rep = 0; rep < 5; ++rep) {  // best of 5: the pipeline is deterministic

@@ -48,13 +48,7 @@ int run() {
                  "lammps-jax-pjrt-cpu and re-run cmake\n");
     return 1;
   }
-  models::EncoderBlockConfig cfg;
-  cfg.batch = 1;
-  cfg.seq = 128;
-  cfg.hidden = 384;
-  cfg.heads = 12;
-  cfg.ffn = 1536;
-  Graph g = models::build_encoder_block(cfg);
+  Graph g = models::build_encoder_block(models::EncoderBlockConfig::minilm(1));
   TensorMap feeds = models::encoder_block_feeds(g, 2);
   CompileOptions f32;
   f32.precision = PrecisionPolicy{PrecisionMode::AlwaysF32, {}};

@@ -15,6 +15,12 @@ namespace rlx::models {
 struct EncoderBlockConfig {
   int64_t batch = 2, seq = 16, hidden = 64, heads = 4, ffn = 256, layers = 1;
   bool causal = false;  ///< causal attention mask instead of none
+
+  /// The layer sizes of all-MiniLM-L6-v2 / BERT-small (hidden 384, 12 heads, FFN 1536) at
+  /// sequence length 128: the size the benchmarks and the XLA agreement test run.
+  static EncoderBlockConfig minilm(int64_t batch, int64_t layers = 1) {
+    return EncoderBlockConfig{batch, 128, 384, 12, 1536, layers, false};
+  }
 };
 
 /// Builds `layers` post-LN BERT encoder layers (Devlin et al. 2019, without embeddings or

@@ -258,13 +258,7 @@ TEST(PjrtExecutable, TypedIoClonesAndErrors) {
 // (their timing: rlx_bench_pjrt).
 TEST(PjrtEncoder, AgreesWithCpuBackendAtBertSize) {
   RLX_REQUIRE_PJRT_PLUGIN();
-  models::EncoderBlockConfig cfg;
-  cfg.batch = 1;
-  cfg.seq = 128;
-  cfg.hidden = 384;
-  cfg.heads = 12;
-  cfg.ffn = 1536;
-  Graph g = models::build_encoder_block(cfg);
+  Graph g = models::build_encoder_block(models::EncoderBlockConfig::minilm(1));
   TensorMap feeds = models::encoder_block_feeds(g, 2);
   auto run_once = [&](Executable& exe) {
     for (int32_t id : g.params()) exe.set_param(g.node(id).name, feeds.at(g.node(id).name));
