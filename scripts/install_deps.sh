@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev libhwy-dev libopenblas-dev libutf8proc-dev zlib1g-dev ccache python3 python3-pip
-  clang-format)
+  clang-format clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -255,10 +255,9 @@ std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
     throw Error(path + ": not a regular file");
   }
   size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
+  if (size < 8) {  // parse() reports the short file (and mmap of 0 bytes would fail)
     ::close(fd);
-    throw Error(path + ": file has " + std::to_string(size) +
-                " bytes, fewer than the 8-byte header length that starts a safetensors file");
+    return nullptr;
   }
   void* addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
@@ -277,12 +276,26 @@ uint64_t read_u64_le(const std::byte* p) {
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  size_t file_size = 0;
+  std::shared_ptr<const Mapping> mapping = map_file(path, file_size);
+  const std::byte* bytes = mapping ? mapping->bytes() : nullptr;
+  return parse(path, std::move(mapping), bytes, file_size);
+}
+
+SafetensorsFile SafetensorsFile::from_bytes(std::string_view bytes, const std::string& name) {
+  auto copy = std::make_shared<const std::string>(bytes);
+  const auto* data = reinterpret_cast<const std::byte*>(copy->data());
+  return parse(name, std::move(copy), data, bytes.size());
+}
+
+SafetensorsFile SafetensorsFile::parse(const std::string& path, std::shared_ptr<const void> owner,
+                                       const std::byte* bytes, size_t file_size) {
   SafetensorsFile f;
   f.path_ = path;
-  size_t file_size = 0;
-  auto mapping = map_file(path, file_size);
-  const std::byte* bytes = mapping->bytes();
-  f.mapping_ = mapping;
+  f.mapping_ = std::move(owner);
+  if (file_size < 8)
+    throw Error(path + ": file has " + std::to_string(file_size) +
+                " bytes, fewer than the 8-byte header length that starts a safetensors file");
 
   uint64_t n = read_u64_le(bytes);
   check(n <= kMaxHeaderBytes, path + ": header length " + std::to_string(n) +

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 
 #include "rlx/io/python_packages.h"
 #include "rlx/io/safetensors.h"
@@ -29,6 +30,15 @@ json read_json(const fs::path& path) {
   } catch (const json::parse_error& e) {
     throw Error(path.string() + ": malformed JSON at byte " + std::to_string(e.byte));
   }
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "cannot open '" + path.string() + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  check(!in.bad(), "cannot read '" + path.string() + "'");
+  return text.str();
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -98,18 +108,12 @@ struct SentenceEmbedder::Impl {
     fs::path modules = fs::path(dir) / "modules.json";
     if (!fs::exists(modules)) return;  // a plain BERT dir: mean pooling, normalised
     pooling.normalize = false;
-    for (const json& m : read_json(modules)) {
-      std::string type = m.value("type", "");
-      if (type.find("Normalize") != std::string::npos) pooling.normalize = true;
-      if (type.find("Pooling") != std::string::npos) {
-        json p = read_json(fs::path(dir) / m.value("path", "") / "config.json");
-        if (p.value("pooling_mode_cls_token", false))
-          pooling.mode = "cls";
-        else if (p.value("pooling_mode_mean_tokens", false))
-          pooling.mode = "mean";
-        else
-          throw Error((fs::path(dir) / m.value("path", "") / "config.json").string() +
-                      ": only mean and cls pooling are supported");
+    for (const SentenceTransformersModule& m :
+         parse_modules_json(read_text(modules), modules.string())) {
+      if (m.type.find("Normalize") != std::string::npos) pooling.normalize = true;
+      if (m.type.find("Pooling") != std::string::npos) {
+        fs::path config = fs::path(dir) / m.path / "config.json";
+        pooling.mode = parse_pooling_config(read_text(config), config.string());
       }
     }
   }

@@ -275,21 +275,26 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-json read_json(const std::string& path) {
+json parse_json(std::string_view text, const std::string& source) {
   try {
-    return json::parse(read_file(path));
+    return json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error(path + ": not JSON: " + e.what());
+    throw Error(source + ": not JSON: " + e.what());
   }
 }
 
-// model_max_length of the tokenizer_config.json beside `path`, if there is one and it is a real
-// limit (transformers writes a huge sentinel such as 1e30 for "none").
-std::optional<int64_t> config_max_length(const std::string& path) {
+// The text of the tokenizer_config.json beside `path`, if there is one.
+std::optional<std::string> read_tokenizer_config(const std::string& path) {
   std::string config = (fs::path(path).parent_path() / "tokenizer_config.json").string();
   std::error_code ec;
   if (!fs::exists(config, ec)) return std::nullopt;
-  json j = read_json(config);
+  return read_file(config);
+}
+
+// model_max_length of a tokenizer_config.json, if it is a real limit (transformers writes a
+// huge sentinel such as 1e30 for "none").
+std::optional<int64_t> config_max_length(std::string_view text, const std::string& source) {
+  json j = parse_json(text, source);
   auto it = j.find("model_max_length");
   if (it == j.end() || !it->is_number_integer()) return std::nullopt;
   int64_t v = it->get<int64_t>();
@@ -316,7 +321,21 @@ struct WordPieceTokenizer::Scratch {
 // ---- Loading ------------------------------------------------------------------------------------
 
 WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
-  json j = read_json(path);
+  std::string text = read_file(path);
+  std::optional<std::string> config = read_tokenizer_config(path);
+  return from_tokenizer_json_text(text, path,
+                                  config ? std::optional<std::string_view>(*config) : std::nullopt);
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
+    std::string_view text, const std::string& path,
+    std::optional<std::string_view> tokenizer_config) {
+  json j = parse_json(text, path);
+  std::optional<int64_t> config_limit;
+  if (tokenizer_config) {
+    config_limit = config_max_length(
+        *tokenizer_config, (fs::path(path).parent_path() / "tokenizer_config.json").string());
+  }
   WordPieceTokenizer t;
   Vocab vocab;
   std::optional<int64_t> truncation;
@@ -409,7 +428,7 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
   } catch (const json::exception& e) {
     throw Error(path + ": unexpected tokenizer.json content: " + e.what());
   }
-  t.finish_loading(path, vocab, truncation.value_or(512));
+  t.finish_loading(path, vocab, config_limit.value_or(truncation.value_or(512)));
   return t;
 }
 
@@ -445,17 +464,22 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_txt(const std::string& path, b
   t.cls_id_ = vocab.at("[CLS]");
   t.sep_id_ = vocab.at("[SEP]");
   if (auto it = vocab.find("[PAD]"); it != vocab.end()) t.pad_id_ = it->second;
-  t.finish_loading(path, vocab, 512);
+  std::optional<std::string> config = read_tokenizer_config(path);
+  std::optional<int64_t> config_limit;
+  if (config)
+    config_limit = config_max_length(
+        *config, (fs::path(path).parent_path() / "tokenizer_config.json").string());
+  t.finish_loading(path, vocab, config_limit.value_or(512));
   return t;
 }
 
 void WordPieceTokenizer::finish_loading(const std::string& path, const Vocab& vocab,
-                                        int64_t fallback_max_length) {
+                                        int64_t max_length) {
   auto unk = vocab.find(unk_token_);
   check(unk != vocab.end(), path + ": unk token '" + unk_token_ + "' is not in the vocab");
   unk_id_ = unk->second;
   check(max_input_chars_per_word_ >= 0, path + ": negative max_input_chars_per_word");
-  max_length_ = config_max_length(path).value_or(fallback_max_length);
+  max_length_ = max_length;
 
   size_t slots = 16;
   while (slots < 2 * vocab.size()) slots *= 2;

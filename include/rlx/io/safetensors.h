@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -21,8 +22,8 @@
 namespace rlx {
 
 /// An opened safetensors file: the validated header plus a read-only memory mapping of the
-/// whole file. Copies are cheap and share the mapping; every method is const and safe to call
-/// from several threads at once.
+/// whole file (from_bytes(): a copy of the bytes instead). Copies are cheap and share the mapping;
+/// every method is const and safe to call from several threads at once.
 ///
 /// open() checks the whole file before returning, so that any later get() reads only bytes
 /// inside the file. Like the reference implementation it requires:
@@ -51,6 +52,10 @@ class SafetensorsFile {
   /// tensor, the byte offset and what was expected, for a file that cannot be opened or
   /// mapped (with the errno text) or that breaks any rule listed above.
   static SafetensorsFile open(const std::string& path);
+  /// Validates `bytes`, the contents of a safetensors file held in memory (e.g. downloaded or
+  /// embedded), as open() validates a file, and keeps its own copy of them. `name` stands for
+  /// the path in path() and in every error message. Throws rlx::Error as open() does.
+  static SafetensorsFile from_bytes(std::string_view bytes, const std::string& name = "<memory>");
 
   /// The path given to open().
   const std::string& path() const { return path_; }
@@ -91,6 +96,9 @@ class SafetensorsFile {
   };
 
   SafetensorsFile() = default;
+  /// The validation of open() and from_bytes() over `size` bytes that `owner` keeps alive.
+  static SafetensorsFile parse(const std::string& path, std::shared_ptr<const void> owner,
+                               const std::byte* bytes, size_t size);
   const Entry& entry(const std::string& name) const;
 
   std::string path_;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "rlx/ir/graph.h"
 
@@ -26,6 +28,9 @@ struct BertConfig {
   /// malformed JSON, a model_type other than bert-like encoders, position_embedding_type other
   /// than "absolute", non-positive sizes, or hidden_size not divisible by the head count.
   static BertConfig from_json_file(const std::string& path);
+  /// Parses the text of a config.json, checked as from_json_file() checks a file; `source`
+  /// (e.g. its path) starts every error message.
+  static BertConfig from_json(std::string_view text, const std::string& source);
 };
 
 /// How token states become one vector per sequence (sentence-transformers' Pooling module).
@@ -36,6 +41,27 @@ struct PoolingOptions {
   /// F.normalize with eps 1e-12).
   bool normalize = true;
 };
+
+/// One module of a sentence-transformers modules.json: its class ("type", e.g.
+/// "sentence_transformers.models.Pooling") and its folder relative to the model ("path").
+struct SentenceTransformersModule {
+  std::string type;
+  std::string path;
+};
+
+/// Parses the text of a sentence-transformers modules.json: an array of objects, each with
+/// string fields "type" and "path" (other fields such as "idx" and "name" are ignored).
+/// Throws rlx::Error starting with `source` for malformed JSON (naming the byte), a value that
+/// is not an array, or a module that is not an object or lacks a string type or path.
+std::vector<SentenceTransformersModule> parse_modules_json(std::string_view text,
+                                                           const std::string& source);
+
+/// The pooling mode ("cls" or "mean") of a sentence-transformers Pooling config.json
+/// (1_Pooling/config.json): "cls" when pooling_mode_cls_token is true, else "mean" when
+/// pooling_mode_mean_tokens is true. Throws rlx::Error starting with `source` for malformed
+/// JSON, a value that is not an object, one of those two fields that is not a boolean, or
+/// neither mode set (max and sqrt-length pooling are not supported).
+std::string parse_pooling_config(std::string_view text, const std::string& source);
 
 /// Builds the encoder + pooling head for a fixed [batch, seq]:
 /// - inputs `input_ids`, `attention_mask`, `token_type_ids`: i32[batch, seq] (mask 1 = real

@@ -56,6 +56,13 @@ class WordPieceTokenizer {
   /// another type or an unsupported option is set, or when the unk token is not in the vocab.
   static WordPieceTokenizer from_tokenizer_json(const std::string& path);
 
+  /// Parses the text of a tokenizer.json, checked as from_tokenizer_json() checks a file;
+  /// `source` (e.g. its path) starts every error message. `tokenizer_config`, if given, is the
+  /// text of the tokenizer_config.json beside it (for model_max_length).
+  static WordPieceTokenizer from_tokenizer_json_text(
+      std::string_view text, const std::string& source,
+      std::optional<std::string_view> tokenizer_config = std::nullopt);
+
   /// Loads a BERT vocab.txt (one token per line, id = line number, trailing whitespace
   /// trimmed), as transformers' BertTokenizerFast does: BertNormalizer with `lowercase` (accents
   /// stripped iff lowercase), [CLS] $A [SEP], and whichever of [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -125,8 +132,7 @@ class WordPieceTokenizer {
 
   WordPieceTokenizer() = default;
   void finish_loading(const std::string& path,
-                      const std::unordered_map<std::string, int32_t>& vocab,
-                      int64_t fallback_max_length);
+                      const std::unordered_map<std::string, int32_t>& vocab, int64_t max_length);
   int32_t find_token(std::string_view token) const;
   void encode_into(std::string_view text, std::vector<int32_t>& out, Scratch& scratch) const;
   void encode_truncated(std::string_view text, int64_t max_length, std::vector<int32_t>& out,
