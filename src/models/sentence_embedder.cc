@@ -29,6 +29,8 @@ json read_json(const fs::path& path) {
     return json::parse(in);
   } catch (const json::parse_error& e) {
     throw Error(path.string() + ": malformed JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception& e) {  // out_of_range.406: a number too large for a double
+    throw Error(path.string() + ": malformed JSON: " + e.what());
   }
 }
 

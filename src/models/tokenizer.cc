@@ -280,6 +280,8 @@ json parse_json(std::string_view text, const std::string& source) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(source + ": not JSON: " + e.what());
+  } catch (const json::exception& e) {  // out_of_range.406: a number too large for a double
+    throw Error(source + ": not JSON: " + e.what());
   }
 }
 
