@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -306,6 +307,31 @@ std::optional<int64_t> config_max_length(std::string_view text, const std::strin
 
 constexpr int64_t kMaxTokenId = int64_t{1} << 24;  // bounds the id_to_token table
 
+/// A JSON integer in [lo, hi]; rlx::Error "<what> must be an integer in [lo, hi], found V"
+/// otherwise. nlohmann's get<int64_t>() would convert a float (1e93) with undefined behaviour
+/// and get<int32_t>() would wrap a large integer silently.
+int64_t json_int(const json& v, const std::string& what,
+                 int64_t lo = std::numeric_limits<int64_t>::min(),
+                 int64_t hi = std::numeric_limits<int64_t>::max()) {
+  bool ok = v.is_number_unsigned()
+                ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) && hi >= 0 &&
+                      static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!ok) {
+    std::string found = v.dump();
+    if (found.size() > 40) found = found.substr(0, 37) + "...";
+    throw Error(what + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], found " + found);
+  }
+  return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+}
+
+/// json_int() of an int32 field: ids are int32 throughout the tokenizer.
+int32_t json_int32(const json& v, const std::string& what) {
+  return static_cast<int32_t>(
+      json_int(v, what, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+}
+
 void check_max_length(int64_t max_length, const char* function) {
   check(max_length >= 2, std::string("WordPieceTokenizer::") + function + ": max_length " +
                              std::to_string(max_length) +
@@ -351,10 +377,12 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
           where("model type '" + type + "' is not supported (WordPiece only)"));
     t.unk_token_ = model.value("unk_token", t.unk_token_);
     t.prefix_ = model.value("continuing_subword_prefix", t.prefix_);
-    t.max_input_chars_per_word_ = model.value("max_input_chars_per_word", int64_t{100});
+    if (model.contains("max_input_chars_per_word"))
+      t.max_input_chars_per_word_ =
+          json_int(model["max_input_chars_per_word"], where("model.max_input_chars_per_word"));
     check(model.contains("vocab") && model["vocab"].is_object(), where("model has no vocab"));
     for (const auto& [token, id] : model["vocab"].items()) {
-      int64_t v = id.get<int64_t>();
+      int64_t v = json_int(id, where("vocab id of '" + token + "'"));
       check(v >= 0 && v < kMaxTokenId,
             where("vocab id " + std::to_string(v) + " of '" + token + "' is out of range"));
       vocab.emplace(token, static_cast<int32_t>(v));
@@ -381,7 +409,7 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
         check(!a.value(flag, false),
               where("added token '" + content + "' sets " + flag + ", which is not supported"));
       }
-      int64_t id = a.at("id").get<int64_t>();
+      int64_t id = json_int(a.at("id"), where("id of added token '" + content + "'"));
       check(id >= 0 && id < kMaxTokenId, where("added token id " + std::to_string(id) + " of '" +
                                                content + "' is out of range"));
       // HF re-adds each token on load: one the vocab has keeps the vocab's id.
@@ -392,23 +420,29 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
     const json& post = j.value("post_processor", json());
     std::string post_type = post.is_object() ? post.value("type", "(none)") : "null";
     if (post_type == "BertProcessing") {
-      t.cls_id_ = post.at("cls").at(1).get<int32_t>();
-      t.sep_id_ = post.at("sep").at(1).get<int32_t>();
+      t.cls_id_ = json_int32(post.at("cls").at(1), where("post_processor.cls[1]"));
+      t.sep_id_ = json_int32(post.at("sep").at(1), where("post_processor.sep[1]"));
     } else if (post_type == "TemplateProcessing") {
       // Only the BERT template "[CLS] $A [SEP]" with type id 0 throughout.
       const json& single = post.at("single");
+      // A template piece's type_id (absent: 0).
+      auto type_id = [&](const json& piece) {
+        return piece.contains("type_id")
+                   ? json_int(piece["type_id"], where("post_processor template type_id"))
+                   : 0;
+      };
       auto special_id = [&](const json& piece) {
-        check(piece.contains("SpecialToken") && piece["SpecialToken"].value("type_id", 0) == 0,
+        check(piece.contains("SpecialToken") && type_id(piece["SpecialToken"]) == 0,
               where("post_processor template is not [CLS] $A [SEP]"));
         const json& ids = post.at("special_tokens")
                               .at(piece["SpecialToken"].at("id").get<std::string>())
                               .at("ids");
         check(ids.size() == 1, where("post_processor special token with " +
                                      std::to_string(ids.size()) + " ids is not supported"));
-        return ids[0].get<int32_t>();
+        return json_int32(ids[0], where("post_processor special token id"));
       };
       check(single.is_array() && single.size() == 3 && single[1].contains("Sequence") &&
-                single[1]["Sequence"].value("type_id", 0) == 0,
+                type_id(single[1]["Sequence"]) == 0,
             where("post_processor template is not [CLS] $A [SEP]"));
       t.cls_id_ = special_id(single[0]);
       t.sep_id_ = special_id(single[2]);
@@ -419,13 +453,13 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
 
     const json& padding = j.value("padding", json());
     if (padding.is_object() && padding.contains("pad_id")) {
-      t.pad_id_ = padding["pad_id"].get<int32_t>();
+      t.pad_id_ = json_int32(padding["pad_id"], where("padding.pad_id"));
     } else if (auto it = vocab.find("[PAD]"); it != vocab.end()) {
       t.pad_id_ = it->second;
     }
     const json& trunc = j.value("truncation", json());
     if (trunc.is_object() && trunc.contains("max_length")) {
-      truncation = trunc["max_length"].get<int64_t>();
+      truncation = json_int(trunc["max_length"], where("truncation.max_length"));
     }
   } catch (const json::exception& e) {
     throw Error(path + ": unexpected tokenizer.json content: " + e.what());

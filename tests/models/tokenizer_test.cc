@@ -414,7 +414,19 @@ TEST(TokenizerLoading, ErrorsNameTheFileAndTheProblem) {
 
   json bad_id = tiny_tokenizer_json(kTinyVocab, kBertNormalizer);
   bad_id["model"]["vocab"]["a"] = "nine";
-  EXPECT_NE(load_error("bad_id.json", bad_id.dump()).find("unexpected tokenizer.json content"),
+  EXPECT_NE(load_error("bad_id.json", bad_id.dump())
+                .find("bad_id.json: vocab id of 'a' must be an integer in ["),
+            std::string::npos);
+  // A float id (was a float-to-int conversion with undefined behaviour) and a pad id that
+  // does not fit in int32 (was wrapped silently): fuzz/regressions/model_config/.
+  bad_id["model"]["vocab"]["a"] = 1.5e93;
+  EXPECT_NE(load_error("float_id.json", bad_id.dump()).find("vocab id of 'a' must be an integer"),
+            std::string::npos);
+  json bad_pad = tiny_tokenizer_json(kTinyVocab, kBertNormalizer);
+  bad_pad["padding"] = {{"pad_id", int64_t{1} << 32}};
+  EXPECT_NE(load_error("bad_pad.json", bad_pad.dump())
+                .find("padding.pad_id must be an integer in [-2147483648, 2147483647], found "
+                      "4294967296"),
             std::string::npos);
 }
 
