@@ -4,7 +4,7 @@ library links (directly or through another library), never a higher layer's.
 
 The layers and what each may include are stated below; they mirror the target_link_libraries
 graph of CMakeLists.txt and the table in docs/architecture.md (change all three together).
-tools/, tests/, bench/, examples/ and python/src/ sit on top and may include anything.
+tools/, tests/, fuzz/, bench/, examples/ and python/src/ sit on top and may include anything.
 
 Checked: every tracked .h/.cc/.def under include/rlx/ and src/, and every `#include "rlx/..."`
 and every quoted relative include that resolves to a file of another layer (or of tools/,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (build-fuzz/: clang, -DRLX_FUZZ=ON, ASan + UBSan) and runs each for
 # SECONDS (default 30) on a scratch copy of its seed corpus fuzz/corpus/<target>/ (so the
-# committed corpus does not grow), with its dictionary fuzz/<target>.dict. Prints executions,
+# committed corpus does not grow) plus fuzz/regressions/<target>/ (so every past crash input
+# runs again under ASan and UBSan), with its dictionary fuzz/<target>.dict. Prints executions,
 # exec/s, corpus size and findings per target; exits 1 if any target found a crash, a sanitizer
 # report, a finding of the target's own checks, a timeout (-timeout, default 10 s per input) or
 # an out-of-memory (-rss_limit_mb 2048). Up to RLX_FUZZ_JOBS targets (default: the number of
@@ -25,15 +26,21 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DRLX_FUZZ=ON >/dev/null
 ninja -C build-fuzz "${targets[@]/#/fuzz_}" | tail -1
 echo "fuzz build: $(($(date +%s) - start)) s"
 
+# UBSan stops at the first report (-fno-sanitize-recover); print where it happened.
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 out=${RLX_FUZZ_OUT:-$(mktemp -d /tmp/rlx-fuzz.XXXXXX)}
 run_target() {
   local t=$1 dir="$out/$1"
   mkdir -p "$dir/corpus"
   cp -n fuzz/corpus/"$t"/* "$dir/corpus/"
+  # Every input that ever found a bug runs first, under the sanitizers (libFuzzer reads the
+  # directories after the first and writes new inputs only to the first).
+  local regressions=()
+  [ -d "fuzz/regressions/$t" ] && regressions=("fuzz/regressions/$t")
   local rc=0
   "build-fuzz/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -dict="fuzz/$t.dict" -artifact_prefix="$dir/" -print_final_stats=1 "$dir/corpus" \
-    >"$dir/log" 2>&1 || rc=$?
+    "${regressions[@]}" >"$dir/log" 2>&1 || rc=$?
   echo "$rc" >"$dir/rc"
 }
 running=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install dependencies, check formatting and include layering,
-# build, run every C++ test suite with CTest, check the installed C++ package, then the Python
-# package's tests (pytest) against the module just built.
+# build, run every C++ test suite with CTest, fuzz each parser for 30 s (scripts/fuzz.sh), check
+# the installed C++ package, then the Python package's tests (pytest) against the module just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -15,6 +15,8 @@ if [ -z "${RLX_MODEL_DIR:-}" ]; then
   export RLX_MODEL_DIR
 fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# Every fuzz target for 30 s from its seed corpus (the replay of committed inputs ran in CTest).
+bash scripts/fuzz.sh 30
 # The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
 bash scripts/check_install.sh build
 # The Python package from the build tree (the same module `pip install .` builds).
