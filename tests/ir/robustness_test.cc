@@ -185,7 +185,16 @@ TEST(Robustness, LargeSplatIsRefusedBeforeAllocating) {
   });
   EXPECT_EQ(err,
             "line 2:24: splat<f32[1000000000]> has 1000000000 elements; text constants are "
-            "limited to 268435456 (use a param for large tensors)");
+            "limited to 16777216 (use a param for large tensors)");
+  // 90 bytes of text at the old cap of 2^28: 2 GB and 20 s in the fuzz build (an OOM finding).
+  err = error_of([] {
+    Graph::parse(
+        "graph @g {\n  %c = constant {value=splat<f32[268435456]: 1.5>} : f32[268435456]\n"
+        "  return %c\n}\n");
+  });
+  EXPECT_NE(err.find("has 268435456 elements; text constants are limited to 16777216"),
+            std::string::npos)
+      << err;
 }
 
 // Inputs that were quadratic in their size (a message built per dim / per character, nested
