@@ -52,7 +52,8 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
   return from_json(text.str(), path);
 }
 
-BertConfig BertConfig::from_json(std::string_view text, const std::string& path) {
+BertConfig BertConfig::from_json(std::string_view text, const std::string& source) {
+  const std::string& path = source;  // the file's path when it came from from_json_file
   json j = parse_json(text, path);
   check(j.is_object(), path + ": expected a JSON object");
   if (j.contains("model_type")) {

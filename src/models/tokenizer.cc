@@ -356,8 +356,9 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
 }
 
 WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
-    std::string_view text, const std::string& path,
+    std::string_view text, const std::string& source,
     std::optional<std::string_view> tokenizer_config) {
+  const std::string& path = source;  // the file's path when it came from from_tokenizer_json
   json j = parse_json(text, path);
   std::optional<int64_t> config_limit;
   if (tokenizer_config) {
