@@ -460,7 +460,8 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
     }
     const json& trunc = j.value("truncation", json());
     if (trunc.is_object() && trunc.contains("max_length")) {
-      truncation = json_int(trunc["max_length"], where("truncation.max_length"));
+      // At least room for [CLS] and [SEP], as encode_full requires of its max_length.
+      truncation = json_int(trunc["max_length"], where("truncation.max_length"), 2);
     }
   } catch (const json::exception& e) {
     throw Error(path + ": unexpected tokenizer.json content: " + e.what());

@@ -428,6 +428,12 @@ TEST(TokenizerLoading, ErrorsNameTheFileAndTheProblem) {
                 .find("padding.pad_id must be an integer in [-2147483648, 2147483647], found "
                       "4294967296"),
             std::string::npos);
+  // max_length() would be 1, which encode_full rejects: the load fails instead.
+  json short_trunc = tiny_tokenizer_json(kTinyVocab, kBertNormalizer);
+  short_trunc["truncation"] = {{"max_length", 1}};
+  EXPECT_NE(load_error("trunc.json", short_trunc.dump())
+                .find("truncation.max_length must be an integer in [2, "),
+            std::string::npos);
 }
 
 TEST(TokenizerLoading, VocabTxt) {

@@ -53,7 +53,9 @@ class WordPieceTokenizer {
   /// BertProcessing) gives cls_id()/sep_id(). max_length() comes from model_max_length in a
   /// tokenizer_config.json beside `path`, else truncation.max_length, else 512.
   /// Throws rlx::Error naming `path` when the file is missing or not JSON, when a component is
-  /// another type or an unsupported option is set, or when the unk token is not in the vocab.
+  /// another type or an unsupported option is set, when an integer field is not a JSON integer
+  /// in its range (ids in int32, truncation.max_length >= 2), or when the unk token is not in
+  /// the vocab.
   static WordPieceTokenizer from_tokenizer_json(const std::string& path);
 
   /// Parses the text of a tokenizer.json, checked as from_tokenizer_json() checks a file;
