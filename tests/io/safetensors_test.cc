@@ -495,6 +495,26 @@ TEST(SafetensorsValidation, ShapeProductOverflow) {
             "");
 }
 
+// A header can declare terabytes in a few bytes; open() compares the declared size with the
+// file before anything is read or allocated, and get() only views the mapping.
+TEST(SafetensorsValidation, TerabyteShapeInATinyFile) {
+  EXPECT_CONTAINS(
+      open_error(st_file(R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,16]}})",
+                         std::string(16, '\0'))),
+      "tensor 'a': data_offsets [0, 16] span 16 bytes, but F32[1048576,1048576] takes "
+      "4398046511104 bytes");
+  EXPECT_CONTAINS(
+      open_error(st_file(
+          R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
+          std::string(16, '\0'))),
+      "tensor 'a': data_offsets [0, 4398046511104] (file bytes");
+  EXPECT_CONTAINS(
+      open_error(st_file(
+          R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
+          std::string(16, '\0'))),
+      "end past the data buffer, which has 16 bytes");
+}
+
 TEST(SafetensorsValidation, ByteSizeDiffersFromOffsets) {
   EXPECT_CONTAINS(open_error(st_file(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})",
                                      std::string(20, '\0'))),
