@@ -4,13 +4,13 @@
 #include "rlx/io/atomic_file.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -95,7 +95,8 @@ std::string error_under_file_size_limit(rlim_t limit, const std::function<void()
   ::close(fds[1]);
   std::string msg;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    msg.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -106,7 +107,7 @@ std::string error_under_file_size_limit(rlim_t limit, const std::function<void()
 
 #define EXPECT_CONTAINS(haystack, needle)                                       \
   do {                                                                          \
-    const std::string rlx_h_ = (haystack);                                      \
+    const std::string& rlx_h_ = (haystack);                                     \
     EXPECT_NE(rlx_h_.find(needle), std::string::npos) << "message: " << rlx_h_; \
   } while (0)
 
@@ -187,8 +188,9 @@ TEST(AtomicFile, SafetensorsWriteFailureKeepsTheOldFile) {
   write_safetensors(path, {{"a", Tensor::full(DType::f32, Shape{4}, 1.0)}});
   const std::string old = read_bytes(path);
   Tensor big = Tensor::full(DType::f32, Shape{1 << 18}, 2.0);  // 1 MiB
-  std::string msg =
-      error_under_file_size_limit(64 * 1024, [&] { write_safetensors(path, {{"a", big}}); });
+  std::string msg = error_under_file_size_limit(64 * 1024, [&] {
+    write_safetensors(path, {{"a", big}});
+  });
   EXPECT_CONTAINS(msg, path + ": cannot write '" + path + ".tmp.");
   EXPECT_CONTAINS(msg, "File too large");
   EXPECT_EQ(read_bytes(path), old);
