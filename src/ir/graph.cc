@@ -82,6 +82,22 @@ std::string Graph::unique_name(std::string hint) {
   }
 }
 
+std::string Graph::rename(int32_t id, std::string name) {
+  check(id >= 0 && static_cast<size_t>(id) < nodes_.size(),
+        "rename: node id " + std::to_string(id) + " is out of range: graph @" + name_ + " has " +
+            std::to_string(nodes_.size()) + " nodes");
+  Node& n = nodes_[static_cast<size_t>(id)];
+  check(n.op != OpKind::Input && n.op != OpKind::Param, "rename: node %" + n.name + " is an " +
+                                                            std::string(op_info(n.op).name) +
+                                                            ", whose name is its feed name");
+  check_name(name);
+  if (n.name == name) return name;
+  by_name_.erase(n.name);
+  n.name = unique_name(std::move(name));
+  by_name_[n.name] = id;
+  return n.name;
+}
+
 std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap attrs,
                                std::string name) {
   const OpInfo& info = op_info(op);
