@@ -1,9 +1,9 @@
 // rlx command-line tool: embed, devices, demo, check, ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -150,8 +150,7 @@ std::string device_forms() {
   return out;
 }
 
-// Before CLI11 parses: a first positional argument that names no subcommand is a typo, which
-// CLI11 would only report as "A subcommand is required". Returns the message, or "".
+// The names of app's subcommands, in the order they were added.
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -159,12 +158,15 @@ std::vector<std::string> subcommand_names(const CLI::App& app) {
   return names;
 }
 
+// "a, b, c".
 std::string joined(const std::vector<std::string>& names) {
   std::string all;
   for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
   return all;
 }
 
+// Before CLI11 parses: a first positional argument that names no subcommand is a typo, which
+// CLI11 would only report as "A subcommand is required". Returns the message, or "".
 std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
   const std::vector<std::string> names = subcommand_names(app);
   for (int i = 1; i < argc; ++i) {
