@@ -98,7 +98,7 @@ std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>&
     bool leaf = id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param);
     if (!leaf) {
       std::string known;
-      for (auto ids_of : {g.inputs(), g.params()})
+      for (const auto& ids_of : {g.inputs(), g.params()})
         for (int32_t k : ids_of) known += (known.empty() ? "" : ", ") + g.node(k).name;
       throw Error("grad: no input or param named '" + name + "' in graph @" + g.name() +
                   " (inputs and params: " + (known.empty() ? "none" : known) + ")");
@@ -346,6 +346,7 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     tangents.emplace_back(jt_u[i], out.input("tangent." + primals[i], t.dtype, t.shape));
   }
   std::vector<int32_t> u_ids;
+  u_ids.reserve(us.size());
   for (Value u : us) u_ids.push_back(u.node);
   std::vector<Value> jt = backprop(out, tangents, u_ids);
   std::vector<std::string> names;
