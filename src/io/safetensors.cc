@@ -252,6 +252,7 @@ std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
+    if (S_ISDIR(st.st_mode)) throw Error("'" + path + "' is a directory, expected a file");
     throw Error(path + ": not a regular file");
   }
   size = static_cast<size_t>(st.st_size);

@@ -1,9 +1,9 @@
 // BERT encoder builder and config reader.
 #include "rlx/models/bert.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_file.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::models {
@@ -26,15 +26,8 @@ int64_t positive_int(const json& j, const std::string& path, const char* field, 
 }  // namespace
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open BERT config '" + path + "'");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-  }
-  check(j.is_object(), path + ": expected a JSON object");
+  json j = read_json_file(path);
+  expect_object(j, path, "the config");
   if (j.contains("model_type")) {
     std::string type = j.at("model_type").is_string() ? j.at("model_type").get<std::string>() : "";
     check(type == "bert" || type == "roberta" || type == "xlm-roberta" || type == "distilbert" ||

@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_file.h"
+#include "rlx/io/file.h"
 #include "rlx/ir/error.h"
 
 namespace rlx {
@@ -264,24 +264,7 @@ void for_each_word(const std::vector<char32_t>& chars, F&& word) {
 
 // ---- Files --------------------------------------------------------------------------------------
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  check(fs::exists(path, ec), path + ": no such file");
-  check(fs::is_regular_file(path, ec), path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  check(in.good() || in.eof(), path + ": cannot read the file");
-  return text.str();
-}
-
-json read_json(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": not JSON: " + e.what());
-  }
-}
+json read_json(const std::string& path) { return models::read_json_file(path); }
 
 // model_max_length of the tokenizer_config.json beside `path`, if there is one and it is a real
 // limit (transformers writes a huge sentinel such as 1e30 for "none").
@@ -314,6 +297,65 @@ struct WordPieceTokenizer::Scratch {
 };
 
 // ---- Loading ------------------------------------------------------------------------------------
+
+namespace {
+
+// The length of the maximal subpart of an ill-formed sequence starting at s[i] (Unicode 15,
+// section 3.9, "U+FFFD Substitution of Maximal Subparts"): the longest prefix of a well-formed
+// sequence (table 3-7), at least one byte. Only called where decode_utf8 returned 0.
+size_t maximal_subpart(std::string_view s, size_t i) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+    n = 2;
+  } else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+    n = 3;
+    if (p[0] == 0xE0) lo = 0xA0;
+    if (p[0] == 0xED) hi = 0x9F;
+  } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+    n = 4;
+    if (p[0] == 0xF0) lo = 0x90;
+    if (p[0] == 0xF4) hi = 0x8F;
+  } else {
+    return 1;
+  }
+  size_t k = 1;
+  for (; k < n && i + k < s.size(); ++k) {
+    unsigned char b = p[k];
+    if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) break;
+  }
+  return k;
+}
+
+}  // namespace
+
+std::optional<size_t> find_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    char32_t c;
+    size_t n = decode_utf8(text, i, c);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t c;
+    size_t n = decode_utf8(text, i, c);
+    if (n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER
+      i += maximal_subpart(text, i);
+    }
+  }
+  return out;
+}
 
 WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
   json j = read_json(path);
