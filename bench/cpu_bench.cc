@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "rlx/io/atomic_file.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/encoder_block.h"
 #include "rlx/runtime/session.h"
@@ -222,14 +223,14 @@ void write_npy(const std::filesystem::path& path, const Tensor& t) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream f(path, std::ios::binary);
+  AtomicFileWriter f(path.string());
   f.write("\x93NUMPY\x01\x00", 8);
   uint16_t len = static_cast<uint16_t>(header.size());
   char le[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   f.write(le, 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
-  check(static_cast<bool>(f), "bench: cannot write " + path.string());
+  f.write(header);
+  f.write(t.data(), t.nbytes());
+  f.commit();
 }
 
 // ---- 1. sgemm
@@ -594,13 +595,14 @@ void bench_encoder(const Options& o) {
                 fmt("%.1f", hwm < 0 ? NAN : mib(hwm)).c_str(), kc.summary().c_str());
     if (!hwm_reset) notes.emplace_back("VmHWM could not be reset: it is the process peak so far");
 
-    std::ofstream meta(dir / "meta.json");
+    std::ostringstream meta;
     meta << "{\"batch\": " << batch << ", \"seq\": " << cfg.seq << ", \"hidden\": " << cfg.hidden
          << ", \"heads\": " << cfg.heads << ", \"ffn\": " << cfg.ffn
          << ", \"eps\": 1e-12, \"threads\": " << num_threads()
          << ", \"rlx_median_ms\": " << meta_median << ", \"rlx_min_ms\": " << meta_min
          << ", \"rlx_runs\": " << t.runs << ", \"arena_bytes\": " << exe->memory_plan().arena_bytes
          << ", \"param_bytes\": " << param_bytes << ", \"vmhwm_bytes\": " << hwm << "}\n";
+    write_file_atomically((dir / "meta.json").string(), meta.str());
   }
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
   std::printf(

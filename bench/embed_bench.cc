@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "rlx/io/atomic_file.h"
 #include "rlx/io/safetensors.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
@@ -187,7 +188,7 @@ void bench_shape(const Options& o, int64_t batch) {
                          {"rlx_model", timing(model)},
                          {"rlx_e2e", timing(e2e)},
                          {"rlx_tokenize", timing(tokenize)}};
-  std::ofstream(dir / "meta.json") << meta.dump(1) << "\n";
+  write_file_atomically((dir / "meta.json").string(), meta.dump(1) + "\n");
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {

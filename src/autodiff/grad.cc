@@ -2,6 +2,7 @@
 // vjp on top of it.
 #include "rlx/autodiff/grad.h"
 
+#include <algorithm>
 #include <set>
 
 #include "rlx/ir/error.h"
@@ -97,7 +98,7 @@ std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>&
     bool leaf = id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param);
     if (!leaf) {
       std::string known;
-      for (auto ids_of : {g.inputs(), g.params()})
+      for (const auto& ids_of : {g.inputs(), g.params()})
         for (int32_t k : ids_of) known += (known.empty() ? "" : ", ") + g.node(k).name;
       throw Error("grad: no input or param named '" + name + "' in graph @" + g.name() +
                   " (inputs and params: " + (known.empty() ? "none" : known) + ")");
@@ -215,6 +216,45 @@ Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
 
 void dce(Graph& g) { create_dce_pass()->run(g); }
 
+// Names the outputs of a transform's result, so that executables report them as "loss",
+// "grad_w", ... rather than node numbers. `names[i]` is output i's name; `numbered_only[i]`
+// keeps a name the user gave (only a number the builder assigned is replaced). Inputs and
+// params keep their feed names, and a node that is already an earlier output keeps the name
+// it got there (one node has one name).
+void name_outputs(Graph& g, const std::vector<std::string>& names,
+                  const std::vector<bool>& numbered_only) {
+  std::set<int32_t> named;
+  for (size_t i = 0; i < g.outputs().size() && i < names.size(); ++i) {
+    const Value v = g.outputs()[i];
+    const Node& n = g.node(v);
+    if (!named.insert(v.node).second || n.op == OpKind::Input || n.op == OpKind::Param) continue;
+    const bool numbered = !n.name.empty() && std::all_of(n.name.begin(), n.name.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (numbered_only[i] && !numbered) continue;
+    g.rename(v.node, names[i]);
+  }
+}
+
+// Names for the forward outputs [0, count) of g as value_and_grad / vjp / jvp keep them: the
+// loss (index `loss`, or none when -1) "loss", the others "out_<i>"; only numbered ones change.
+void forward_names(size_t count, int loss, std::vector<std::string>& names,
+                   std::vector<bool>& numbered_only) {
+  for (size_t i = 0; i < count; ++i) {
+    names.push_back(static_cast<int>(i) == loss ? "loss" : "out_" + std::to_string(i));
+    numbered_only.push_back(true);
+  }
+}
+
+// The name of the gradient-like output for leaf `wrt` ("grad", "w" -> "grad_w").
+void derivative_names(const std::string& prefix, const std::vector<std::string>& wrt,
+                      std::vector<std::string>& names, std::vector<bool>& numbered_only) {
+  for (const std::string& w : wrt) {
+    names.push_back(prefix + "_" + w);
+    numbered_only.push_back(false);
+  }
+}
+
 }  // namespace
 
 Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
@@ -225,8 +265,14 @@ Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSp
   Value lv = outs.back();
   outs.pop_back();
   std::vector<Value> grads = backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids);
+  const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  std::vector<std::string> names;
+  std::vector<bool> numbered_only;
+  forward_names(num_forward, loss.value.valid() ? -1 : loss.output, names, numbered_only);
+  derivative_names("grad", wrt, names, numbered_only);
+  name_outputs(out, names, numbered_only);
   dce(out);
   return out;
 }
@@ -239,6 +285,11 @@ Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
   std::vector<Value> outs{lv};
   for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids)) outs.push_back(v);
   out.set_outputs(outs);
+  std::vector<std::string> names;
+  std::vector<bool> numbered_only;
+  forward_names(1, 0, names, numbered_only);
+  derivative_names("grad", wrt, names, numbered_only);
+  name_outputs(out, names, numbered_only);
   dce(out);
   return out;
 }
@@ -257,8 +308,14 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt) {
     seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
   }
   std::vector<Value> grads = backprop(out, seeds, ids);
+  const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  std::vector<std::string> names;
+  std::vector<bool> numbered_only;
+  forward_names(num_forward, -1, names, numbered_only);
+  derivative_names("vjp", wrt, names, numbered_only);
+  name_outputs(out, names, numbered_only);
   dce(out);
   return out;
 }
@@ -289,10 +346,20 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     tangents.emplace_back(jt_u[i], out.input("tangent." + primals[i], t.dtype, t.shape));
   }
   std::vector<int32_t> u_ids;
+  u_ids.reserve(us.size());
   for (Value u : us) u_ids.push_back(u.node);
   std::vector<Value> jt = backprop(out, tangents, u_ids);
+  std::vector<std::string> names;
+  std::vector<bool> numbered_only;
+  forward_names(outs.size(), -1, names, numbered_only);
+  for (size_t i = 0; i < outs.size(); ++i)  // J t of each float output i: "jvp_<i>"
+    if (is_float(out.type(outs[i]).dtype)) {
+      names.push_back("jvp_" + std::to_string(i));
+      numbered_only.push_back(false);
+    }
   outs.insert(outs.end(), jt.begin(), jt.end());
   out.set_outputs(outs);
+  name_outputs(out, names, numbered_only);
   dce(out);
   return out;
 }
@@ -305,6 +372,10 @@ Graph hvp(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
   std::vector<Value> picked{outs[0]};
   for (size_t i = 0; i < n; ++i) picked.push_back(outs[n + 2 + i]);
   j.set_outputs(picked);
+  std::vector<std::string> names{"loss"};
+  std::vector<bool> numbered_only{true};
+  derivative_names("hvp", wrt, names, numbered_only);
+  name_outputs(j, names, numbered_only);
   dce(j);
   return j;
 }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -18,6 +17,7 @@
 #include <set>
 #include <string_view>
 
+#include "rlx/io/atomic_file.h"
 #include "rlx/ir/error.h"
 
 namespace rlx {
@@ -252,6 +252,7 @@ std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
+    if (S_ISDIR(st.st_mode)) throw Error("'" + path + "' is a directory, expected a file");
     throw Error(path + ": not a regular file");
   }
   size = static_cast<size_t>(st.st_size);
@@ -490,20 +491,6 @@ Tensor SafetensorsFile::get(const std::string& name) const {
 
 namespace {
 
-/// Writes all of `bytes` to `fd`, retrying short writes and EINTR; returns errno or 0.
-int write_all(int fd, const std::byte* bytes, size_t size) {
-  while (size > 0) {
-    ssize_t w = ::write(fd, bytes, std::min<size_t>(size, size_t{1} << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes += w;
-    size -= static_cast<size_t>(w);
-  }
-  return 0;
-}
-
 void check_utf8(const std::string& path, const std::string& s, const std::string& what) {
   check(invalid_utf8_at(s) == std::string_view::npos, path + ": " + what + " is not valid UTF-8");
 }
@@ -543,34 +530,13 @@ void write_safetensors(const std::string& path,
   std::byte length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<std::byte>(text.size() >> (8 * i));
 
-  // A unique temporary name in the same directory (so rename is atomic); O_EXCL with mode
-  // 0666 lets the umask set the final permissions, as for any newly created file.
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp;
-  int fd = -1;
-  do {
-    tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  } while (fd < 0 && errno == EEXIST);
-  if (fd < 0)
-    throw Error(path + ": cannot create temporary file '" + tmp + "': " + errno_text(errno));
-
-  auto fail = [&](const std::string& what, int err) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": " + what + ": " + errno_text(err));
-  };
-  int err = write_all(fd, length, 8);
-  if (err == 0) err = write_all(fd, reinterpret_cast<const std::byte*>(text.data()), text.size());
-  for (size_t i = 0; err == 0 && i < tensors.size(); ++i)
-    err = write_all(fd, tensors[i].second.data(), tensors[i].second.nbytes());
-  if (err != 0) fail("cannot write '" + tmp + "'", err);
-  if (fsync(fd) != 0) fail("cannot flush '" + tmp + "' to disk", errno);
-  int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0) fail("cannot close '" + tmp + "'", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("cannot rename '" + tmp + "' to '" + path + "'", errno);
+  // Everything is checked before the file is created, so a bad name writes nothing; the
+  // writer leaves the old file intact on any I/O failure.
+  AtomicFileWriter out(path);
+  out.write(length, 8);
+  out.write(text);
+  for (const auto& [name, t] : tensors) out.write(t.data(), t.nbytes());
+  out.commit();
 }
 
 }  // namespace rlx

@@ -82,6 +82,22 @@ std::string Graph::unique_name(std::string hint) {
   }
 }
 
+std::string Graph::rename(int32_t id, std::string name) {
+  check(id >= 0 && static_cast<size_t>(id) < nodes_.size(),
+        "rename: node id " + std::to_string(id) + " is out of range: graph @" + name_ + " has " +
+            std::to_string(nodes_.size()) + " nodes");
+  Node& n = nodes_[static_cast<size_t>(id)];
+  check(n.op != OpKind::Input && n.op != OpKind::Param, "rename: node %" + n.name + " is an " +
+                                                            std::string(op_info(n.op).name) +
+                                                            ", whose name is its feed name");
+  check_name(name);
+  if (n.name == name) return name;
+  by_name_.erase(n.name);
+  n.name = unique_name(std::move(name));
+  by_name_[n.name] = id;
+  return n.name;
+}
+
 std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap attrs,
                                std::string name) {
   const OpInfo& info = op_info(op);
@@ -95,9 +111,9 @@ std::vector<Value> Graph::emit(OpKind op, std::vector<Value> operands, AttrMap a
 }
 
 std::vector<Value> Graph::emit_named(OpKind op, std::vector<Value> operands, AttrMap attrs,
-                                     std::string nm) {
+                                     std::string name) {
   const OpInfo& info = op_info(op);
-  auto where = "op '" + std::string(info.name) + "' (node %" + nm + "): ";
+  auto where = "op '" + std::string(info.name) + "' (node %" + name + "): ";
   if (info.num_operands >= 0 && static_cast<int>(operands.size()) != info.num_operands)
     throw Error(where + "expected " + std::to_string(info.num_operands) + " operands, got " +
                 std::to_string(operands.size()));
@@ -110,9 +126,9 @@ std::vector<Value> Graph::emit_named(OpKind op, std::vector<Value> operands, Att
       throw Error(where + "bad operand: " + e.what());
     }
   }
-  validate_attrs(info, nm, attrs);
+  validate_attrs(info, name, attrs);
   check(info.infer != nullptr, where + "no shape inference registered");
-  InferContext ctx{info, nm, types, attrs};
+  InferContext ctx{info, name, types, attrs};
   std::vector<TensorType> results = info.infer(ctx);
   if (info.num_results >= 0 && static_cast<int>(results.size()) != info.num_results)
     throw Error(where + "inference returned " + std::to_string(results.size()) +
@@ -127,8 +143,8 @@ std::vector<Value> Graph::emit_named(OpKind op, std::vector<Value> operands, Att
     }
   }
   auto id = static_cast<int32_t>(nodes_.size());
-  nodes_.push_back(Node{op, nm, std::move(operands), std::move(attrs), std::move(results)});
-  by_name_[nm] = id;
+  nodes_.push_back(Node{op, name, std::move(operands), std::move(attrs), std::move(results)});
+  by_name_[name] = id;
   std::vector<Value> out;
   for (size_t i = 0; i < nodes_.back().results.size(); ++i)
     out.push_back(Value{id, static_cast<int32_t>(i)});
@@ -245,7 +261,7 @@ std::vector<std::string> Graph::verify() const {
         throw Error(where + "result types (" + a + ") differ from inferred (" + b + ")");
       }
     } catch (const Error& e) {
-      diags.push_back(e.what());
+      diags.emplace_back(e.what());
     }
   }
   for (Value v : outputs_) {

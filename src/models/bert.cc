@@ -1,22 +1,16 @@
 // BERT encoder builder and config reader.
 #include "rlx/models/bert.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_file.h"
+#include "rlx/io/file.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::models {
 namespace {
 
 using json = nlohmann::json;
-
-/// A JSON value for a message, cut short: values come from the file and may be huge.
-std::string excerpt(const json& v) {
-  std::string s = v.dump();
-  return s.size() <= 40 ? s : s.substr(0, 37) + "...";
-}
 
 int64_t positive_int(const json& j, const std::string& path, const char* field, int64_t fallback,
                      bool required) {
@@ -26,36 +20,20 @@ int64_t positive_int(const json& j, const std::string& path, const char* field, 
   }
   const json& v = j.at(field);
   check(v.is_number_integer() && v.get<int64_t>() > 0,
-        path + ": field '" + field + "' must be a positive integer, found " + excerpt(v));
+        path + ": field '" + field + "' must be a positive integer, found " + json_excerpt(v));
   return v.get<int64_t>();
-}
-
-/// `text` parsed as JSON; rlx::Error "<source>: malformed JSON at byte B: ..." if it is not.
-json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-  } catch (const json::exception& e) {  // out_of_range.406: a number too large for a double
-    throw Error(source + ": malformed JSON: " + e.what());
-  }
 }
 
 }  // namespace
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot open BERT config '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  check(!in.bad(), "cannot read BERT config '" + path + "'");
-  return from_json(text.str(), path);
+  return from_json(read_file(path), path);
 }
 
 BertConfig BertConfig::from_json(std::string_view text, const std::string& source) {
   const std::string& path = source;  // the file's path when it came from from_json_file
   json j = parse_json(text, path);
-  check(j.is_object(), path + ": expected a JSON object");
+  expect_object(j, path, "the config");
   if (j.contains("model_type")) {
     std::string type = j.at("model_type").is_string() ? j.at("model_type").get<std::string>() : "";
     check(type == "bert" || type == "roberta" || type == "xlm-roberta" || type == "distilbert" ||
@@ -95,21 +73,16 @@ BertConfig BertConfig::from_json(std::string_view text, const std::string& sourc
 
 std::vector<SentenceTransformersModule> parse_modules_json(std::string_view text,
                                                            const std::string& source) {
-  json j = parse_json(text, source);
-  check(j.is_array(), source + ": expected a JSON array of modules, found " + j.type_name());
+  json list = parse_json(text, source);
+  check(list.is_array(),
+        source + ": expected a JSON array of module objects, found " + json_excerpt(list));
   std::vector<SentenceTransformersModule> modules;
-  for (size_t i = 0; i < j.size(); ++i) {
-    const json& m = j[i];
-    const std::string where = source + ": module " + std::to_string(i);
-    check(m.is_object(), where + " is " + m.type_name() + ", expected an object");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& m = list[i];
+    expect_object(m, source, "module " + std::to_string(i));
     SentenceTransformersModule module;
-    for (auto [field, out] : {std::pair{"type", &module.type}, std::pair{"path", &module.path}}) {
-      auto it = m.find(field);
-      check(it != m.end() && it->is_string(),
-            where + ": field '" + field + "' must be a string, found " +
-                (it == m.end() ? std::string("nothing") : excerpt(*it)));
-      *out = it->get<std::string>();
-    }
+    module.type = string_field(m, source, "type", "");
+    module.path = string_field(m, source, "path", "");
     modules.push_back(std::move(module));
   }
   return modules;
@@ -117,16 +90,9 @@ std::vector<SentenceTransformersModule> parse_modules_json(std::string_view text
 
 std::string parse_pooling_config(std::string_view text, const std::string& source) {
   json p = parse_json(text, source);
-  check(p.is_object(), source + ": expected a JSON object, found " + p.type_name());
-  auto flag = [&](const char* field) {
-    auto it = p.find(field);
-    if (it == p.end()) return false;
-    check(it->is_boolean(),
-          source + ": field '" + field + "' must be true or false, found " + excerpt(*it));
-    return it->get<bool>();
-  };
-  if (flag("pooling_mode_cls_token")) return "cls";
-  if (flag("pooling_mode_mean_tokens")) return "mean";
+  expect_object(p, source, "the pooling config");
+  if (bool_field(p, source, "pooling_mode_cls_token", false)) return "cls";
+  if (bool_field(p, source, "pooling_mode_mean_tokens", false)) return "mean";
   throw Error(source + ": only mean and cls pooling are supported");
 }
 

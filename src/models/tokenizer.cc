@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_file.h"
+#include "rlx/io/file.h"
 #include "rlx/ir/error.h"
 
 namespace rlx {
@@ -265,26 +265,6 @@ void for_each_word(const std::vector<char32_t>& chars, F&& word) {
 
 // ---- Files --------------------------------------------------------------------------------------
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  check(fs::exists(path, ec), path + ": no such file");
-  check(fs::is_regular_file(path, ec), path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  check(in.good() || in.eof(), path + ": cannot read the file");
-  return text.str();
-}
-
-json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": not JSON: " + e.what());
-  } catch (const json::exception& e) {  // out_of_range.406: a number too large for a double
-    throw Error(source + ": not JSON: " + e.what());
-  }
-}
 
 // The text of the tokenizer_config.json beside `path`, if there is one.
 std::optional<std::string> read_tokenizer_config(const std::string& path) {
@@ -297,7 +277,7 @@ std::optional<std::string> read_tokenizer_config(const std::string& path) {
 // model_max_length of a tokenizer_config.json, if it is a real limit (transformers writes a
 // huge sentinel such as 1e30 for "none").
 std::optional<int64_t> config_max_length(std::string_view text, const std::string& source) {
-  json j = parse_json(text, source);
+  json j = models::parse_json(text, source);
   auto it = j.find("model_max_length");
   if (it == j.end() || !it->is_number_integer()) return std::nullopt;
   int64_t v = it->get<int64_t>();
@@ -348,6 +328,65 @@ struct WordPieceTokenizer::Scratch {
 
 // ---- Loading ------------------------------------------------------------------------------------
 
+namespace {
+
+// The length of the maximal subpart of an ill-formed sequence starting at s[i] (Unicode 15,
+// section 3.9, "U+FFFD Substitution of Maximal Subparts"): the longest prefix of a well-formed
+// sequence (table 3-7), at least one byte. Only called where decode_utf8 returned 0.
+size_t maximal_subpart(std::string_view s, size_t i) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+    n = 2;
+  } else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+    n = 3;
+    if (p[0] == 0xE0) lo = 0xA0;
+    if (p[0] == 0xED) hi = 0x9F;
+  } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+    n = 4;
+    if (p[0] == 0xF0) lo = 0x90;
+    if (p[0] == 0xF4) hi = 0x8F;
+  } else {
+    return 1;
+  }
+  size_t k = 1;
+  for (; k < n && i + k < s.size(); ++k) {
+    unsigned char b = p[k];
+    if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) break;
+  }
+  return k;
+}
+
+}  // namespace
+
+std::optional<size_t> find_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    char32_t c;
+    size_t n = decode_utf8(text, i, c);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t c;
+    size_t n = decode_utf8(text, i, c);
+    if (n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER
+      i += maximal_subpart(text, i);
+    }
+  }
+  return out;
+}
+
 WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
   std::string text = read_file(path);
   std::optional<std::string> config = read_tokenizer_config(path);
@@ -359,7 +398,7 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json_text(
     std::string_view text, const std::string& source,
     std::optional<std::string_view> tokenizer_config) {
   const std::string& path = source;  // the file's path when it came from from_tokenizer_json
-  json j = parse_json(text, path);
+  json j = models::parse_json(text, path);
   std::optional<int64_t> config_limit;
   if (tokenizer_config) {
     config_limit = config_max_length(

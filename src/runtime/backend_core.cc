@@ -3,6 +3,7 @@
 #include "rlx/runtime/backend_core.h"
 
 #include "rlx/ir/error.h"
+#include "rlx/runtime/memory_limit.h"
 
 namespace rlx {
 
@@ -58,6 +59,13 @@ void ProgramInfo::init(const Graph& source, PipelineResult&& compiled, const Dev
   params = std::move(specs.params);
   outputs = std::move(specs.outputs);
   device = on;
+}
+
+void check_program_memory(const BackendFacts& backend, const CompileOptions& options,
+                          const ProgramInfo& program) {
+  check_memory_limit(backend.name,
+                     planned_memory(program.graph, program.plan, program.params, program.outputs),
+                     options.memory_limit);
 }
 
 }  // namespace rlx

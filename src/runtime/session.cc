@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rlx/ir/error.h"
+#include "rlx/runtime/memory_limit.h"
 
 namespace rlx {
 namespace {
@@ -33,17 +34,18 @@ std::string cache_key(const Device& device, const CompileOptions& options, const
 CompileOptions resolve_environment(CompileOptions options) {
   if (!options.dispatch) options.dispatch = DispatchOptions::from_env();
   if (!options.precision) options.precision = precision_from_env();
+  if (!options.memory_limit) options.memory_limit = memory_limit_from_env();
   return options;
 }
 
 Session::Session(Device device, SessionOptions options)
     : device_(device), backend_(backend_for(device.kind)), capacity_(capacity_from(options)) {}
 
-std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOptions& given) {
+std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOptions& options) {
   // The environment is read here, once per compile, and reaches the backend as explicit
   // options (and the key, so changing a variable compiles anew).
-  const CompileOptions options = resolve_environment(given);
-  std::string key = cache_key(device_, options, graph);
+  const CompileOptions resolved = resolve_environment(options);
+  std::string key = cache_key(device_, resolved, graph);
   std::promise<std::shared_ptr<Executable>> promise;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -66,7 +68,7 @@ std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOp
   auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Executable> exe;
   try {
-    exe = backend_->compile(graph, options, device_);
+    exe = backend_->compile(graph, resolved, device_);
   } catch (...) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.compile_seconds +=

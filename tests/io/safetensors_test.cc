@@ -351,7 +351,8 @@ TEST(SafetensorsValidation, MissingOrUnreadableFile) {
   EXPECT_EQ(error_of([&] { SafetensorsFile::open(path); }),
             path + ": cannot open: No such file or directory");
   std::string d = dir.file("");
-  EXPECT_EQ(error_of([&] { SafetensorsFile::open(d); }), d + ": not a regular file");
+  EXPECT_EQ(error_of([&] { SafetensorsFile::open(d); }),
+            "'" + d + "' is a directory, expected a file");
 }
 
 TEST(SafetensorsValidation, FileShorterThan8Bytes) {
@@ -493,6 +494,26 @@ TEST(SafetensorsValidation, ShapeProductOverflow) {
   EXPECT_EQ(open_error(st_file(
                 R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})")),
             "");
+}
+
+// A header can declare terabytes in a few bytes; open() compares the declared size with the
+// file before anything is read or allocated, and get() only views the mapping.
+TEST(SafetensorsValidation, TerabyteShapeInATinyFile) {
+  EXPECT_CONTAINS(
+      open_error(st_file(R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,16]}})",
+                         std::string(16, '\0'))),
+      "tensor 'a': data_offsets [0, 16] span 16 bytes, but F32[1048576,1048576] takes "
+      "4398046511104 bytes");
+  EXPECT_CONTAINS(
+      open_error(st_file(
+          R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
+          std::string(16, '\0'))),
+      "tensor 'a': data_offsets [0, 4398046511104] (file bytes");
+  EXPECT_CONTAINS(
+      open_error(st_file(
+          R"({"a":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
+          std::string(16, '\0'))),
+      "end past the data buffer, which has 16 bytes");
 }
 
 TEST(SafetensorsValidation, ByteSizeDiffersFromOffsets) {

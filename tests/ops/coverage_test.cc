@@ -25,6 +25,7 @@
 #include "rlx/autodiff/grad.h"
 #include "rlx/autodiff/vmap.h"
 #include "rlx/backends/pjrt/pjrt.h"
+#include "rlx/io/atomic_file.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/decompose.h"
 
@@ -291,7 +292,7 @@ TEST(OpCoverage, PublishedDocIsCurrent) {
   std::string want = doc.substr(0, at) + kMarker + "\n## Op reference\n\n" +
                      op_coverage_table(true) + "\n## Coverage matrix\n\n" + markdown(matrix(py));
   if (const char* u = std::getenv("RLX_UPDATE_DOCS"); u != nullptr && std::string(u) == "1") {
-    std::ofstream(path) << want;
+    write_file_atomically(path, want);
     std::printf("rewrote %s\n", path.c_str());
     return;
   }

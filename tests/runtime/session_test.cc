@@ -93,6 +93,7 @@ class SessionCache : public ::testing::Test {
   EnvGuard size_{"RLX_COMPILE_CACHE_SIZE", nullptr};
   EnvGuard precision_{"RLX_PRECISION", nullptr};
   EnvGuard dispatch_{"RLX_KERNEL_DISPATCH", nullptr};
+  EnvGuard memory_limit_{"RLX_MEMORY_LIMIT", nullptr};
 };
 
 TEST_F(SessionCache, CacheHitReturnsTheSameExecutable) {

@@ -11,6 +11,7 @@
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
+#include "rlx/models/tokenizer.h"
 #include "rlx/runtime/backend.h"
 #include "rlx/runtime/threading.h"
 
@@ -44,18 +45,61 @@ std::vector<std::vector<double>> cosine_matrix(const Tensor& e) {
 
 }  // namespace
 
+std::vector<std::string> apply_utf8_policy(std::vector<std::string> texts,
+                                           const std::string& policy,
+                                           const std::function<std::string(size_t)>& where) {
+  check(policy == "error" || policy == "skip" || policy == "replace",
+        "--on-invalid-utf8 must be error, skip or replace, found '" + policy + "'");
+  std::vector<std::string> kept;
+  std::vector<size_t> skipped;
+  kept.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::optional<size_t> bad = find_invalid_utf8(texts[i]);
+    if (!bad) {
+      kept.push_back(std::move(texts[i]));
+    } else if (policy == "replace") {
+      kept.push_back(replace_invalid_utf8(texts[i]));
+    } else if (policy == "skip") {
+      skipped.push_back(i);
+    } else {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(texts[i][*bad]));
+      throw Error(where(i) + ": invalid UTF-8 at byte offset " + std::to_string(*bad) + " (byte " +
+                  byte + "); --on-invalid-utf8=skip drops such texts, =replace substitutes U+FFFD");
+    }
+  }
+  if (!skipped.empty()) {
+    std::string list;
+    for (size_t k = 0; k < std::min<size_t>(skipped.size(), 10); ++k)
+      list += (k ? ", " : "") + where(skipped[k]);
+    if (skipped.size() > 10) list += ", ...";
+    std::fprintf(stderr, "rlx: warning: skipped %zu text%s of invalid UTF-8: %s\n", skipped.size(),
+                 skipped.size() == 1 ? "" : "s", list.c_str());
+  }
+  return kept;
+}
+
 int run_embed(const EmbedArgs& a) {
   check(a.format == "json" || a.format == "tsv",
         "--format must be json or tsv, found '" + a.format + "'");
-  std::vector<std::string> texts = a.texts;
-  if (texts.empty())
+  std::vector<std::string> texts;
+  if (!a.texts.empty()) {
+    texts = apply_utf8_policy(a.texts, a.on_invalid_utf8,
+                              [](size_t i) { return "text argument " + std::to_string(i + 1); });
+  } else {
     for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
+    check(!std::cin.bad(), "cannot read stdin");
+    texts = apply_utf8_policy(std::move(texts), a.on_invalid_utf8,
+                              [](size_t i) { return "stdin line " + std::to_string(i + 1); });
+  }
 
   models::EmbedderOptions opts;
   opts.device = Device::parse(a.device);
   opts.batch_size = a.batch_size;
   opts.max_length = a.max_length;
+  opts.allow_unused_weights = a.allow_unused_weights;
   if (!a.precision.empty()) opts.precision = parse_precision_policy(a.precision);
+  if (a.model.empty()) opts.model_name = models::default_model_name();
   std::string dir = a.model.empty() ? models::default_model_dir() : a.model;
   auto t0 = std::chrono::steady_clock::now();
   models::SentenceEmbedder embedder(dir, opts);
@@ -104,15 +148,17 @@ int run_embed(const EmbedArgs& a) {
     models::EmbedderStats s = embedder.stats();
     auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
     std::fprintf(stderr,
-                 "model %s (dim %lld, max length %lld) loaded in %.1f ms\n"
+                 "model %s (%s, dim %lld, max length %lld) loaded in %.1f ms\n"
+                 "device %s, precision %s\n"
                  "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
                  "%lld tokens (%lld with padding), %d threads\n",
-                 embedder.model_dir().c_str(), static_cast<long long>(d),
-                 static_cast<long long>(embedder.max_length()), ms(t1 - t0),
-                 static_cast<long long>(n), ms(t2 - t1), static_cast<long long>(s.runs),
-                 static_cast<long long>(s.compiles), s.compile_seconds * 1e3,
-                 static_cast<long long>(s.real_tokens), static_cast<long long>(s.padded_tokens),
-                 num_threads());
+                 embedder.model_name().c_str(), embedder.model_dir().c_str(),
+                 static_cast<long long>(d), static_cast<long long>(embedder.max_length()),
+                 ms(t1 - t0), opts.device.to_string().c_str(),
+                 to_string(embedder.precision()).c_str(), static_cast<long long>(n), ms(t2 - t1),
+                 static_cast<long long>(s.runs), static_cast<long long>(s.compiles),
+                 s.compile_seconds * 1e3, static_cast<long long>(s.real_tokens),
+                 static_cast<long long>(s.padded_tokens), num_threads());
   }
   return 0;
 }

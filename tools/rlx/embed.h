@@ -1,6 +1,7 @@
 // `rlx embed` and `rlx devices`.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,22 @@ struct EmbedArgs {
   int64_t max_length = 0;  ///< 0: the model's
   bool similarity = false;
   bool verbose = false;
+  /// A text that is not valid UTF-8: "error" (naming its line and byte offset), "skip" it
+  /// (warning on stderr) or "replace" each ill-formed sequence with U+FFFD.
+  std::string on_invalid_utf8 = "error";
+  /// Accept checkpoint tensors the encoder does not use (EmbedderOptions::allow_unused_weights).
+  bool allow_unused_weights = false;
   std::vector<std::string> texts;  ///< empty: one text per line from stdin
 };
+
+/// Applies `policy` ("error", "skip" or "replace") to texts[i], named `where(i)` in messages
+/// (e.g. "stdin line 3"): valid texts are kept as they are; under "error" the first invalid
+/// one throws rlx::Error "<where>: invalid UTF-8 at byte offset B (byte 0xFF); ...", under
+/// "skip" invalid texts are dropped and a warning naming them goes to stderr, under "replace"
+/// each ill-formed sequence becomes U+FFFD (rlx::replace_invalid_utf8).
+std::vector<std::string> apply_utf8_policy(std::vector<std::string> texts,
+                                           const std::string& policy,
+                                           const std::function<std::string(size_t)>& where);
 
 /// Embeds the texts and prints them (or their cosine-similarity matrix) to stdout.
 int run_embed(const EmbedArgs& args);

@@ -1,13 +1,14 @@
 // rlx command-line tool: embed, devices, demo, check, ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
+#include "cli_util.h"
 #include "embed.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
@@ -51,25 +52,23 @@ int run_demo(const models::EncoderBlockConfig& cfg, uint64_t seed, bool print_ir
   return 0;
 }
 
-// Reads and parses a text IR file; parse errors become "FILE:L:C: ..." as compilers print them.
+// Reads and parses a text IR file ("-": stdin); parse errors become "FILE:L:C: ..." as
+// compilers print them.
 Graph load_graph(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string text = tools::read_input(path);
   try {
-    return Graph::parse(ss.str());
+    return Graph::parse(text);
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind("line ", 0) == 0) msg = msg.substr(5);
-    throw Error(path + ":" + msg);
+    throw Error(tools::input_name(path) + ":" + msg);
   }
 }
 
 int run_check(const std::string& path) {
   Graph g = load_graph(path);
   auto diags = g.verify();
-  for (const auto& d : diags) std::cerr << path << ": " << d << "\n";
+  for (const auto& d : diags) std::cerr << tools::input_name(path) << ": " << d << "\n";
   std::cout << g.to_string() << "\n";
   return diags.empty() ? 0 : 1;
 }
@@ -151,11 +150,44 @@ std::string device_forms() {
   return out;
 }
 
-}  // namespace
+// The names of app's subcommands, in the order they were added.
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
 
-int main(int argc, char** argv) {
+// "a, b, c".
+std::string joined(const std::vector<std::string>& names) {
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  return all;
+}
+
+// Before CLI11 parses: a first positional argument that names no subcommand is a typo, which
+// CLI11 would only report as "A subcommand is required". Returns the message, or "".
+std::string unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> names = subcommand_names(app);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (!arg.empty() && arg[0] == '-') continue;  // --help, --version: no values
+    if (std::find(names.begin(), names.end(), arg) != names.end()) return "";
+    std::string guess = tools::closest_match(arg, names);
+    return "unknown subcommand '" + arg + "'" +
+           (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+           " (subcommands: " + joined(names) + ")";
+  }
+  return "";
+}
+
+// The command line: parse, then run the subcommand. Errors propagate to main().
+int run(int argc, char** argv) {
   CLI::App app{"rlx: an ML compiler and runtime"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION,
+                       "print the version and exit");
 
   models::EncoderBlockConfig cfg;
   uint64_t seed = 0;
@@ -164,32 +196,34 @@ int main(int argc, char** argv) {
       "demo", "Build a BERT-style encoder block, print its IR, evaluate it on random input");
   demo->add_option("--batch", cfg.batch, "batch size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tools::at_least(1));
   demo->add_option("--seq", cfg.seq, "sequence length")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tools::at_least(1));
   demo->add_option("--hidden", cfg.hidden, "hidden size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tools::at_least(1));
   demo->add_option("--heads", cfg.heads, "attention heads (must divide hidden)")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::at_least(1))
       ->capture_default_str();
-  demo->add_option("--ffn", cfg.ffn, "FFN size")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--ffn", cfg.ffn, "FFN size")->capture_default_str()->check(tools::at_least(1));
   demo->add_option("--layers", cfg.layers, "encoder layers")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tools::at_least(1));
   demo->add_flag("--causal", cfg.causal, "causal attention mask");
   demo->add_option("--seed", seed, "random seed for weights and input")->capture_default_str();
   demo->add_flag("--quiet", quiet, "do not print the IR");
 
   std::string path;
   auto* chk = app.add_subcommand("check", "Parse and verify a text IR file, print it canonically");
-  chk->add_option("file", path, "graph in the rlx text form (docs/ir.md)")->required();
+  chk->add_option("file", path, "graph in the rlx text form (docs/ir.md); - reads stdin")
+      ->required();
 
   OptArgs opt_args;
   auto* opt = app.add_subcommand(
       "opt", "Run passes (or the standard pipeline) on a text IR file and print the result");
-  opt->add_option("file", opt_args.path, "graph in the rlx text form (docs/ir.md)")->required();
+  opt->add_option("file", opt_args.path, "graph in the rlx text form (docs/ir.md); - reads stdin")
+      ->required();
   opt->add_option("--passes", opt_args.passes,
                   "comma-separated pass names, run in order (e.g. cse,dce,simplify)");
   opt->add_flag("--pipeline", opt_args.pipeline,
@@ -216,14 +250,28 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   embed->add_option("--batch-size", embed_args.batch_size, "sequences per run")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tools::at_least(1));
   embed
       ->add_option("--max-length", embed_args.max_length,
-                   "truncate to this many tokens (default: the model's max_seq_length)")
-      ->check(CLI::PositiveNumber);
-  embed->add_option("--format", embed_args.format, "json or tsv")->capture_default_str();
+                   "truncate to this many tokens, [CLS] and [SEP] included (default: the model's "
+                   "max_seq_length, 256 for all-MiniLM-L6-v2; at most the model's limit, "
+                   "min(max_position_embeddings, the tokenizer's model_max_length), 512 for it)")
+      ->check(tools::at_least(2));
+  embed->add_option("--format", embed_args.format, "json or tsv")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "tsv"}));
   embed->add_option("--precision", embed_args.precision,
-                    "precision policy, e.g. auto-mixed-bf16 (default: f32)");
+                    "precision policy, e.g. auto-mixed-bf16 (default: RLX_PRECISION, else "
+                    "always-f32 on every device; --verbose prints the one used)");
+  embed
+      ->add_option("--on-invalid-utf8", embed_args.on_invalid_utf8,
+                   "a text that is not valid UTF-8: error (name its line and byte), skip it "
+                   "(with a warning naming the line) or replace each bad sequence with U+FFFD")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "skip", "replace"}));
+  embed->add_flag("--allow-unused-weights", embed_args.allow_unused_weights,
+                  "load a checkpoint with tensors the encoder of config.json does not use "
+                  "(default: an error listing them)");
   embed->add_flag("--similarity", embed_args.similarity,
                   "print the cosine-similarity matrix instead of the embeddings");
   embed->add_flag("--verbose", embed_args.verbose,
@@ -237,7 +285,9 @@ int main(int argc, char** argv) {
   std::string compile_path, compile_emit, compile_precision;
   auto* compile = app.add_subcommand(
       "compile", "Lower a text IR file for a backend and print the result (no device needed)");
-  compile->add_option("file", compile_path, "graph in the rlx text form (docs/ir.md)")->required();
+  compile
+      ->add_option("file", compile_path, "graph in the rlx text form (docs/ir.md); - reads stdin")
+      ->required();
   compile
       ->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
       ->required()
@@ -245,8 +295,24 @@ int main(int argc, char** argv) {
   compile->add_option("--precision", compile_precision,
                       "precision policy (default: the backend's, auto-mixed-bf16 for pjrt)");
 
-  CLI11_PARSE(app, argc, argv);
+  if (std::string msg = unknown_subcommand(app, argc, argv); !msg.empty()) {
+    std::cerr << "rlx: error: " << msg << "\n";
+    return 2;
+  }
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return app.exit(e);  // --help, --version
+    std::string msg = e.what();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) && msg == "A subcommand is required")
+      msg = "a subcommand is required: " + joined(subcommand_names(app));
+    std::string help = "rlx";
+    for (const CLI::App* sub : app.get_subcommands()) help += " " + sub->get_name();
+    std::cerr << "rlx: error: " << msg << "\nRun '" << help << " --help' for more information.\n";
+    return 2;
+  }
+  {
     if (*demo) return run_demo(cfg, seed, !quiet);
     if (*chk) return run_check(path);
     if (*opt) {
@@ -265,9 +331,14 @@ int main(int argc, char** argv) {
       std::cout << pjrt::lower_to_stablehlo(load_graph(compile_path), resolve_environment(options));
       return 0;
     }
-  } catch (const Error& e) {
-    std::cerr << "rlx: error: " << e.what() << "\n";
-    return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+// Every error ends as one "rlx: error: ..." line and exit status 1 (2 for bad usage): an
+// exception other than rlx::Error is a bug in rlx, but must not abort the process either.
+int main(int argc, char** argv) {
+  return tools::run_reporting_errors([&] { return run(argc, argv); }, std::cerr);
 }

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "cli_util.h"
+
 namespace rlx::tools {
 
 CLI::App* add_train_demo_command(CLI::App& app, train::DigitsDemoOptions& args) {
@@ -11,22 +13,21 @@ CLI::App* add_train_demo_command(CLI::App& app, train::DigitsDemoOptions& args) 
   cmd->add_option("--model", args.model, "mlp or cnn")
       ->capture_default_str()
       ->check(CLI::IsMember({"mlp", "cnn"}));
-  cmd->add_option("--epochs", args.epochs, "epochs (default: mlp 40, cnn 30)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", args.epochs, "epochs (default: mlp 40, cnn 30)")->check(at_least(1));
   cmd->add_option("--seed", args.seed, "seed of the initialisation and shuffling")
       ->capture_default_str();
   cmd->add_option("--data", args.data,
                   "digits.csv.gz (default: RLX_DIGITS_PATH or the scikit-learn wheel's copy)");
   cmd->add_option("--batch-size", args.batch_size, "examples per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--threads", args.threads,
                   "runtime threads (0: RLX_NUM_THREADS or the physical cores; small models run "
                   "fastest on 1)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--lr", args.lr, "AdamW learning rate (peak of a cosine decay; default 1e-2)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_real());
   return cmd;
 }
 

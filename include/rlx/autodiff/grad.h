@@ -9,6 +9,14 @@
 
 namespace rlx::autodiff {
 
+// Output names. Each transform names the outputs it adds after what they are, so executables
+// report them meaningfully (Executable::outputs(), Python's exe.outputs): grad -> "loss",
+// "grad_<w>" per wrt name; value_and_grad -> "grad_<w>"; vjp -> "vjp_<w>"; jvp -> "jvp_<i>",
+// the tangent of output i; hvp -> "loss", "hvp_<w>". A forward output the builder only
+// numbered is renamed "loss" (the loss) or "out_<i>"; one the user named keeps its name, and
+// so does an input or param returned as is. A name already taken gets a suffix ("grad_w_1"),
+// and a node that is two outputs at once keeps the first output's name.
+
 /// Which loss a transform differentiates: graph output `output` (default 0), or, when `value`
 /// is valid, that value of the graph (it need not be an output).
 struct LossSpec {

@@ -118,11 +118,11 @@ class SafetensorsFile {
 /// size is not a multiple of its own element size is misaligned in the file, and get() copies
 /// it; put the widest dtypes first to avoid that.
 ///
-/// The file is written to a temporary file in the same directory, flushed to disk and renamed
-/// over `path`, so readers see either the old file or the complete new one. Throws rlx::Error
-/// on a duplicate tensor name, the name "__metadata__", a name or metadata string that is not
-/// valid UTF-8, or any I/O failure (naming the path and the errno text); on failure `path` is
-/// unchanged and no temporary file is left behind.
+/// The file is written through an AtomicFileWriter (rlx/io/atomic_file.h): a temporary file in
+/// the same directory, flushed to disk and renamed over `path`, so readers see either the old file
+/// or the complete new one. Throws rlx::Error on a duplicate tensor name, the name "__metadata__",
+/// a name or metadata string that is not valid UTF-8, or any I/O failure (naming the path and the
+/// errno text); on failure `path` is unchanged and no temporary file is left behind.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -72,6 +72,11 @@ class Graph {
   Value emit1(OpKind op, std::vector<Value> operands, AttrMap attrs = {}, std::string name = "");
   /// Appends a leaf input/param with an explicit type. The name must be new.
   Value add_leaf(OpKind op, std::string name, TensorType type);
+  /// Renames node `id` to `name`, made unique with a suffix as emit() does, and returns the
+  /// name it got. Inputs and params keep theirs (they are feed and weight names): renaming one
+  /// throws rlx::Error, as do an id out of range and a name with characters outside
+  /// [A-Za-z0-9_./-].
+  std::string rename(int32_t id, std::string name);
 
   // Every builder below mirrors the op of the same name in ops.def (semantics, jax.lax source)
   // and docs/ops.md (attributes). Each throws rlx::Error — naming the op, the node and the

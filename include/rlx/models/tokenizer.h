@@ -11,6 +11,16 @@
 
 namespace rlx {
 
+/// The byte offset of the first ill-formed UTF-8 sequence in `text` (Unicode table 3-7: no
+/// overlong forms, surrogates, values past U+10FFFF or truncated sequences), or nullopt when
+/// `text` is valid UTF-8: what the tokenizer accepts.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
+/// `text` with every ill-formed UTF-8 sequence replaced by U+FFFD, one per maximal subpart
+/// (Unicode's recommended practice, as Python's bytes.decode(errors="replace") and the WHATWG
+/// decoder do); valid UTF-8 comes back unchanged.
+std::string replace_invalid_utf8(std::string_view text);
+
 /// One text encoded for a model: [CLS] tokens [SEP], truncated; all three vectors have the
 /// same length. attention_mask is 1 on every token; token_type_ids are 0 (single sequence).
 struct Encoding {

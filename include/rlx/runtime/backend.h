@@ -43,6 +43,12 @@ struct CompileOptions {
   uint64_t seed = 0;
   /// Param name -> quantized storage format.
   std::map<std::string, QuantizedParamBinding> quantized_params;
+  /// The most memory, in bytes, one executable may plan to hold (arena + params + constants +
+  /// outputs; rlx/runtime/memory_limit.h): a compile planning more fails with rlx::Error naming
+  /// the planned sizes instead of allocating. Absent: Session::compile uses RLX_MEMORY_LIMIT
+  /// when it is set and not empty; otherwise, and for a direct Backend::compile, the physical
+  /// memory (physical_memory_bytes()).
+  std::optional<int64_t> memory_limit;
 
   /// A canonical text of every field, used in compile-cache keys (an absent dispatch or
   /// precision prints as "default").
@@ -62,7 +68,8 @@ class Backend {
   /// Reads no environment variable for `options` (Session resolves those). Throws rlx::Error
   /// for an invalid graph (the verifier's diagnostics), ops it cannot run (the legalization
   /// report), a device of another kind or unsupported options (check_compile_request in
-  /// backend_core.h).
+  /// backend_core.h), or a planned memory above options.memory_limit (check_memory_limit in
+  /// memory_limit.h).
   virtual std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                               const Device& device) = 0;
 };

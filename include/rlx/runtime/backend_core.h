@@ -79,6 +79,13 @@ struct ProgramInfo {
   void init(const Graph& source, PipelineResult&& compiled, const Device& on);
 };
 
+/// Checks what an executable of `program` will hold (planned_memory: arena, params, constants,
+/// outputs) against options.memory_limit (absent: physical memory) and throws rlx::Error
+/// naming `backend` and the planned sizes when it is more (check_memory_limit in
+/// memory_limit.h). Backends call it right after ProgramInfo::init, before allocating.
+void check_program_memory(const BackendFacts& backend, const CompileOptions& options,
+                          const ProgramInfo& program);
+
 /// The values bound to an executable's params, by param index, shared between an executable
 /// and its clones until one of them binds a param (copy on write: the binder gets its own copy
 /// of every binding first, so the others keep theirs). `Value` is what the backend keeps per

@@ -35,10 +35,12 @@ struct CompileCacheStats {
 /// `options` with what they leave to the environment filled in, as Session::compile does:
 /// an absent dispatch becomes DispatchOptions::from_env() (RLX_KERNEL_DISPATCH; unset: the
 /// defaults), an absent precision becomes precision_from_env() (RLX_PRECISION when set and not
-/// empty; else it stays absent, meaning the backend's default). The one place the runtime
-/// reads these variables; tools that run the pipeline or a backend directly call it to behave
-/// like a Session. Throws rlx::Error "RLX_KERNEL_DISPATCH: ..." / "RLX_PRECISION: ..." for a
-/// malformed value.
+/// empty; else it stays absent, meaning the backend's default), an absent memory limit becomes
+/// memory_limit_from_env() (RLX_MEMORY_LIMIT when set and not empty; else it stays absent,
+/// meaning the physical memory). The one place the runtime reads these variables; tools that
+/// run the pipeline or a backend directly call it to behave like a Session. Throws rlx::Error
+/// "RLX_KERNEL_DISPATCH: ..." / "RLX_PRECISION: ..." / "RLX_MEMORY_LIMIT: ..." for a malformed
+/// value.
 CompileOptions resolve_environment(CompileOptions options);
 
 /// Compiles graphs for one device (like jax.jit's cache or an ONNX Runtime session). compile()
@@ -46,11 +48,10 @@ CompileOptions resolve_environment(CompileOptions options);
 /// names), options and device returns the cached executable — the same object, params
 /// included, so set_param on it is seen by every holder — instead of compiling again. Each
 /// compile() first resolves what the options leave to the environment (resolve_environment:
-/// RLX_KERNEL_DISPATCH, RLX_PRECISION) and keys the cache on the result, so changing a variable
-/// compiles anew. The cache is an LRU bounded by cache_capacity so memory does not
-/// grow without limit as shapes vary. Thread-safe: threads asking for one key while it
-/// compiles wait for that compilation and share its executable (or its error) rather than
-/// compiling again.
+/// RLX_KERNEL_DISPATCH, RLX_PRECISION, RLX_MEMORY_LIMIT) and keys the cache on the result, so
+/// changing a variable compiles anew. The cache is an LRU bounded by cache_capacity so memory does
+/// not grow without limit as shapes vary. Thread-safe: threads asking for one key while it compiles
+/// wait for that compilation and share its executable (or its error) rather than compiling again.
 class Session {
  public:
   /// Throws rlx::Error when no backend serves `device`.
@@ -61,8 +62,8 @@ class Session {
 
   /// The executable for `graph` under resolve_environment(options): cached, or compiled by the
   /// backend (see Backend::compile for errors; a failed compile caches nothing, and the next
-  /// call for the same key compiles again). A malformed RLX_KERNEL_DISPATCH / RLX_PRECISION
-  /// throws before the cache is consulted.
+  /// call for the same key compiles again). A malformed RLX_KERNEL_DISPATCH / RLX_PRECISION /
+  /// RLX_MEMORY_LIMIT throws before the cache is consulted.
   std::shared_ptr<Executable> compile(const Graph& graph, const CompileOptions& options = {});
 
   CompileCacheStats cache_stats() const;

@@ -47,10 +47,13 @@ struct Arena {
   std::byte* ptr = nullptr;
 };
 
-std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compiled) {
+std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compiled,
+                                     const BackendFacts& facts, const CompileOptions& options) {
   auto program = std::make_shared<Program>();
   Program& p = *program;
   p.init(source, std::move(compiled), Device::cpu());
+  // Before the dense constants below and the executable's arena are allocated.
+  check_program_memory(facts, options, p);
   const Graph& g = p.graph;
   p.schedule = make_schedule(g, p.plan, p.inputs, p.params);
   for (int32_t id : p.schedule.constants)  // splats stored dense: kernels read every element
@@ -158,8 +161,8 @@ class CpuBackend final : public Backend {
     // oneDNN sizes a primitive's parallel work when the kernel factories create it below, from
     // the calling thread's OpenMP setting: bind it now, not only in run().
     bind_library_threads();
-    std::shared_ptr<const Program> program =
-        lower(graph, run_standard_pipeline(graph, make_pipeline_options(facts, options)));
+    std::shared_ptr<const Program> program = lower(
+        graph, run_standard_pipeline(graph, make_pipeline_options(facts, options)), facts, options);
     ParamBindings<Tensor> params(program->params.size());  // bound by set_param
     return std::make_unique<CpuExecutable>(std::move(program), std::move(params));
   }

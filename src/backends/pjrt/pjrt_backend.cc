@@ -122,15 +122,17 @@ class PjrtBackend final : public Backend {
     auto program = std::make_shared<Program>();
     Program& p = *program;
     p.init(graph, std::move(compiled), device);
+    // rlx's plan, before the plugin compiles and any device buffer exists.
+    check_program_memory(pjrt_facts(), options, p);
     auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
       for (size_t i = 0; i < specs.size(); ++i)
         if (specs[i].name == name) return i;
       throw Error("pjrt: internal error: compiled graph has an unknown leaf '" + name + "'");
     };
     for (int32_t id : p.graph.inputs())
-      p.args.push_back({true, index_of(p.inputs, p.graph.node(id).name)});
+      p.args.emplace_back(true, index_of(p.inputs, p.graph.node(id).name));
     for (int32_t id : p.graph.params())
-      p.args.push_back({false, index_of(p.params, p.graph.node(id).name)});
+      p.args.emplace_back(false, index_of(p.params, p.graph.node(id).name));
     p.stablehlo = emit_stablehlo(p.graph);
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
 

@@ -1,0 +1,282 @@
+// The rlx tool as a user meets it: the built binary run as a child process (stdin from a file,
+// stdout and stderr captured), on tiny model directories written per test. Every bad input
+// must end in "rlx: error: ..." and a non-zero exit status, never a signal or silent garbage.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "common/scoped_env.h"
+#include "common/tiny_bert.h"
+#include "rlx/ir/error.h"
+
+namespace rlx::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using rlx::testing::TempDir;
+using rlx::testing::TinyBertOptions;
+using rlx::testing::write_tiny_bert;
+
+struct Result {
+  int status = -1;  ///< exit status; -1 when a signal ended the process
+  int signal = 0;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs build/rlx with `args`, `input` on stdin and `env` added to the environment.
+Result run_rlx(const std::vector<std::string>& args, const std::string& input = "",
+               const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  TempDir io;
+  const fs::path in = io.write("stdin", input), out = io.path() / "stdout",
+                 err = io.path() / "stderr";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fin = open(in.c_str(), O_RDONLY), fout = open(out.c_str(), O_WRONLY | O_CREAT, 0600),
+        ferr = open(err.c_str(), O_WRONLY | O_CREAT, 0600);
+    if (fin < 0 || fout < 0 || ferr < 0) _exit(120);
+    dup2(fin, 0), dup2(fout, 1), dup2(ferr, 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>(RLX_TOOL_PATH)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(RLX_TOOL_PATH, argv.data());
+    _exit(121);
+  }
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  Result r;
+  if (WIFEXITED(wstatus)) r.status = WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) r.signal = WTERMSIG(wstatus);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "output: " << (haystack)
+
+// A clean failure: no signal, the given status, one "rlx: error:" line containing `what`.
+void expect_error(const Result& r, int status, const std::string& what) {
+  EXPECT_EQ(r.signal, 0) << r.err;
+  EXPECT_EQ(r.status, status) << r.err;
+  EXPECT_EQ(r.err.rfind("rlx: error: ", 0), 0u) << r.err;
+  EXPECT_HAS(r.err, what);
+}
+
+TEST(Cli, EveryExceptionBecomesAnErrorLine) {
+  // The handler main() runs the tool in, with the exception types that reached main before.
+  auto report = [](const std::function<int()>& f) {
+    std::ostringstream err;
+    int status = run_reporting_errors(f, err);
+    return std::to_string(status) + " " + err.str();
+  };
+  EXPECT_EQ(report([] { return 0; }), "0 ");
+  EXPECT_EQ(report([]() -> int { throw Error("bad input"); }), "1 rlx: error: bad input\n");
+  EXPECT_EQ(report([]() -> int {
+              nlohmann::json j = nlohmann::json::parse("[1, 2]");
+              return j[0].value("type", 0);  // nlohmann type_error 306
+            }),
+            "1 rlx: error: internal error ([json.exception.type_error.306] cannot use value() "
+            "with number)\n");
+  EXPECT_EQ(report([]() -> int {
+              throw std::ios_base::failure("basic_filebuf::underflow");
+            }).rfind("1 rlx: error: internal error (basic_filebuf::underflow", 0),
+            0u);
+  EXPECT_EQ(report([]() -> int { throw std::bad_alloc(); }), "1 rlx: error: out of memory\n");
+  EXPECT_EQ(report([]() -> int { throw 42; }),
+            "1 rlx: error: internal error (an unknown exception)\n");
+}
+
+TEST(Cli, MalformedModelFilesAreErrorsNamingTheFile) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  std::ofstream(dir + "/modules.json") << "[1, 2]";
+  expect_error(run_rlx({"embed", "--model", dir, "a man"}), 1,
+               dir + "/modules.json: expected module 0 to be a JSON object, found 1");
+  fs::remove(dir + "/modules.json");
+  fs::remove(dir + "/config.json");
+  fs::create_directory(dir + "/config.json");
+  Result r = run_rlx({"embed", "--model", dir, "a man"});
+  expect_error(r, 1, "'" + dir + "/config.json' is a directory, expected a file");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Cli, UnusedTensorsNeedAllowUnusedWeights) {
+  TempDir tmp;
+  TinyBertOptions o;
+  o.checkpoint_layers = 2;
+  const std::string dir = write_tiny_bert(tmp.path() / "m", o);
+  expect_error(run_rlx({"embed", "--model", dir, "a man"}), 1,
+               "16 tensors are not used by the 1-layer encoder");
+  Result r = run_rlx({"embed", "--model", dir, "--allow-unused-weights", "a man"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("embeddings").size(), 1u);
+}
+
+TEST(Cli, NonFiniteWeightsAndTokenIdsOutsideTheVocab) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  rlx::testing::poke_tiny_bert_weight(dir, "encoder.layer.0.output.dense.bias", 3, std::nanf(""));
+  Result r = run_rlx({"embed", "--model", dir, "--similarity", "a man", "a horse"});
+  expect_error(r, 1, "tensor 'encoder.layer.0.output.dense.bias' holds NaN at [3]");
+  EXPECT_EQ(r.out, "");  // no null embeddings, no 0.0000 diagonal
+
+  TinyBertOptions small;
+  small.vocab_size = 10;  // "." has id 11
+  const std::string dir2 = write_tiny_bert(tmp.path() / "small", small);
+  expect_error(run_rlx({"embed", "--model", dir2, "a man", "a man."}), 1,
+               "text 1: token id 11 at position 3 is outside the model's vocabulary of "
+               "vocab_size 10");
+}
+
+TEST(Cli, InvalidUtf8OnStdinNamesTheLine) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  const std::string input = "a man\nbad \xff line\na horse\n";
+  Result r = run_rlx({"embed", "--model", dir, "--format", "tsv"}, input);
+  expect_error(r, 1, "stdin line 2: invalid UTF-8 at byte offset 4 (byte 0xFF)");
+  EXPECT_HAS(r.err, "--on-invalid-utf8=skip");
+  EXPECT_EQ(r.out, "");
+
+  r = run_rlx({"embed", "--model", dir, "--format", "tsv", "--on-invalid-utf8=skip"}, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "rlx: warning: skipped 1 text of invalid UTF-8: stdin line 2\n");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
+
+  r = run_rlx({"embed", "--model", dir, "--format", "tsv", "--on-invalid-utf8=replace"}, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);
+
+  expect_error(run_rlx({"embed", "--model", dir, "ok", "bad \xc3"}), 1,
+               "text argument 2: invalid UTF-8 at byte offset 4 (byte 0xC3)");
+  expect_error(run_rlx({"embed", "--model", dir, "--on-invalid-utf8", "ignore", "x"}), 2,
+               "--on-invalid-utf8");
+}
+
+TEST(Cli, MaxLengthUpToTheModelsLimit) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  // max_seq_length is 16, max_position_embeddings 32: 32 is allowed, not capped at 16.
+  Result r = run_rlx({"embed", "--model", dir, "--max-length", "32", "--verbose", "a man"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_HAS(r.err, "max length 32)");
+  expect_error(run_rlx({"embed", "--model", dir, "--max-length", "33", "a man"}), 1,
+               "max_length 33 exceeds the model's limit 32 (max_position_embeddings 32");
+  Result help = run_rlx({"embed", "--help"});
+  EXPECT_HAS(help.out, "max_position_embeddings");
+}
+
+TEST(Cli, PrecisionDefaultIsWhatHelpSaysOnEveryDevice) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  EXPECT_HAS(run_rlx({"embed", "--help"}).out, "always-f32 on every device");
+  // No texts: nothing compiles, so pjrt needs no plugin to report its precision.
+  for (const char* device : {"cpu", "pjrt"}) {
+    Result r = run_rlx({"embed", "--model", dir, "--device", device, "--verbose"}, "",
+                       {{"RLX_PRECISION", ""}});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_HAS(r.err, std::string("device ") + device);
+    EXPECT_HAS(r.err, "precision always-f32\n");
+  }
+  Result r = run_rlx({"embed", "--model", dir, "--verbose", "--precision", "auto-mixed-bf16"});
+  EXPECT_HAS(r.err, "precision auto-mixed-bf16\n");
+}
+
+TEST(Cli, JsonModelFieldIsTheDirectorysName) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "my-model");
+  Result r = run_rlx({"embed", "--model", dir + "/", "a man"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("model"), "my-model");
+  EXPECT_EQ(j.at("dim"), 8);
+  r = run_rlx({"embed", "a man"}, "", {{"RLX_MODEL_DIR", dir}});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("model"), "my-model");
+}
+
+TEST(Cli, MistypedOrMissingSubcommand) {
+  Result r = run_rlx({"embedd", "x"});
+  expect_error(r, 2, "unknown subcommand 'embedd'; did you mean 'embed'? (subcommands: ");
+  expect_error(run_rlx({"chek", "f"}), 2, "did you mean 'check'?");
+  r = run_rlx({"xyzzy"});
+  expect_error(r, 2, "unknown subcommand 'xyzzy' (subcommands: ");
+  r = run_rlx({});
+  expect_error(r, 2, "a subcommand is required: demo, check, opt, ops, embed, devices, ");
+  EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos);
+}
+
+TEST(Cli, Version) {
+  Result r = run_rlx({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, std::string("rlx ") + RLX_VERSION + "\n");
+}
+
+TEST(Cli, RangeErrorsAreShort) {
+  Result r = run_rlx({"embed", "--batch-size", "0", "x"});
+  expect_error(r, 2, "--batch-size: must be >= 1, got 0");
+  EXPECT_FALSE(std::regex_search(r.err, std::regex("[0-9]{20}"))) << r.err;  // no 1.8e308
+  EXPECT_HAS(r.err, "Run 'rlx embed --help'");
+  expect_error(run_rlx({"embed", "--batch-size", "many", "x"}), 2,
+               "--batch-size: expected an integer, got 'many'");
+  expect_error(run_rlx({"demo", "--seq", "-3"}), 2, "--seq: must be >= 1, got -3");
+  expect_error(run_rlx({"train-demo", "--lr", "0"}), 2, "--lr: must be > 0, got 0");
+  expect_error(run_rlx({"train-demo", "--threads", "-1"}), 2, "--threads: must be >= 0, got -1");
+}
+
+const char* kGraph = "graph @g {\n  %x = input : f32[2]\n  %0 = exp %x : f32[2]\n  return %0\n}\n";
+
+TEST(Cli, CheckReadsStdinForDash) {
+  Result r = run_rlx({"check", "-"}, kGraph);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(kGraph) + "\n");
+  expect_error(run_rlx({"check", "-"}, "graph @g {\n  %x = bogus\n"), 1, "<stdin>:2:");
+  r = run_rlx({"opt", "-", "--passes", "dce"}, kGraph);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_HAS(r.out, "exp %x");
+}
+
+TEST(Cli, ADirectoryGivenAsAFile) {
+  TempDir tmp;
+  const std::string d = tmp.path().string();
+  for (const char* cmd : {"check", "opt", "compile"}) {
+    std::vector<std::string> args{cmd, d};
+    if (std::string(cmd) == "compile") args.insert(args.end(), {"--emit", "stablehlo"});
+    Result r = run_rlx(args);
+    expect_error(r, 1, "'" + d + "' is a directory, expected a file");
+    EXPECT_EQ(r.err.find("end of input"), std::string::npos) << r.err;
+  }
+  expect_error(run_rlx({"check", d + "/missing.rlx"}), 1,
+               "cannot open '" + d + "/missing.rlx': No such file or directory");
+}
+
+TEST(Cli, ClosestMatch) {
+  const std::vector<std::string> names{"demo", "check", "opt", "embed", "train-demo"};
+  EXPECT_EQ(closest_match("embedd", names), "embed");
+  EXPECT_EQ(closest_match("emb", names), "embed");  // a prefix
+  EXPECT_EQ(closest_match("train", names), "train-demo");
+  EXPECT_EQ(closest_match("opz", names), "opt");
+  EXPECT_EQ(closest_match("xyzzy", names), "");
+}
+
+}  // namespace
+}  // namespace rlx::tools
