@@ -265,7 +265,6 @@ void for_each_word(const std::vector<char32_t>& chars, F&& word) {
 
 // ---- Files --------------------------------------------------------------------------------------
 
-
 // The text of the tokenizer_config.json beside `path`, if there is one.
 std::optional<std::string> read_tokenizer_config(const std::string& path) {
   std::string config = (fs::path(path).parent_path() / "tokenizer_config.json").string();
