@@ -2,9 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -14,6 +16,23 @@
 #include "rlx/ir/tensor.h"
 
 namespace rlx::testing {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/// Built with ASan or TSan (scripts/sanitize.sh): shadow memory and ASan's quarantine of freed
+/// blocks grow the RSS by design, so tests that bound it skip (LeakSanitizer checks leaks).
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+/// Resident set size of this process in bytes (resident pages of /proc/self/statm); -1 when
+/// it cannot be read.
+inline int64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = -1;
+  statm >> pages >> resident;
+  return resident < 0 ? -1 : resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
 
 /// The message of the rlx::Error that `fn` throws, or "" when it throws nothing.
 template <class F>

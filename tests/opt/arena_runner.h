@@ -18,7 +18,7 @@ namespace rlx::testing {
 inline std::vector<Tensor> run_in_arena(const Graph& g, const MemoryPlan& plan,
                                         const TensorMap& feeds) {
   std::vector<std::byte> arena(static_cast<size_t>(plan.arena_bytes));
-  std::memset(arena.data(), 0xa5, arena.size());  // garbage: nothing may read before a write
+  std::fill(arena.begin(), arena.end(), std::byte{0xa5});  // garbage: nothing may read first
   std::vector<std::vector<const BufferAssignment*>> buf(g.nodes().size());
   for (const BufferAssignment& b : plan.buffers) {
     auto& slot = buf[static_cast<size_t>(b.value.node)];

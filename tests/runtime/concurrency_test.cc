@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -220,6 +222,155 @@ TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
           << op_name(exe->compiled_graph().node(exe->compiled_graph().outputs()[i]).op) << ")";
     }
   }
+}
+
+// ---- stress: many clones and concurrent compiles through one Session (issue: reliability).
+
+// The number of runs per thread: RLX_STRESS_RUNS when set, else `fallback`.
+int stress_runs(int fallback) {
+  const char* env = std::getenv("RLX_STRESS_RUNS");
+  return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
+}
+
+// Aborts the process, naming `what`, unless done() is called within `limit`: a deadlock fails
+// with a message instead of hanging until CTest's timeout kills it without one.
+class Watchdog {
+ public:
+  Watchdog(std::string what, std::chrono::seconds limit)
+      : thread_([this, what = std::move(what), limit] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+            std::fprintf(stderr, "watchdog: %s did not finish within %lld s (deadlock?)\n",
+                         what.c_str(), static_cast<long long>(limit.count()));
+            std::abort();
+          }
+        }) {}
+  ~Watchdog() { done(); }
+  void done() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Graph `k` of a family whose members share structure and differ in shapes and constants, so
+// concurrent compiles of the family hit, miss and evict in the Session's cache at once.
+Graph stress_graph(int k) {
+  Graph g("stress" + std::to_string(k % 3));
+  int64_t n = 8 + (k % 3);
+  Value x = g.input("x", DType::f32, Shape{4, n});
+  Value y = g.tanh(g.mul(x, g.constant(Tensor::full(DType::f32, Shape{}, 1.0 + k / 3))));
+  g.set_outputs({g.softmax(y, -1), g.reduce_sum(g.exp(y), {1})});
+  return g;
+}
+
+// 16 threads x 1,000 runs on clones of one executable while 4 more threads compile (and run)
+// overlapping graphs through the same Session, with a cache smaller than the family: every
+// result is bitwise equal to the serial run of the same input, the cache's counters add up,
+// and the whole job ends within the watchdog's limit.
+TEST(Stress, ClonesAndConcurrentCompilesMatchSerialRuns) {
+  constexpr int kRunThreads = 16, kCompileThreads = 4, kInputs = 8, kFamily = 6;
+  const int runs = stress_runs(1000);
+  Block block;
+  Session s(Device::cpu(), SessionOptions{4});
+  auto exe = s.compile(block.g);
+  block.bind(*exe);
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<Tensor>> serial;
+  for (int k = 0; k < kInputs; ++k) {
+    inputs.push_back(block.feeds(static_cast<uint64_t>(k)).at("x"));
+    serial.push_back(exe->run({{"x", inputs.back()}}));
+  }
+  // Serial results of the compile family, from a session of its own.
+  std::vector<Tensor> family_x;
+  std::vector<std::vector<Tensor>> family_want;
+  {
+    Session serial_session;
+    for (int k = 0; k < kFamily; ++k) {
+      family_x.push_back(random_tensor(DType::f32, Shape{4, 8 + (k % 3)}, 300 + k));
+      family_want.push_back(serial_session.compile(stress_graph(k))->run({{"x", family_x[k]}}));
+    }
+  }
+  std::vector<std::unique_ptr<Executable>> clones;
+  for (int t = 0; t < kRunThreads; ++t) clones.push_back(exe->clone());
+  std::atomic<int> mismatches{0}, family_mismatches{0}, errors{0};
+  std::atomic<int64_t> compiles{0};
+  Watchdog watchdog("16 x " + std::to_string(runs) + " clone runs + concurrent compiles",
+                    std::chrono::seconds(600));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kRunThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < runs; ++r) {
+        int k = (r * 7 + t) % kInputs;
+        std::vector<Tensor> got = clones[t]->run({{"x", inputs[k]}});
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!got[i].bitwise_equal(serial[k][i])) ++mismatches;
+      }
+    });
+  for (int t = 0; t < kCompileThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 3 * kFamily; ++r) {
+        int k = (r + t) % kFamily;
+        try {
+          // The cached executable is shared with the other compile threads: run a clone.
+          std::unique_ptr<Executable> mine = s.compile(stress_graph(k))->clone();
+          ++compiles;
+          std::vector<Tensor> got = mine->run({{"x", family_x[k]}});
+          for (size_t i = 0; i < got.size(); ++i)
+            if (!got[i].bitwise_equal(family_want[k][i])) ++family_mismatches;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "compile thread %d: %s\n", t, e.what());
+          ++errors;
+        }
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  watchdog.done();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(family_mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(compiles.load(), kCompileThreads * 3 * kFamily);
+  CompileCacheStats stats = s.cache_stats();
+  EXPECT_EQ(stats.hits + stats.misses, 1 + compiles.load());
+  EXPECT_LE(stats.size, 4u);
+  EXPECT_GE(stats.misses, 1 + kFamily);  // each family member compiled at least once
+}
+
+// 10,000 runs (a clone made per 100 of them, and compiles through a cache that evicts) after a
+// warm-up of 1,000 leave the RSS within 8 MiB: no per-run allocation is kept. Leaks are
+// LeakSanitizer's job under the sanitizers, where RSS says nothing.
+TEST(Stress, RssIsBoundedAcrossRuns) {
+  if (testing::kSanitized)
+    GTEST_SKIP() << "RSS is not meaningful under ASan/TSan (LeakSanitizer checks)";
+  Block block;
+  Session s(Device::cpu(), SessionOptions{2});
+  auto exe = s.compile(block.g);
+  block.bind(*exe);
+  Tensor x = block.feeds(1).at("x");
+  auto work = [&](int runs) {
+    std::unique_ptr<Executable> clone = exe->clone();
+    for (int r = 0; r < runs; ++r) {
+      if (r % 100 == 0) clone = exe->clone();
+      if (r % 500 == 0) s.compile(stress_graph(r / 500));
+      clone->run({{"x", x}});
+    }
+  };
+  work(1000);
+  int64_t before = testing::rss_bytes();
+  ASSERT_GT(before, 0);
+  work(10000);
+  int64_t after = testing::rss_bytes();
+  EXPECT_LT(after - before, int64_t{8} << 20)
+      << "RSS grew from " << before / 1024 << " KiB to " << after / 1024 << " KiB";
 }
 
 TEST(ThreadPool, SetNumThreadsValidates) {

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "half.h"
 
@@ -534,7 +535,11 @@ void Select(const uint8_t* pred, const float* a, const float* b, float* y, int64
         y + i);
   if (i < n) {
     const auto m = hn::FirstN(d, n - i);
-    const auto p = hn::MaskedLoad(hn::FirstN(du8, n - i), du8, pred + i);
+    // Not MaskedLoad: without AVX-512 Highway has no masked load of 8-bit lanes and reads the
+    // whole vector, past the end of `pred` (AddressSanitizer's heap-buffer-overflow).
+    alignas(16) uint8_t tail[hn::MaxLanes(du8)] = {};
+    std::memcpy(tail, pred + i, n - i);
+    const auto p = hn::LoadU(du8, tail);
     hn::BlendedStore(
         hn::IfThenElse(mask(p), hn::MaskedLoad(m, d, a + i), hn::MaskedLoad(m, d, b + i)), m, d,
         y + i);
