@@ -23,7 +23,12 @@ jobs=${RLX_FUZZ_JOBS:-$(nproc)}
 
 start=$(date +%s)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DRLX_FUZZ=ON >/dev/null
-ninja -C build-fuzz "${targets[@]/#/fuzz_}" | tail -1
+# Quiet unless the build fails: then its whole log, so the error is not cut away.
+ninja -C build-fuzz "${targets[@]/#/fuzz_}" >build-fuzz/ninja.log 2>&1 || {
+  cat build-fuzz/ninja.log
+  exit 1
+}
+tail -1 build-fuzz/ninja.log
 echo "fuzz build: $(($(date +%s) - start)) s"
 
 # UBSan stops at the first report (-fno-sanitize-recover); print where it happened.
