@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "common/test_util.h"
 #include "ops/op_case.h"
 #include "pjrt_test_util.h"
 #include "rlx/ir/error.h"
@@ -204,8 +205,8 @@ TEST(PjrtRuntime, KernelReportIsTheOneXlaExecutable) {
 // memory stays bounded (a leak of one executable or a buffer per run would grow it steadily).
 TEST(PjrtLifetime, RepeatedCompileAndRunDoesNotLeak) {
   RLX_REQUIRE_PJRT_PLUGIN();
-  if (testing::kSanitized) GTEST_SKIP() << "RSS is not meaningful under ASan/TSan";
-  auto rss_kib = [] { return testing::rss_bytes() / 1024; };
+  if (rlx::testing::kSanitized) GTEST_SKIP() << "RSS is not meaningful under ASan/TSan";
+  auto rss_kib = [] { return rlx::testing::rss_bytes() / 1024; };
   Graph g("loop");
   Value x = g.input("x", DType::f32, Shape{256, 256});
   g.set_outputs({g.tanh(g.matmul(x, g.param("w", DType::f32, Shape{256, 256})))});
