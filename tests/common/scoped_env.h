@@ -2,6 +2,7 @@
 // set or unset for one scope, and a fresh temporary directory removed at the end of it.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>  // ::setenv, ::unsetenv (POSIX, declared by glibc's stdlib.h)
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace rlx::testing {
 
@@ -59,6 +61,18 @@ class TempDir {
   }
 
   const std::filesystem::path& path() const { return path_; }
+
+  /// The path of `name` inside the directory, as a string (the file need not exist).
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+  /// Names of the directory's entries, sorted (tests check that no temporary file is left).
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
 
   /// Creates the file path() / `relative` (and its parent directories) holding `text`;
   /// returns its path.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "golden/golden_data.h"
 #include "rlx/ir/error.h"
@@ -28,29 +29,7 @@ namespace fs = std::filesystem;
 using testing::error_of;
 using testing::json;
 
-/// A fresh directory for one test, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("rlx_io_" + std::to_string(getpid()) + "_" +
-                                         info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  /// Names of the entries in the directory (to see that no temporary file is left over).
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
+using testing::TempDir;
 std::string le64(uint64_t v) {
   std::string s(8, '\0');
   for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>(v >> (8 * i));

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
 #include "rlx/models/tokenizer.h"
@@ -154,14 +155,7 @@ TEST(MiniLM, EmptyInputGivesEmptyMatrix) {
   EXPECT_EQ(got.shape(), (Shape{0, 384}));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::testing::error_of;
 
 // Model only: the rows of tokenizer().encode_batch, padded to one [batch, seq], run as given.
 TEST(MiniLM, EmbedOfTokenizedRowsMatchesSentenceTransformers) {

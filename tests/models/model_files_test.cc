@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/scoped_env.h"
+#include "common/test_util.h"
 #include "common/tiny_bert.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
@@ -27,14 +28,7 @@ using rlx::testing::TempDir;
 using rlx::testing::TinyBertOptions;
 using rlx::testing::write_tiny_bert;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using rlx::testing::error_of;
 
 std::string load_error(const std::string& dir, const EmbedderOptions& o = {}) {
   return error_of([&] { SentenceEmbedder e(dir, o); });
