@@ -17,6 +17,8 @@ fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 # Every fuzz target for 30 s from its seed corpus (the replay of committed inputs ran in CTest).
 bash scripts/fuzz.sh 30
+# ThreadSanitizer over the concurrency tests (~3 min cold on 2 cores; ASan+UBSan: by hand).
+bash scripts/sanitize.sh tsan
 # The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
 bash scripts/check_install.sh build
 # The Python package from the build tree (the same module `pip install .` builds).

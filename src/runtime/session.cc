@@ -46,7 +46,7 @@ std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOp
   // options (and the key, so changing a variable compiles anew).
   const CompileOptions resolved = resolve_environment(options);
   std::string key = cache_key(device_, resolved, graph);
-  std::promise<std::shared_ptr<Executable>> promise;
+  std::promise<Compiling> promise;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
@@ -55,10 +55,12 @@ std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOp
       return it->second->second;
     }
     if (auto it = pending_.find(key); it != pending_.end()) {
-      std::shared_future<std::shared_ptr<Executable>> compiling = it->second;
+      std::shared_future<Compiling> compiling = it->second;
       ++stats_.hits;
       lock.unlock();
-      return compiling.get();  // rethrows that compilation's error
+      const Compiling& done = compiling.get();
+      if (done.exe == nullptr) throw Error(done.error);  // that compilation's error
+      return done.exe;
     }
     ++stats_.misses;
     // Without a cache every call compiles its own executable, so there is nothing to share.
@@ -73,7 +75,16 @@ std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOp
     std::lock_guard<std::mutex> lock(mu_);
     stats_.compile_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (pending_.erase(key) > 0) promise.set_exception(std::current_exception());
+    if (pending_.erase(key) > 0) {
+      std::string message = "compile failed";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        message = e.what();
+      } catch (...) {
+      }
+      promise.set_value(Compiling{nullptr, std::move(message)});
+    }
     throw;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -81,7 +92,7 @@ std::shared_ptr<Executable> Session::compile(const Graph& graph, const CompileOp
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (capacity_ == 0) return exe;
   pending_.erase(key);
-  promise.set_value(exe);
+  promise.set_value(Compiling{exe, {}});
   lru_.emplace_front(key, exe);
   index_[key] = lru_.begin();
   while (lru_.size() > capacity_) {

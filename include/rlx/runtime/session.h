@@ -77,8 +77,15 @@ class Session {
   mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<Executable>>> lru_;  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
-  // Compilations in flight, by key: later callers of that key wait on the future.
-  std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> pending_;
+  // Compilations in flight, by key: later callers of that key wait on the future. A failed
+  // compilation leaves its message, not its exception object: each waiter throws an rlx::Error
+  // of its own, so no exception object is read and freed by several threads at once (TSan
+  // reports that on an exception_ptr shared through the future).
+  struct Compiling {
+    std::shared_ptr<Executable> exe;  // null when the compilation failed
+    std::string error;                // its what() then
+  };
+  std::unordered_map<std::string, std::shared_future<Compiling>> pending_;
   CompileCacheStats stats_;
 };
 
