@@ -35,8 +35,8 @@ constexpr QuantFormatInfo kTable[] = {
     {QuantFormat::kBF16, "bf16", 30, 1, 2, true},
 };
 
-constexpr int kQK = 256;                 // QK_K: elements of a K-quant super-block
-constexpr float kGroupMaxEps = 1e-15f;   // GROUP_MAX_EPS of ggml-quants.c
+constexpr int kQK = 256;                // QK_K: elements of a K-quant super-block
+constexpr float kGroupMaxEps = 1e-15f;  // GROUP_MAX_EPS of ggml-quants.c
 
 std::string known_names() {
   std::string s;
@@ -211,7 +211,8 @@ void quant_sym_offset(const float* x, int bits, float* d_out, uint8_t q[32]) {
   const float d = max / float(-half);
   const float id = d != 0 ? 1.0f / d : 0.0f;
   const float offset = float(half) + 0.5f;
-  for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(2 * half - 1, int(int8_t(x[j] * id + offset))));
+  for (int j = 0; j < 32; ++j)
+    q[j] = uint8_t(std::min(2 * half - 1, int(int8_t(x[j] * id + offset))));
   *d_out = d;
 }
 // Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), q = trunc((x - min)/d + 0.5).
@@ -224,7 +225,8 @@ void quant_min_max(const float* x, int bits, float* d_out, float* m_out, uint8_t
   const int qmax = (1 << bits) - 1;
   const float d = (max - min) / float(qmax);
   const float id = d != 0 ? 1.0f / d : 0.0f;
-  for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(qmax, int(int8_t((x[j] - min) * id + 0.5f))));
+  for (int j = 0; j < 32; ++j)
+    q[j] = uint8_t(std::min(qmax, int(int8_t((x[j] - min) * id + 0.5f))));
   *d_out = d;
   *m_out = min;
 }
@@ -470,8 +472,8 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < kQK; j += 128)
     for (int l = 0; l < 32; ++l)
-      qs[j / 4 + l] = uint8_t(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                              (L[j + l + 96] << 6));
+      qs[j / 4 + l] =
+          uint8_t(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
 }
 
 void qnt_q2_k(const float* x, uint8_t* b) {
@@ -705,36 +707,61 @@ using QuantFn = void (*)(const float*, uint8_t*);
 
 BlockFn dequantizer(QuantFormat f) {
   switch (f) {
-    case QuantFormat::kQ4_0: return deq_q4_0;
-    case QuantFormat::kQ4_1: return deq_q4_1;
-    case QuantFormat::kQ5_0: return deq_q5_0;
-    case QuantFormat::kQ5_1: return deq_q5_1;
-    case QuantFormat::kQ8_0: return deq_q8_0;
-    case QuantFormat::kQ2_K: return deq_q2_k;
-    case QuantFormat::kQ3_K: return deq_q3_k;
-    case QuantFormat::kQ4_K: return deq_q4_k;
-    case QuantFormat::kQ5_K: return deq_q5_k;
-    case QuantFormat::kQ6_K: return deq_q6_k;
-    case QuantFormat::kQ8_K: return deq_q8_k;
-    case QuantFormat::kIQ4_NL: return deq_iq4_nl;
-    default: return nullptr;
+    case QuantFormat::kQ4_0:
+      return deq_q4_0;
+    case QuantFormat::kQ4_1:
+      return deq_q4_1;
+    case QuantFormat::kQ5_0:
+      return deq_q5_0;
+    case QuantFormat::kQ5_1:
+      return deq_q5_1;
+    case QuantFormat::kQ8_0:
+      return deq_q8_0;
+    case QuantFormat::kQ2_K:
+      return deq_q2_k;
+    case QuantFormat::kQ3_K:
+      return deq_q3_k;
+    case QuantFormat::kQ4_K:
+      return deq_q4_k;
+    case QuantFormat::kQ5_K:
+      return deq_q5_k;
+    case QuantFormat::kQ6_K:
+      return deq_q6_k;
+    case QuantFormat::kQ8_K:
+      return deq_q8_k;
+    case QuantFormat::kIQ4_NL:
+      return deq_iq4_nl;
+    default:
+      return nullptr;
   }
 }
 
 QuantFn quantizer(QuantFormat f) {
   switch (f) {
-    case QuantFormat::kQ4_0: return qnt_q4_0;
-    case QuantFormat::kQ4_1: return qnt_q4_1;
-    case QuantFormat::kQ5_0: return qnt_q5_0;
-    case QuantFormat::kQ5_1: return qnt_q5_1;
-    case QuantFormat::kQ8_0: return qnt_q8_0;
-    case QuantFormat::kQ2_K: return qnt_q2_k;
-    case QuantFormat::kQ3_K: return qnt_q3_k;
-    case QuantFormat::kQ4_K: return qnt_q4_k;
-    case QuantFormat::kQ5_K: return qnt_q5_k;
-    case QuantFormat::kQ6_K: return qnt_q6_k;
-    case QuantFormat::kQ8_K: return qnt_q8_k;
-    default: return nullptr;
+    case QuantFormat::kQ4_0:
+      return qnt_q4_0;
+    case QuantFormat::kQ4_1:
+      return qnt_q4_1;
+    case QuantFormat::kQ5_0:
+      return qnt_q5_0;
+    case QuantFormat::kQ5_1:
+      return qnt_q5_1;
+    case QuantFormat::kQ8_0:
+      return qnt_q8_0;
+    case QuantFormat::kQ2_K:
+      return qnt_q2_k;
+    case QuantFormat::kQ3_K:
+      return qnt_q3_k;
+    case QuantFormat::kQ4_K:
+      return qnt_q4_k;
+    case QuantFormat::kQ5_K:
+      return qnt_q5_k;
+    case QuantFormat::kQ6_K:
+      return qnt_q6_k;
+    case QuantFormat::kQ8_K:
+      return qnt_q8_k;
+    default:
+      return nullptr;
   }
 }
 
@@ -754,10 +781,10 @@ QuantFormat quant_format_from_ggml_type(int id) {
     if (i.ggml_type == id) return i.format;
   std::string ids;
   for (const QuantFormatInfo& i : kTable)
-    ids += (ids.empty() ? "" : ", ") + std::to_string(i.ggml_type) + " (" + std::string(i.name) +
-           ")";
-  throw Error("ggml type id " + std::to_string(id) + " is not a supported format; supported: " +
-              ids);
+    ids +=
+        (ids.empty() ? "" : ", ") + std::to_string(i.ggml_type) + " (" + std::string(i.name) + ")";
+  throw Error("ggml type id " + std::to_string(id) +
+              " is not a supported format; supported: " + ids);
 }
 
 QuantFormat quant_format_from_name(std::string_view name) {
@@ -773,9 +800,9 @@ QuantFormat quant_format_from_name(std::string_view name) {
 
 int64_t quant_row_bytes(QuantFormat f, int64_t n) {
   const QuantFormatInfo& i = quant_format_info(f);
-  check(n >= 0 && n % i.block_size == 0,
-        std::string(i.name) + ": a row of " + std::to_string(n) +
-            " elements is not a multiple of the block size " + std::to_string(i.block_size));
+  check(n >= 0 && n % i.block_size == 0, std::string(i.name) + ": a row of " + std::to_string(n) +
+                                             " elements is not a multiple of the block size " +
+                                             std::to_string(i.block_size));
   return n / i.block_size * i.bytes_per_block;
 }
 
@@ -795,7 +822,8 @@ void dequantize_row(QuantFormat f, const uint8_t* src, float* dst, int64_t n) {
         std::memcpy(dst + i, &u, 4);
       }
       return;
-    default: break;
+    default:
+      break;
   }
   BlockFn fn = dequantizer(f);
   for (int64_t b = 0; b < n / info.block_size; ++b)
@@ -804,10 +832,10 @@ void dequantize_row(QuantFormat f, const uint8_t* src, float* dst, int64_t n) {
 
 void dequantize(QuantFormat f, std::span<const uint8_t> src, std::span<float> dst) {
   const int64_t need = quant_row_bytes(f, int64_t(dst.size()));
-  check(int64_t(src.size()) == need,
-        std::string(quant_format_info(f).name) + ": dequantizing " + std::to_string(dst.size()) +
-            " elements needs " + std::to_string(need) + " bytes, got " +
-            std::to_string(src.size()));
+  check(int64_t(src.size()) == need, std::string(quant_format_info(f).name) + ": dequantizing " +
+                                         std::to_string(dst.size()) + " elements needs " +
+                                         std::to_string(need) + " bytes, got " +
+                                         std::to_string(src.size()));
   dequantize_row(f, src.data(), dst.data(), int64_t(dst.size()));
 }
 
@@ -828,7 +856,8 @@ void quantize_row(QuantFormat f, const float* src, uint8_t* dst, int64_t n) {
         dst[2 * i + 1] = uint8_t(b >> 8);
       }
       return;
-    default: break;
+    default:
+      break;
   }
   QuantFn fn = quantizer(f);
   check(fn != nullptr, std::string(info.name) +
@@ -839,10 +868,10 @@ void quantize_row(QuantFormat f, const float* src, uint8_t* dst, int64_t n) {
 
 void quantize(QuantFormat f, std::span<const float> src, std::span<uint8_t> dst) {
   const int64_t need = quant_row_bytes(f, int64_t(src.size()));
-  check(int64_t(dst.size()) == need,
-        std::string(quant_format_info(f).name) + ": quantizing " + std::to_string(src.size()) +
-            " elements needs " + std::to_string(need) + " bytes of output, got " +
-            std::to_string(dst.size()));
+  check(int64_t(dst.size()) == need, std::string(quant_format_info(f).name) + ": quantizing " +
+                                         std::to_string(src.size()) + " elements needs " +
+                                         std::to_string(need) + " bytes of output, got " +
+                                         std::to_string(dst.size()));
   quantize_row(f, src.data(), dst.data(), int64_t(src.size()));
 }
 

@@ -24,7 +24,8 @@ using testing::error_of;
 
 std::vector<uint8_t> from_hex(const std::string& s) {
   std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(std::stoi(s.substr(2 * i, 2), nullptr, 16));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = uint8_t(std::stoi(s.substr(2 * i, 2), nullptr, 16));
   return out;
 }
 
@@ -59,13 +60,13 @@ TEST(QuantFormats, TableMatchesGgml) {
     int64_t bs, bytes;
   };
   const Row rows[] = {
-      {QuantFormat::kF32, "f32", 0, 1, 4},          {QuantFormat::kF16, "f16", 1, 1, 2},
-      {QuantFormat::kQ4_0, "q4_0", 2, 32, 18},      {QuantFormat::kQ4_1, "q4_1", 3, 32, 20},
-      {QuantFormat::kQ5_0, "q5_0", 6, 32, 22},      {QuantFormat::kQ5_1, "q5_1", 7, 32, 24},
-      {QuantFormat::kQ8_0, "q8_0", 8, 32, 34},      {QuantFormat::kQ2_K, "q2_K", 10, 256, 84},
-      {QuantFormat::kQ3_K, "q3_K", 11, 256, 110},   {QuantFormat::kQ4_K, "q4_K", 12, 256, 144},
-      {QuantFormat::kQ5_K, "q5_K", 13, 256, 176},   {QuantFormat::kQ6_K, "q6_K", 14, 256, 210},
-      {QuantFormat::kQ8_K, "q8_K", 15, 256, 292},   {QuantFormat::kIQ4_NL, "iq4_nl", 20, 32, 18},
+      {QuantFormat::kF32, "f32", 0, 1, 4},        {QuantFormat::kF16, "f16", 1, 1, 2},
+      {QuantFormat::kQ4_0, "q4_0", 2, 32, 18},    {QuantFormat::kQ4_1, "q4_1", 3, 32, 20},
+      {QuantFormat::kQ5_0, "q5_0", 6, 32, 22},    {QuantFormat::kQ5_1, "q5_1", 7, 32, 24},
+      {QuantFormat::kQ8_0, "q8_0", 8, 32, 34},    {QuantFormat::kQ2_K, "q2_K", 10, 256, 84},
+      {QuantFormat::kQ3_K, "q3_K", 11, 256, 110}, {QuantFormat::kQ4_K, "q4_K", 12, 256, 144},
+      {QuantFormat::kQ5_K, "q5_K", 13, 256, 176}, {QuantFormat::kQ6_K, "q6_K", 14, 256, 210},
+      {QuantFormat::kQ8_K, "q8_K", 15, 256, 292}, {QuantFormat::kIQ4_NL, "iq4_nl", 20, 32, 18},
       {QuantFormat::kBF16, "bf16", 30, 1, 2},
   };
   ASSERT_EQ(quant_formats().size(), std::size(rows));
@@ -86,11 +87,13 @@ TEST(QuantFormats, TableMatchesGgml) {
 TEST(QuantFormats, Errors) {
   EXPECT_EQ(error_of([] { quant_format_from_ggml_type(9); }).substr(0, 60),
             "ggml type id 9 is not a supported format; supported: 0 (f32)");
-  EXPECT_NE(error_of([] { quant_format_from_name("q9_0"); })
-                .find("unknown quantization format 'q9_0'; known: f32, f16, q4_0"),
+  EXPECT_NE(error_of([] {
+              quant_format_from_name("q9_0");
+            }).find("unknown quantization format 'q9_0'; known: f32, f16, q4_0"),
             std::string::npos);
-  EXPECT_NE(error_of([] { quant_format_info(QuantFormat(99)); })
-                .find("unknown quantization format (ggml type id 99)"),
+  EXPECT_NE(error_of([] {
+              quant_format_info(QuantFormat(99));
+            }).find("unknown quantization format (ggml type id 99)"),
             std::string::npos);
   EXPECT_EQ(error_of([] { quant_row_bytes(QuantFormat::kQ4_K, 100); }),
             "q4_K: a row of 100 elements is not a multiple of the block size 256");
@@ -172,7 +175,8 @@ TEST(QuantFormats, RoundTripErrorAsLlamaCppTest) {
     quantize_row(info.format, x.data(), q.data(), n);
     dequantize_row(info.format, q.data(), y.data(), n);
     double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += double(x[size_t(i)] - y[size_t(i)]) * (x[size_t(i)] - y[size_t(i)]);
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(x[size_t(i)] - y[size_t(i)]) * (x[size_t(i)] - y[size_t(i)]);
     const double err = std::sqrt(sum) / double(n);
     const double limit = info.format == QuantFormat::kQ2_K   ? 0.0075
                          : info.format == QuantFormat::kQ3_K ? 0.0040
@@ -192,7 +196,8 @@ TEST(QuantFormats, KQuantsReconstructWithinOneStep) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     return (double(s >> 11) + 0.5) / 9007199254740992.0;
   };
-  for (auto& v : x) v = float(std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307 * uniform()));
+  for (auto& v : x)
+    v = float(std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307 * uniform()));
   // (format, number of levels - 1)
   const std::pair<QuantFormat, int> cases[] = {{QuantFormat::kQ2_K, 3},  {QuantFormat::kQ3_K, 7},
                                                {QuantFormat::kQ4_K, 15}, {QuantFormat::kQ5_K, 31},
@@ -206,7 +211,8 @@ TEST(QuantFormats, KQuantsReconstructWithinOneStep) {
     double worst = 0;
     for (int64_t b = 0; b < n / 256; ++b) {
       double amax = 0;
-      for (int i = 0; i < 256; ++i) amax = std::max(amax, double(std::fabs(x[size_t(b * 256 + i)])));
+      for (int i = 0; i < 256; ++i)
+        amax = std::max(amax, double(std::fabs(x[size_t(b * 256 + i)])));
       const double step = 2 * amax / levels;
       for (int i = 0; i < 256; ++i) {
         const size_t k = size_t(b * 256 + i);

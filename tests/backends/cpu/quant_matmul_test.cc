@@ -81,7 +81,8 @@ double tolerance(const Problem& p, int64_t m, int64_t n, bool int8_activations) 
     for (int64_t k = 32 * b; k < std::min(p.K, 32 * b + 32); ++k) {
       amax = std::max(amax, double(std::fabs(p.x[size_t(m * p.K + k)])));
       wsum += std::fabs(double(p.wd[size_t(n * p.K + k)]));
-      abs_sum += std::fabs(double(p.x[size_t(m * p.K + k)])) * std::fabs(double(p.wd[size_t(n * p.K + k)]));
+      abs_sum += std::fabs(double(p.x[size_t(m * p.K + k)])) *
+                 std::fabs(double(p.wd[size_t(n * p.K + k)]));
     }
     act += amax / 254.0 * wsum * (1 + 1e-4);
   }
@@ -202,13 +203,11 @@ TEST(QuantMatmul, TargetFromEnvironment) {
 TEST(QuantMatmul, Errors) {
   std::vector<float> x(512), y(16);
   std::vector<uint8_t> w(4096);
-  EXPECT_EQ(testing::error_of([&] {
-              quant_matmul(QuantFormat::kQ4_K, x.data(), 1, 100, w.data(), 1, y.data());
-            }),
+  EXPECT_EQ(testing::error_of(
+                [&] { quant_matmul(QuantFormat::kQ4_K, x.data(), 1, 100, w.data(), 1, y.data()); }),
             "quant_matmul: K = 100 is not a multiple of the q4_K block size 256");
-  EXPECT_EQ(testing::error_of([&] {
-              quant_matmul(QuantFormat::kQ8_0, x.data(), -1, 32, w.data(), 1, y.data());
-            }),
+  EXPECT_EQ(testing::error_of(
+                [&] { quant_matmul(QuantFormat::kQ8_0, x.data(), -1, 32, w.data(), 1, y.data()); }),
             "quant_matmul: negative size (M -1, K 32, N 1)");
   for (QuantTarget t : {QuantTarget::kAvx2, QuantTarget::kAvx512Vnni}) {
     if (quant_target_supported(t)) continue;

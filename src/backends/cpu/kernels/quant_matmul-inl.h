@@ -23,21 +23,31 @@ inline float ld_f16(const uint8_t* p) {
 }
 
 // ---- weight unpacking: one block to bytes + per-16 scale and offset coefficient
+#if RLX_QM_LEVEL >= 1
+// 16 bytes of nibbles -> 32 bytes: low nibbles first, then high nibbles.
+inline void nibbles_to_bytes(const uint8_t* qs, uint8_t* q) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m256i r = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), r);
+}
+#else
+inline void nibbles_to_bytes(const uint8_t* qs, uint8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = qs[j] & 0xF;
+    q[j + 16] = qs[j] >> 4;
+  }
+}
+#endif
 inline void unpack_q4_0(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
   const float d = ld_f16(b);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = b[2 + j] & 0xF;
-    q[j + 16] = b[2 + j] >> 4;
-  }
+  nibbles_to_bytes(b + 2, q);
   sc[0] = sc[1] = d;
   cf[0] = cf[1] = -8 * d;
 }
 inline void unpack_q4_1(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
   const float d = ld_f16(b), m = ld_f16(b + 2);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = b[4 + j] & 0xF;
-    q[j + 16] = b[4 + j] >> 4;
-  }
+  nibbles_to_bytes(b + 4, q);
   sc[0] = sc[1] = d;
   cf[0] = cf[1] = m;
 }
@@ -124,11 +134,21 @@ inline void k4_scales(const uint8_t* b, float* sc, float* cf) {  // Q4_K / Q5_K
 inline void unpack_q4_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
   k4_scales(b, sc, cf);
   const uint8_t* qs = b + 16;
+#if RLX_QM_LEVEL >= 1
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c), _mm256_and_si256(v, m));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c + 32),
+                        _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+  }
+#else
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l) {
       q[64 * c + l] = qs[32 * c + l] & 0xF;
       q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
     }
+#endif
 }
 inline void unpack_q5_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
   k4_scales(b, sc, cf);
@@ -140,10 +160,31 @@ inline void unpack_q5_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
       q[64 * c + 32 + l] = uint8_t((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
     }
 }
+#if RLX_QM_LEVEL >= 1
+inline __m256i ld(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline void st(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+#endif
 inline void unpack_q6_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   const float d = ld_f16(b + 208);
+#if RLX_QM_LEVEL >= 1
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i lo0 = ld(ql + 64 * h), lo1 = ld(ql + 64 * h + 32), hi = ld(qh + 32 * h);
+    // high 2 bits moved to bits 4..5 (16-bit shifts; the mask drops what crossed bytes)
+    const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(hi, 4), m2);
+    const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(hi, 2), m2);
+    const __m256i h2 = _mm256_and_si256(hi, m2);
+    const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(hi, 2), m2);
+    st(q + 128 * h, _mm256_or_si256(_mm256_and_si256(lo0, m4), h0));
+    st(q + 128 * h + 32, _mm256_or_si256(_mm256_and_si256(lo1, m4), h1));
+    st(q + 128 * h + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), m4), h2));
+    st(q + 128 * h + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4), h3));
+  }
+#else
   for (int h = 0; h < 2; ++h)
     for (int l = 0; l < 32; ++l) {
       const uint8_t lo0 = ql[64 * h + l], lo1 = ql[64 * h + 32 + l], hi = qh[32 * h + l];
@@ -152,6 +193,7 @@ inline void unpack_q6_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
       q[128 * h + 64 + l] = uint8_t((lo0 >> 4) | (((hi >> 4) & 3) << 4));
       q[128 * h + 96 + l] = uint8_t((lo1 >> 4) | (((hi >> 6) & 3) << 4));
     }
+#endif
   for (int g = 0; g < 16; ++g) {
     sc[g] = d * float(int8_t(b[192 + g]));
     cf[g] = -32 * sc[g];
@@ -160,30 +202,45 @@ inline void unpack_q6_k(const uint8_t* b, uint8_t* q, float* sc, float* cf) {
 
 using UnpackFn = void (*)(const uint8_t*, uint8_t*, float*, float*);
 
-inline UnpackFn unpacker(QuantFormat f) {
-  switch (f) {
-    case QuantFormat::kQ4_0: return unpack_q4_0;
-    case QuantFormat::kQ4_1: return unpack_q4_1;
-    case QuantFormat::kQ5_0: return unpack_q5_0;
-    case QuantFormat::kQ5_1: return unpack_q5_1;
-    case QuantFormat::kQ8_0: return unpack_q8_0;
-    case QuantFormat::kQ2_K: return unpack_q2_k;
-    case QuantFormat::kQ3_K: return unpack_q3_k;
-    case QuantFormat::kQ4_K: return unpack_q4_k;
-    case QuantFormat::kQ5_K: return unpack_q5_k;
-    case QuantFormat::kQ6_K: return unpack_q6_k;
-    case QuantFormat::kQ8_K: return unpack_q8_k;
-    case QuantFormat::kIQ4_NL: return unpack_iq4_nl;
-    default: return nullptr;
-  }
+template <UnpackFn kFn>
+inline void unpack_blocks(const QuantFormatInfo& info, const uint8_t* w, int64_t K, uint8_t* q,
+                          float* sc, float* cf) {
+  const int64_t bs = info.block_size, groups = bs / 16;
+  for (int64_t b = 0; b < K / bs; ++b)
+    kFn(w + b * info.bytes_per_block, q + b * bs, sc + b * groups, cf + b * groups);
 }
 
 // A weight row of K elements into the panel row (q, sc, cf).
-inline void unpack_row(UnpackFn fn, const QuantFormatInfo& info, const uint8_t* w, int64_t K,
+inline void unpack_row(QuantFormat f, const QuantFormatInfo& info, const uint8_t* w, int64_t K,
                        uint8_t* q, float* sc, float* cf) {
-  const int64_t bs = info.block_size, groups = bs / 16;
-  for (int64_t b = 0; b < K / bs; ++b)
-    fn(w + b * info.bytes_per_block, q + b * bs, sc + b * groups, cf + b * groups);
+  switch (f) {
+    case QuantFormat::kQ4_0:
+      return unpack_blocks<unpack_q4_0>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ4_1:
+      return unpack_blocks<unpack_q4_1>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ5_0:
+      return unpack_blocks<unpack_q5_0>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ5_1:
+      return unpack_blocks<unpack_q5_1>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ8_0:
+      return unpack_blocks<unpack_q8_0>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ2_K:
+      return unpack_blocks<unpack_q2_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ3_K:
+      return unpack_blocks<unpack_q3_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ4_K:
+      return unpack_blocks<unpack_q4_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ5_K:
+      return unpack_blocks<unpack_q5_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ6_K:
+      return unpack_blocks<unpack_q6_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kQ8_K:
+      return unpack_blocks<unpack_q8_k>(info, w, K, q, sc, cf);
+    case QuantFormat::kIQ4_NL:
+      return unpack_blocks<unpack_iq4_nl>(info, w, K, q, sc, cf);
+    default:
+      return;  // float formats take float_format_rows
+  }
 }
 
 // ---- f32 dot product (offset terms, float weight formats)
@@ -195,7 +252,8 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   s0 = _mm256_add_ps(s0, s1);
   __m128 r = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -209,6 +267,15 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
   return s;
 #endif
 }
+
+#if RLX_QM_LEVEL >= 1
+inline int hsum_epi32(__m256i x) {
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+  return _mm_cvtsi128_si32(r);
+}
+#endif
 
 // ---- activation quantization: one row of K (a multiple of 32)
 inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, float* s) {
@@ -232,19 +299,13 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
     for (int i = 0; i < 4; ++i)  // round to nearest even (MXCSR default), as nearbyint
       qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
     const __m256i lo = _mm256_add_epi32(qi[0], qi[1]), hi = _mm256_add_epi32(qi[2], qi[3]);
-    auto hsum = [](__m256i x) {
-      __m128i r = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
-      r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
-      r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
-      return _mm_cvtsi128_si32(r);
-    };
     const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]), p23 = _mm256_packs_epi32(qi[2], qi[3]);
     __m256i p = _mm256_packs_epi16(p01, p23);
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
     d[b] = db;
-    s[2 * b] = db * float(hsum(lo));
-    s[2 * b + 1] = db * float(hsum(hi));
+    s[2 * b] = db * float(hsum_epi32(lo));
+    s[2 * b + 1] = db * float(hsum_epi32(hi));
 #else
     float am = 0;
     for (int i = 0; i < 32; ++i) am = std::max(am, std::fabs(xb[i]));
@@ -347,7 +408,6 @@ struct ActRows {
 inline void block_format_tiles(QuantFormat f, const ActRows& act, int64_t M, int64_t K,
                                const uint8_t* w, int64_t N, float* y, int64_t t0, int64_t t1) {
   const QuantFormatInfo& info = quant_format_info(f);
-  const UnpackFn fn = unpacker(f);
   const bool is_signed =
       f == QuantFormat::kQ8_0 || f == QuantFormat::kQ8_K || f == QuantFormat::kIQ4_NL;
   const int64_t row_bytes = K / info.block_size * info.bytes_per_block;
@@ -364,7 +424,7 @@ inline void block_format_tiles(QuantFormat f, const ActRows& act, int64_t M, int
     const int64_t n0 = t * kNR, nr = std::min<int64_t>(kNR, N - n0);
     for (int n = 0; n < kNR; ++n) {
       if (n < nr) {
-        unpack_row(fn, info, w + (n0 + n) * row_bytes, K, pq.data() + n * K, psc.data() + n * G,
+        unpack_row(f, info, w + (n0 + n) * row_bytes, K, pq.data() + n * K, psc.data() + n * G,
                    pcf.data() + n * G);
       } else {  // padding rows of the last tile: zero weights
         std::memset(pq.data() + n * K, 0, size_t(K));
@@ -390,10 +450,18 @@ inline void block_format_tiles(QuantFormat f, const ActRows& act, int64_t M, int
         }
       };
       switch (mr) {
-        case 1: run.template operator()<1>(); break;
-        case 2: run.template operator()<2>(); break;
-        case 3: run.template operator()<3>(); break;
-        default: run.template operator()<4>(); break;
+        case 1:
+          run.template operator()<1>();
+          break;
+        case 2:
+          run.template operator()<2>();
+          break;
+        case 3:
+          run.template operator()<3>();
+          break;
+        default:
+          run.template operator()<4>();
+          break;
       }
       for (int m = 0; m < mr; ++m)
         for (int n = 0; n < nr; ++n) {
@@ -407,8 +475,8 @@ inline void block_format_tiles(QuantFormat f, const ActRows& act, int64_t M, int
 
 // Output columns [n0, n1) for F32 / F16 / BF16 weights: f32 dot products of x with the
 // widened weight rows.
-inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t K,
-                              const uint8_t* w, int64_t N, float* y, int64_t n0, int64_t n1) {
+inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                              int64_t N, float* y, int64_t n0, int64_t n1) {
   const int64_t row_bytes = quant_row_bytes(f, K);
   std::vector<float> row(static_cast<size_t>(K));
   for (int64_t n = n0; n < n1; ++n) {
@@ -427,10 +495,11 @@ inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t 
   }
 }
 
-inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                   int64_t N, float* y) {
+inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                   float* y) {
   if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16) {
-    parallel_for(0, N, 16, [&](int64_t b, int64_t e) { float_format_rows(f, x, M, K, w, N, y, b, e); });
+    parallel_for(0, N, 16,
+                 [&](int64_t b, int64_t e) { float_format_rows(f, x, M, K, w, N, y, b, e); });
     return;
   }
   ActRows act;
@@ -443,9 +512,8 @@ inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
                        act.s.data() + m * (K / 16));
   });
   const int64_t tiles = (N + kNR - 1) / kNR;
-  parallel_for(0, tiles, 8, [&](int64_t b, int64_t e) {
-    block_format_tiles(f, act, M, K, w, N, y, b, e);
-  });
+  parallel_for(0, tiles, 8,
+               [&](int64_t b, int64_t e) { block_format_tiles(f, act, M, K, w, N, y, b, e); });
 }
 
 // NOLINTEND(readability-function-size)

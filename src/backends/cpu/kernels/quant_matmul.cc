@@ -47,16 +47,20 @@ namespace quant_vnni {
 
 std::string_view quant_target_name(QuantTarget t) {
   switch (t) {
-    case QuantTarget::kScalar: return "scalar";
-    case QuantTarget::kAvx2: return "avx2";
-    case QuantTarget::kAvx512Vnni: return "avx512vnni";
+    case QuantTarget::kScalar:
+      return "scalar";
+    case QuantTarget::kAvx2:
+      return "avx2";
+    case QuantTarget::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "?";
 }
 
 bool quant_target_supported(QuantTarget t) {
   switch (t) {
-    case QuantTarget::kScalar: return true;
+    case QuantTarget::kScalar:
+      return true;
     case QuantTarget::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c");
@@ -80,8 +84,8 @@ QuantTarget default_quant_target() {
   if (env == nullptr || *env == '\0') return supported_quant_targets().back();
   for (QuantTarget t : {QuantTarget::kScalar, QuantTarget::kAvx2, QuantTarget::kAvx512Vnni}) {
     if (quant_target_name(t) == env) {
-      check(quant_target_supported(t), "RLX_QUANT_TARGET=" + std::string(env) +
-                                           ": this CPU does not support that target");
+      check(quant_target_supported(t),
+            "RLX_QUANT_TARGET=" + std::string(env) + ": this CPU does not support that target");
       return t;
     }
   }
@@ -89,12 +93,11 @@ QuantTarget default_quant_target() {
               "' is not a target; expected scalar, avx2 or avx512vnni");
 }
 
-void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                  int64_t N, float* y, QuantTarget t) {
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y, QuantTarget t) {
   const QuantFormatInfo& info = quant_format_info(f);
-  check(M >= 0 && N >= 0 && K >= 0,
-        "quant_matmul: negative size (M " + std::to_string(M) + ", K " + std::to_string(K) +
-            ", N " + std::to_string(N) + ")");
+  check(M >= 0 && N >= 0 && K >= 0, "quant_matmul: negative size (M " + std::to_string(M) + ", K " +
+                                        std::to_string(K) + ", N " + std::to_string(N) + ")");
   check(K % info.block_size == 0 && (info.block_size == 1 || K % 32 == 0),
         "quant_matmul: K = " + std::to_string(K) + " is not a multiple of the " +
             std::string(info.name) + " block size " + std::to_string(info.block_size));
@@ -106,14 +109,20 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
     return;
   }
   switch (t) {
-    case QuantTarget::kScalar: quant_scalar::matmul(f, x, M, K, w, N, y); return;
-    case QuantTarget::kAvx2: quant_avx2::matmul(f, x, M, K, w, N, y); return;
-    case QuantTarget::kAvx512Vnni: quant_vnni::matmul(f, x, M, K, w, N, y); return;
+    case QuantTarget::kScalar:
+      quant_scalar::matmul(f, x, M, K, w, N, y);
+      return;
+    case QuantTarget::kAvx2:
+      quant_avx2::matmul(f, x, M, K, w, N, y);
+      return;
+    case QuantTarget::kAvx512Vnni:
+      quant_vnni::matmul(f, x, M, K, w, N, y);
+      return;
   }
 }
 
-void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                  int64_t N, float* y) {
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y) {
   quant_matmul(f, x, M, K, w, N, y, default_quant_target());
 }
 

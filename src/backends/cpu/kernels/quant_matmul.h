@@ -43,10 +43,10 @@ QuantTarget default_quant_target();
 /// sum_b (max|x| over block b) / 254 * sum_{k in b} |w_k| plus f32 rounding. Runs on the
 /// runtime's thread pool (parallel over output columns). Throws rlx::Error for negative
 /// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
-void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                  int64_t N, float* y, QuantTarget t);
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y, QuantTarget t);
 /// As above on default_quant_target().
-void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                  int64_t N, float* y);
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y);
 
 }  // namespace rlx::cpu
