@@ -1,0 +1,52 @@
+// Internal: fused dequantize + matmul over ggml block-quantized weights (rlx/ir/quant.h), the
+// kernel a `quant_matmul` op calls: y[M, N] = x[M, K] (f32) . dequant(W)[N, K]^T.
+//
+// Algorithm (ggml's vec_dot scheme): every row of x is quantized once to int8 blocks of 32
+// (Q8_0-style: d = max|x| / 127, q = round-to-nearest-even(x / d), plus the f32 sums d * sum q
+// of each half-block); each weight panel (a few rows of W) is unpacked once to bytes with one
+// f32 scale and one f32 offset coefficient per 16 elements; y is then the integer dot products
+// of the bytes (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd) times the f32 scales,
+// plus offset coefficient * activation sum for the formats with a zero point or min (Q4_0,
+// Q4_1, Q5_*, Q2_K..Q6_K). F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products).
+// Every format runs on every target; the scalar target computes the same sums in plain C++
+// and is what the SIMD targets are tested against.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "rlx/ir/quant.h"
+
+namespace rlx::cpu {
+
+/// Instruction-set targets of the quantized kernels (runtime dispatch on the CPU's flags).
+enum class QuantTarget : uint8_t {
+  kScalar,      ///< portable C++
+  kAvx2,        ///< AVX2 + FMA + F16C (vpmaddubsw)
+  kAvx512Vnni,  ///< AVX-512 F/BW/VL + VNNI (vpdpbusd on 256-bit vectors, 32 registers)
+};
+
+/// "scalar", "avx2", "avx512vnni".
+std::string_view quant_target_name(QuantTarget t);
+/// Whether this CPU can run `t` (cpuid through __builtin_cpu_supports).
+bool quant_target_supported(QuantTarget t);
+/// The targets this CPU can run, scalar first.
+std::vector<QuantTarget> supported_quant_targets();
+/// RLX_QUANT_TARGET when set ("scalar", "avx2", "avx512vnni"), else the best supported target.
+/// Throws rlx::Error when the variable names an unknown target or one this CPU lacks.
+QuantTarget default_quant_target();
+
+/// y[m * N + n] = sum_k x[m * K + k] * dequant(w row n)[k], w holding N rows of
+/// quant_row_bytes(f, K) bytes (ggml's row layout). x is quantized to int8 blocks of 32 for
+/// the block formats, so y differs from the f32 product of the dequantized weights by at most
+/// sum_b (max|x| over block b) / 254 * sum_{k in b} |w_k| plus f32 rounding. Runs on the
+/// runtime's thread pool (parallel over output columns). Throws rlx::Error for negative
+/// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y, QuantTarget t);
+/// As above on default_quant_target().
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y);
+
+}  // namespace rlx::cpu

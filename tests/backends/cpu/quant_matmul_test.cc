@@ -1,0 +1,223 @@
+// The fused quantized matmul (src/backends/cpu/kernels/quant_matmul.h): every format x
+// {GEMV M = 1, M = 3, GEMM M = 37} x every dispatch target this CPU has, against
+// dequantize_row (bit-exact with gguf-py, tests/ir/quant_test.cc) followed by a matmul in double,
+// within the bound the int8 activation rounding allows; the SIMD targets against the scalar
+// target; threads; errors.
+#include "../../../src/backends/cpu/kernels/quant_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "rlx/ir/dtype.h"
+#include "rlx/ir/error.h"
+#include "rlx/ir/quant.h"
+#include "rlx/runtime/threading.h"
+
+namespace rlx::cpu {
+namespace {
+
+constexpr double kEps = 0x1p-24;  // f32 unit roundoff
+
+// N rows of K weights in format f: random Gaussian rows (a different magnitude per row, one
+// row with a positive offset so min != -max) through quantize_row; IQ4_NL, which has no
+// quantizer, from random bytes with random f16 scales of both signs.
+std::vector<uint8_t> random_weights(QuantFormat f, int64_t N, int64_t K, std::mt19937& rng) {
+  const int64_t rb = quant_row_bytes(f, K);
+  std::vector<uint8_t> w(static_cast<size_t>(N * rb));
+  if (f == QuantFormat::kIQ4_NL) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+    for (auto& b : w) b = uint8_t(byte(rng));
+    for (int64_t b = 0; b < N * K / 32; ++b) {
+      uint16_t h = f16_from_float(scale(rng)).bits;
+      std::memcpy(&w[size_t(b * 18)], &h, 2);
+    }
+    return w;
+  }
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    const float mag = std::ldexp(1.0f, int(n % 7) - 3);
+    for (auto& v : row) v = normal(rng) * mag + (n % 5 == 1 ? 2.0f * mag : 0.0f);
+    quantize_row(f, row.data(), w.data() + n * rb, K);
+  }
+  return w;
+}
+
+struct Problem {
+  int64_t M, K, N;
+  std::vector<float> x, wd;  // wd: the dequantized weights [N, K]
+  std::vector<uint8_t> w;
+};
+
+Problem make_problem(QuantFormat f, int64_t M, int64_t K, int64_t N, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem p{M, K, N, std::vector<float>(size_t(M * K)), std::vector<float>(size_t(N * K)), {}};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k)  // rows of different magnitudes, one with an outlier
+      p.x[size_t(m * K + k)] = normal(rng) * float(1 + m % 3) * (k == 5 ? 20.0f : 1.0f);
+  p.w = random_weights(f, N, K, rng);
+  const int64_t rb = quant_row_bytes(f, K);
+  for (int64_t n = 0; n < N; ++n) dequantize_row(f, p.w.data() + n * rb, p.wd.data() + n * K, K);
+  return p;
+}
+
+// |y - x . wd| may reach, per output: the activation rounding, sum over 32-blocks b of
+// (max|x| over b) / 254 * sum_{k in b} |wd_k| (int8 rounding is at most half a step d / 2,
+// d = max|x| / 127), plus f32 rounding of (K / 8 + 16) roundoffs of sum |x| |wd| (the deepest
+// chain of f32 additions is K / 16 terms per lane, then the scale products and the lane sum).
+double tolerance(const Problem& p, int64_t m, int64_t n, bool int8_activations) {
+  double act = 0, abs_sum = 0;
+  for (int64_t b = 0; b < p.K / 32 + (p.K % 32 != 0); ++b) {
+    double amax = 0, wsum = 0;
+    for (int64_t k = 32 * b; k < std::min(p.K, 32 * b + 32); ++k) {
+      amax = std::max(amax, double(std::fabs(p.x[size_t(m * p.K + k)])));
+      wsum += std::fabs(double(p.wd[size_t(n * p.K + k)]));
+      abs_sum += std::fabs(double(p.x[size_t(m * p.K + k)])) *
+                 std::fabs(double(p.wd[size_t(n * p.K + k)]));
+    }
+    act += amax / 254.0 * wsum * (1 + 1e-4);
+  }
+  return (int8_activations ? act : 0.0) + double(p.K / 8 + 16) * kEps * (abs_sum + act) + 1e-30;
+}
+
+std::vector<float> run(QuantFormat f, const Problem& p, QuantTarget t) {
+  std::vector<float> y(static_cast<size_t>(p.M * p.N), std::nanf(""));
+  quant_matmul(f, p.x.data(), p.M, p.K, p.w.data(), p.N, y.data(), t);
+  return y;
+}
+
+bool is_float_format(QuantFormat f) {
+  return f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16;
+}
+
+int64_t test_k(QuantFormat f) {
+  const int64_t bs = quant_format_info(f).block_size;
+  return bs == 256 ? 512 : bs == 32 ? 96 : 40;  // 2 or 3 blocks; float formats: any K
+}
+
+TEST(QuantMatmul, EveryFormatShapeAndTargetMatchesDequantizeThenMatmul) {
+  const std::vector<QuantTarget> targets = supported_quant_targets();
+  for (QuantTarget t : {QuantTarget::kAvx2, QuantTarget::kAvx512Vnni})
+    if (!quant_target_supported(t))
+      std::printf("[ note ] this CPU lacks %s: not tested here\n", quant_target_name(t).data());
+  for (const QuantFormatInfo& info : quant_formats()) {
+    for (int64_t M : {1, 3, 37}) {
+      const int64_t K = test_k(info.format), N = 37;  // N: not a multiple of any tile width
+      const Problem p = make_problem(info.format, M, K, N, uint32_t(M * 1000 + info.ggml_type));
+      std::vector<double> ref(static_cast<size_t>(M * N));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += double(p.x[size_t(m * K + k)]) * double(p.wd[size_t(n * K + k)]);
+          ref[size_t(m * N + n)] = s;
+        }
+      for (QuantTarget t : targets) {
+        SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " target " +
+                     std::string(quant_target_name(t)));
+        const std::vector<float> y = run(info.format, p, t);
+        int bad = 0;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const double err = std::fabs(double(y[size_t(m * N + n)]) - ref[size_t(m * N + n)]);
+            const double tol = tolerance(p, m, n, !is_float_format(info.format));
+            if (!(err <= tol) && bad++ < 3)
+              ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)]
+                            << ", reference " << ref[size_t(m * N + n)] << ", error " << err
+                            << " > " << tol;
+          }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+// The SIMD targets compute the scalar target's sums up to f32 reassociation.
+TEST(QuantMatmul, SimdTargetsMatchScalarTarget) {
+  for (const QuantFormatInfo& info : quant_formats()) {
+    const Problem p = make_problem(info.format, 5, test_k(info.format), 11, 7 + info.ggml_type);
+    const std::vector<float> ys = run(info.format, p, QuantTarget::kScalar);
+    for (QuantTarget t : supported_quant_targets()) {
+      if (t == QuantTarget::kScalar) continue;
+      SCOPED_TRACE(std::string(info.name) + " " + std::string(quant_target_name(t)));
+      const std::vector<float> y = run(info.format, p, t);
+      for (int64_t m = 0; m < p.M; ++m)
+        for (int64_t n = 0; n < p.N; ++n) {
+          // Both round the same int8 activations; only the f32 summation order differs.
+          const double tol = tolerance(p, m, n, false);
+          EXPECT_NEAR(y[size_t(m * p.N + n)], ys[size_t(m * p.N + n)], 2 * tol) << m << "," << n;
+        }
+    }
+  }
+}
+
+// Column partitions do not change any sum: 1 and 2 threads agree bit for bit, and a wide
+// GEMV (many tiles) spreads over the pool.
+TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
+  const int before = num_threads();
+  for (QuantFormat f : {QuantFormat::kQ4_0, QuantFormat::kQ6_K, QuantFormat::kF16}) {
+    const Problem p = make_problem(f, 2, test_k(f) * 2, 301, 99);
+    set_num_threads(1);
+    const std::vector<float> y1 = run(f, p, default_quant_target());
+    set_num_threads(2);
+    const std::vector<float> y2 = run(f, p, default_quant_target());
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << quant_format_info(f).name;
+  }
+  set_num_threads(before);
+}
+
+TEST(QuantMatmul, TargetFromEnvironment) {
+  {
+    testing::EnvGuard env("RLX_QUANT_TARGET", "scalar");
+    EXPECT_EQ(default_quant_target(), QuantTarget::kScalar);
+  }
+  {
+    testing::EnvGuard env("RLX_QUANT_TARGET", "avx2");
+    if (quant_target_supported(QuantTarget::kAvx2)) {
+      EXPECT_EQ(default_quant_target(), QuantTarget::kAvx2);
+    } else {
+      EXPECT_EQ(testing::error_of([] { default_quant_target(); }),
+                "RLX_QUANT_TARGET=avx2: this CPU does not support that target");
+    }
+  }
+  {
+    testing::EnvGuard env("RLX_QUANT_TARGET", "sse9");
+    EXPECT_EQ(testing::error_of([] { default_quant_target(); }),
+              "RLX_QUANT_TARGET='sse9' is not a target; expected scalar, avx2 or avx512vnni");
+  }
+  {
+    testing::EnvGuard env("RLX_QUANT_TARGET", nullptr);
+    EXPECT_EQ(default_quant_target(), supported_quant_targets().back());
+  }
+}
+
+TEST(QuantMatmul, Errors) {
+  std::vector<float> x(512), y(16);
+  std::vector<uint8_t> w(4096);
+  EXPECT_EQ(testing::error_of(
+                [&] { quant_matmul(QuantFormat::kQ4_K, x.data(), 1, 100, w.data(), 1, y.data()); }),
+            "quant_matmul: K = 100 is not a multiple of the q4_K block size 256");
+  EXPECT_EQ(testing::error_of(
+                [&] { quant_matmul(QuantFormat::kQ8_0, x.data(), -1, 32, w.data(), 1, y.data()); }),
+            "quant_matmul: negative size (M -1, K 32, N 1)");
+  for (QuantTarget t : {QuantTarget::kAvx2, QuantTarget::kAvx512Vnni}) {
+    if (quant_target_supported(t)) continue;
+    EXPECT_EQ(testing::error_of([&] {
+                quant_matmul(QuantFormat::kQ8_0, x.data(), 1, 32, w.data(), 1, y.data(), t);
+              }),
+              "quant_matmul: target " + std::string(quant_target_name(t)) +
+                  " is not supported by this CPU");
+  }
+}
+
+}  // namespace
+}  // namespace rlx::cpu
