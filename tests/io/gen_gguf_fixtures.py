@@ -13,7 +13,10 @@ Writes into tests/io/data/:
   gguf_empty_arrays.gguf v3, packed here with struct by the layout of GGUFWriter, since
                          GGUFWriter refuses empty arrays (the format allows them): empty arrays
                          of u8, string and arrays, and [[], [7]]; read back by gguf.GGUFReader;
-  gguf_expected.json     for each file what a reader must find (format below).
+  gguf_expected.json     for each file what a reader must find (format below);
+and the seed corpus of the `gguf` fuzz target into fuzz/corpus/gguf/: the four files above plus
+small variants packed here (one block of every ggml type, alignment 1, no tensors, metadata
+only, nesting at the depth limit).
 
 Every file is read back with gguf.GGUFReader and checked against what was written before the
 JSON is written, so the JSON states what ggml's reference reader sees.
@@ -243,7 +246,7 @@ def write_by_hand(path, kv, tensors, alignment=32):
         out += pack_string(key) + struct.pack("<I", vtype) + pack_value(vtype, value)
     offset, blobs = 0, []
     for name, data, qtype in tensors:
-        dims = list(reversed(data.shape))
+        dims = list(reversed(data.shape))  # innermost first
         out += pack_string(name) + struct.pack("<I", len(dims))
         out += b"".join(struct.pack("<Q", d) for d in dims)
         out += struct.pack("<IQ", qtype, offset)
@@ -308,6 +311,42 @@ def expected(path, kv, reader, version, rewrite):
     }
 
 
+def write_fuzz_seeds(fixtures):
+    seeds = os.path.join(HERE, "..", "..", "fuzz", "corpus", "gguf")
+    os.makedirs(seeds, exist_ok=True)
+    for name in fixtures:
+        with open(os.path.join(DATA, name), "rb") as src, \
+                open(os.path.join(seeds, name), "wb") as dst:
+            dst.write(src.read())
+    arch = [("general.architecture", V.STRING, "seed")]
+
+    class Raw:  # raw bytes of a given ggml type and logical shape, for write_by_hand
+        def __init__(self, shape, qtype):
+            block, size = GGML_QUANT_SIZES[qtype]
+            self.shape = shape
+            nbytes = math.prod(shape) // block * size
+            self.blob = bytes(rng.integers(0, 256, nbytes, dtype=np.uint8))
+
+        def tobytes(self):
+            return self.blob
+
+    every = [(f"t.{q.name.lower()}", Raw((1, GGML_QUANT_SIZES[q][0]), q), q) for q in Q]
+    write_by_hand(os.path.join(seeds, "every_ggml_type.gguf"), arch, every)
+    write_by_hand(os.path.join(seeds, "alignment_1.gguf"),
+                  arch + [("general.alignment", V.UINT32, 1)],
+                  [("b", Raw((3,), Q.I8), Q.I8), ("w", Raw((2, 2), Q.F32), Q.F32)], alignment=1)
+    write_by_hand(os.path.join(seeds, "no_tensors.gguf"),
+                  arch + [("k.f64", V.FLOAT64, 2.5), ("k.bool", V.BOOL, True)], [])
+    deep = Arr(V.UINT8, [1, 2])
+    for _ in range(7):
+        deep = Arr(V.ARRAY, [deep])
+    write_by_hand(os.path.join(seeds, "nested_8_deep.gguf"), arch + [("k.deep", V.ARRAY, deep)],
+                  [("s", Raw((), Q.F32), Q.F32)])
+    for name in ("every_ggml_type.gguf", "alignment_1.gguf", "no_tensors.gguf",
+                 "nested_8_deep.gguf"):
+        GGUFReader(os.path.join(seeds, name))  # gguf-py reads each
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     out = {}
@@ -348,6 +387,8 @@ def main():
     write_by_hand(path, kv, [("e.f32", f32_tensor((2,)), Q.F32)])
     out[os.path.basename(path)] = expected(path, kv, check_with_reader(path, kv, 3), 3,
                                            "identical")
+
+    write_fuzz_seeds(list(out))
 
     with open(os.path.join(DATA, "gguf_expected.json"), "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
