@@ -29,6 +29,8 @@ constexpr std::string_view kAlignmentKey = "general.alignment";
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;
 constexpr size_t kNumValueTypes = std::variant_size_v<GgufValue>;
+// Most entries reserved ahead from a count in the file (metadata entries, tensor infos).
+constexpr uint64_t kMaxReserve = 4096;
 
 constexpr GgmlTypeInfo kGgmlTypes[] = {
     {GgmlType::F32, "F32", 1, 4},
@@ -266,7 +268,8 @@ class Reader {
         ++pos_;
       }
     } else {
-      std::memcpy(out.data(), bytes_ + pos_, n * sizeof(T));
+      // memcpy needs valid pointers even for 0 bytes, and an empty vector's data() may be null.
+      if (n != 0) std::memcpy(out.data(), bytes_ + pos_, n * sizeof(T));
       pos_ += n * sizeof(T);
     }
   }
@@ -494,6 +497,9 @@ std::string gguf_value_to_string(const GgufValue& value, size_t max_items) {
 }
 
 int64_t GgufTensorInfo::numel() const {
+  // A 0 dim anywhere makes the tensor empty, and the other dims' product need not fit then.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;  // validated to fit when the file was read
   return n;
@@ -557,13 +563,16 @@ GgufFile GgufFile::parse(const std::string& path, std::shared_ptr<const void> ow
                    std::to_string(r.remaining() / kMinKvBytes) + " metadata entries (" +
                    std::to_string(kMinKvBytes) + " bytes or more each)");
 
-  // Metadata.
-  f.keys_.reserve(kv_count);
-  f.values_.reserve(kv_count);
-  f.value_offsets_.reserve(kv_count);
-  f.index_.reserve(kv_count);
+  // Metadata. Reservations are capped: the counts are bounded by the file's size, but a hostile
+  // file's counts may still be far above what it holds; past the cap the vectors grow only as
+  // entries are actually read.
+  const size_t kv_reserve = static_cast<size_t>(std::min<uint64_t>(kv_count, kMaxReserve));
+  f.keys_.reserve(kv_reserve);
+  f.values_.reserve(kv_reserve);
+  f.value_offsets_.reserve(kv_reserve);
+  f.index_.reserve(kv_reserve);
   std::vector<uint64_t> entry_at;  // file byte where each metadata entry starts
-  entry_at.reserve(kv_count);
+  entry_at.reserve(kv_reserve);
   for (uint64_t i = 0; i < kv_count; ++i) {
     const uint64_t at = r.pos();
     std::string key = r.name("the key of metadata entry " + std::to_string(i));
@@ -594,9 +603,11 @@ GgufFile GgufFile::parse(const std::string& path, std::shared_ptr<const void> ow
   }
 
   // Tensor infos.
-  f.tensors_.reserve(tensor_count);
-  f.tensor_index_.reserve(tensor_count);
-  std::vector<uint64_t> offset_at(tensor_count);  // file byte of each tensor's offset field
+  const size_t tensor_reserve = static_cast<size_t>(std::min<uint64_t>(tensor_count, kMaxReserve));
+  f.tensors_.reserve(tensor_reserve);
+  f.tensor_index_.reserve(tensor_reserve);
+  std::vector<uint64_t> offset_at;  // file byte of each tensor's offset field
+  offset_at.reserve(tensor_reserve);
   for (uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensorInfo t;
     t.info_at = r.pos();
@@ -629,7 +640,7 @@ GgufFile GgufFile::parse(const std::string& path, std::shared_ptr<const void> ow
                           ", expected a known ggml type id (0..41, as gguf-py's "
                           "GGMLQuantizationType)");
     t.type = info->type;
-    offset_at[i] = r.pos();
+    offset_at.push_back(r.pos());
     t.offset = r.read<uint64_t>(("the data offset of " + what).c_str());
 
     const uint64_t numel =
@@ -659,9 +670,9 @@ GgufFile GgufFile::parse(const std::string& path, std::shared_ptr<const void> ow
                             std::to_string(f.data_offset_) + " (padded to the alignment " +
                             std::to_string(f.alignment_) + "), past the end of the file (" +
                             std::to_string(size) + " bytes); expected the tensor data there");
-    f.data_offset_ = size;  // no tensors: a file may end without the padding
+    // No tensors: the file may end without the padding; the data section is then empty.
   }
-  const uint64_t data_size = size - f.data_offset_;
+  const uint64_t data_size = f.data_offset_ < size ? size - f.data_offset_ : 0;
   for (size_t i = 0; i < f.tensors_.size(); ++i) {
     const GgufTensorInfo& t = f.tensors_[i];
     const std::string what = "tensor " + shown(t.name);
@@ -772,7 +783,7 @@ Tensor GgufFile::tensor(const std::string& name) const {
   Shape shape(t.shape);
   if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(dtype_size(*dtype)) != 0) {
     Tensor copy(*dtype, shape);
-    std::memcpy(copy.data(), p, t.nbytes);
+    if (t.nbytes != 0) std::memcpy(copy.data(), p, t.nbytes);
     return copy;
   }
   return Tensor::view_of(*dtype, shape, p, mapping_);

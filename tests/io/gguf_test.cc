@@ -474,6 +474,17 @@ TEST(GgufWriter, RejectsBadInputBeforeTouchingTheFile) {
                   "tensor 'u' has dtype u8, which GGUF cannot store");
 }
 
+TEST(GgufWriter, IoFailuresNameThePath) {
+  TempDir dir;
+  const std::string missing_dir = dir.file("no/such/dir/w.gguf");
+  EXPECT_CONTAINS(error_of([&] { write_gguf(missing_dir, {}, {}); }),
+                  missing_dir + ": cannot create temporary file");
+  EXPECT_CONTAINS(error_of([&] { GgufFile::open(dir.file("absent.gguf")); }),
+                  dir.file("absent.gguf") + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of([&] { GgufFile::open(dir.path().string()); }),
+            "'" + dir.path().string() + "' is a directory, expected a file");
+}
+
 TEST(GgufWriter, TypeTableMatchesGgufPy) {
   // Spot checks against gguf-py 0.19.0's GGML_QUANT_SIZES (constants.py) and the ids of
   // GGMLQuantizationType; every id appears once, in increasing order.
@@ -696,7 +707,13 @@ TEST(GgufMalformed, TensorData) {
   const GgufFile f = GgufFile::from_bytes(ok.b);
   EXPECT_EQ(f.tensors()[0].name, "late");
   EXPECT_EQ(f.tensor("e2").shape().dims(), (std::vector<int64_t>{3, 0}));
-  EXPECT_EQ(GgufFile::from_bytes(Gguf().header(0, 1).kv_u32("k", 1).b).data_offset(), 41u);
+  EXPECT_EQ(GgufFile::from_bytes(Gguf().header(0, 1).kv_u32("k", 1).b).data_offset(), 64u);
+  // A 0 dim empties a tensor whatever the other dims are (their product need not fit).
+  const GgufFile z = GgufFile::from_bytes(
+      Gguf().header(1, 0).tensor("z", {uint64_t{1} << 40, 0, uint64_t{1} << 40}, 0, 0).pad().b);
+  EXPECT_EQ(z.tensor_info("z").numel(), 0);
+  EXPECT_EQ(z.tensor_info("z").nbytes, 0u);
+  EXPECT_EQ(z.tensor("z").numel(), 0);
 }
 
 TEST(GgufMalformed, EveryTruncationOfAValidFileIsAnError) {

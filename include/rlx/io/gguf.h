@@ -227,7 +227,9 @@ struct GgufTensorBytes {
 /// open() checks the whole file before returning, so that later reads see only bytes inside
 /// it. Every count, length, dim and offset is checked against the bytes that remain before
 /// anything is allocated or read, so a hostile file costs at most a small multiple of its own
-/// size in memory. Rules (each error names the file, the byte offset and what was expected):
+/// size in memory (about 8x for a file of nothing but minimal metadata entries: each parsed
+/// entry is a std::string key and a GgufValue; arrays of numbers cost their size in the file).
+/// Rules (each error names the file, the byte offset and what was expected):
 ///   - the magic "GGUF"; version 2 or 3 (version 1 and byte-swapped, i.e. big-endian, files are
 ///     rejected by name);
 ///   - tensor_count <= remaining bytes / 24 and kv_count <= remaining bytes / 13 (the smallest
@@ -267,7 +269,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   /// general.alignment, or 32 when the file does not set it.
   uint32_t alignment() const { return alignment_; }
-  /// File byte where the data section starts (a multiple of alignment()).
+  /// File byte where the data section starts: the end of the tensor infos rounded up to a
+  /// multiple of alignment(). Past the end of the file only for a file without tensors that
+  /// ends before the padding (which the reader accepts).
   uint64_t data_offset() const { return data_offset_; }
   /// Size of the file in bytes.
   uint64_t file_size() const { return file_size_; }
