@@ -30,7 +30,7 @@ using testing::TempDir;
 
 #define EXPECT_CONTAINS(haystack, needle)                                       \
   do {                                                                          \
-    const std::string rlx_h_ = (haystack);                                      \
+    const std::string& rlx_h_ = (haystack);                                     \
     EXPECT_NE(rlx_h_.find(needle), std::string::npos) << "message: " << rlx_h_; \
   } while (0)
 
@@ -81,7 +81,7 @@ struct Gguf {
   /// A u32 metadata entry.
   Gguf& kv_u32(const std::string& key, uint32_t v) { return str(key).u32(4).u32(v); }
   /// A tensor info; dims innermost first, as the file stores them.
-  Gguf& tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type,
+  Gguf& tensor(const std::string& name, const std::vector<uint64_t>& dims, uint32_t type,
                uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(dims.size()));
     for (uint64_t d : dims) u64(d);
@@ -534,7 +534,7 @@ TEST(GgufMalformed, HeaderMagicVersionAndCounts) {
                   "expected the magic \"GGUF\" (47 47 55 46), found '' and "
                   "the end of the file");
   EXPECT_CONTAINS(open_error("GGU", 0), "found 'GGU' and the end of the file");
-  EXPECT_CONTAINS(open_error("GGML\x03\0\0\0", 0),
+  EXPECT_CONTAINS(open_error(std::string("GGML\x03\0\0\0", 8), 0),
                   "expected the magic \"GGUF\" (47 47 55 46), "
                   "found 'GGML'");
   EXPECT_CONTAINS(open_error(std::string("GGUF\x03\0", 6), 4),
@@ -635,7 +635,7 @@ TEST(GgufMalformed, Alignment) {
 
 TEST(GgufMalformed, TensorInfos) {
   // The first tensor info starts at byte 24 (no metadata); n_dims at 24 + 8 + name length.
-  auto one = [](const std::string& name, std::vector<uint64_t> dims, uint32_t type,
+  auto one = [](const std::string& name, const std::vector<uint64_t>& dims, uint32_t type,
                 uint64_t offset = 0, size_t data = 64) {
     return Gguf().header(1, 0).tensor(name, dims, type, offset).pad().zeros(data).b;
   };
