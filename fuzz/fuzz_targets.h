@@ -43,6 +43,13 @@ int tokenizer(const uint8_t* data, size_t size);
 /// checks (positive sizes, a tokenizer that encodes, a pooling mode of "mean" or "cls").
 int model_config(const uint8_t* data, size_t size);
 
+/// A GGUF file in memory (GgufFile::from_bytes). rlx::Error from opening is fine; an opened file
+/// must find each of its keys and tensors, give each tensor the byte size of its type and shape,
+/// let every byte and every rlx::Tensor view be read, and round-trip through the writer:
+/// gguf_file_bytes of what was read opens with the same keys and tensors, and writes the same
+/// bytes again.
+int gguf(const uint8_t* data, size_t size);
+
 /// A target by name, as the replay test and fuzz/corpus/<name>/ see it.
 struct Target {
   const char* name;
@@ -51,10 +58,9 @@ struct Target {
 
 /// Every target, in the order scripts/fuzz.sh runs them.
 inline constexpr Target kTargets[] = {
-    {"text_ir", text_ir},
-    {"safetensors", safetensors},
-    {"tokenizer", tokenizer},
-    {"model_config", model_config},
+    {"text_ir", text_ir},     {"safetensors", safetensors},
+    {"tokenizer", tokenizer}, {"model_config", model_config},
+    {"gguf", gguf},
 };
 
 }  // namespace rlx::fuzz

@@ -1,14 +1,8 @@
 // safetensors: validating mmap reader and atomic writer (format in rlx/io/safetensors.h).
 #include "rlx/io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -17,6 +11,7 @@
 #include <set>
 #include <string_view>
 
+#include "mapped_file.h"
 #include "rlx/io/atomic_file.h"
 #include "rlx/ir/error.h"
 
@@ -27,6 +22,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "rlx io assumes a little-endian host");
 
 using Json = nlohmann::json;
+using io_detail::invalid_utf8_at;
+using io_detail::Mapping;
 
 // The reference implementation's cap on N (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -84,40 +81,6 @@ std::string all_dtype_names() {
   std::string s;
   for (const DTypeInfo& d : kDTypes) s += (s.empty() ? "" : ", ") + std::string(d.name);
   return s;
-}
-
-/// Index of the first byte of `s` that does not begin a well-formed UTF-8 sequence (RFC 3629:
-/// no overlong forms, no surrogates, at most U+10FFFF), or npos if `s` is valid.
-size_t invalid_utf8_at(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-    } else {
-      return i;
-    }
-    if (s.size() - i < len) return i;
-    auto b1 = static_cast<unsigned char>(s[i + 1]);
-    if (b1 < lo || b1 > hi) return i;
-    for (size_t k = 2; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
-    i += len;
-  }
-  return std::string_view::npos;
 }
 
 /// "a string", "an array", ... for messages about a JSON value of the wrong kind.
@@ -225,49 +188,6 @@ Json parse_header(const std::string& path, std::string_view text,
   }
 }
 
-/// The file's bytes, mapped read-only for as long as this object lives.
-class Mapping {
- public:
-  Mapping(void* addr, size_t size) : addr_(addr), size_(size) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { munmap(addr_, size_); }
-  const std::byte* bytes() const { return static_cast<const std::byte*>(addr_); }
-
- private:
-  void* addr_;
-  size_t size_;
-};
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + errno_text(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + errno_text(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    if (S_ISDIR(st.st_mode)) throw Error("'" + path + "' is a directory, expected a file");
-    throw Error(path + ": not a regular file");
-  }
-  size = static_cast<size_t>(st.st_size);
-  if (size < 8) {  // parse() reports the short file (and mmap of 0 bytes would fail)
-    ::close(fd);
-    return nullptr;
-  }
-  void* addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);  // the mapping keeps the file open
-  if (addr == MAP_FAILED)
-    throw Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
-  return std::make_shared<const Mapping>(addr, size);
-}
-
 uint64_t read_u64_le(const std::byte* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint64_t>(p[i]);
@@ -278,7 +198,7 @@ uint64_t read_u64_le(const std::byte* p) {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   size_t file_size = 0;
-  std::shared_ptr<const Mapping> mapping = map_file(path, file_size);
+  std::shared_ptr<const Mapping> mapping = io_detail::map_file(path, file_size);
   const std::byte* bytes = mapping ? mapping->bytes() : nullptr;
   return parse(path, std::move(mapping), bytes, file_size);
 }
