@@ -198,15 +198,22 @@ void deq_q8_k(const uint8_t* b, float* y) {
 
 // ---- quantizers (ggml-quants.c's reference algorithms)
 
-// Q4_0 / Q5_0: d = (the signed value of largest magnitude) / -2^(bits-1), q = trunc(x/d + o).
-void quant_sym_offset(const float* x, int bits, float* d_out, uint8_t q[32]) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
+// The element of x[0, n) with the largest magnitude, sign kept (the first one on ties), as
+// llama.cpp's symmetric quantizers pick their reference value.
+float signed_absmax(int n, const float* x) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
     }
   }
+  return max;
+}
+
+// Q4_0 / Q5_0: d = (the signed value of largest magnitude) / -2^(bits-1), q = trunc(x/d + o).
+void quant_sym_offset(const float* x, int bits, float* d_out, uint8_t q[32]) {
+  const float max = signed_absmax(32, x);
   const int half = 1 << (bits - 1);
   const float d = max / float(-half);
   const float id = d != 0 ? 1.0f / d : 0.0f;
@@ -280,15 +287,9 @@ void qnt_q8_0(const float* x, uint8_t* b) {
   for (int j = 0; j < 32; ++j) b[2 + j] = uint8_t(int8_t(std::round(x[j] * id)));  // roundf
 }
 void qnt_q8_k(const float* x, uint8_t* b) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < kQK; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
+  const float max = signed_absmax(kQK, x);
   std::memset(b, 0, 292);
-  if (amax == 0) return;
+  if (max == 0) return;
   const float iscale = -127.0f / max;
   int8_t* qs = reinterpret_cast<int8_t*>(b + 4);
   for (int j = 0; j < kQK; ++j) qs[j] = int8_t(std::min(127, nearest_int(iscale * x[j])));
@@ -304,15 +305,9 @@ void qnt_q8_k(const float* x, uint8_t* b) {
 // make_qx_quants: symmetric levels L in [0, 2 nmax) (value = scale * (L - nmax)), weighted
 // least squares over 19 candidate scales around -nmax / max. rmse_type 1: weights x^2.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
+  const float max = signed_absmax(n, x);
+  if (std::fabs(max) < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
     return 0;
   }
   auto level = [&](float iscale, int i) {
@@ -422,15 +417,9 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // make_q3_quants: symmetric levels in [0, 2 nmax) with coordinate-descent refinement
 // (weights x^2, up to 5 sweeps).
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
+  const float max = signed_absmax(n, x);
+  if (std::fabs(max) < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
     return 0;
   }
   const float iscale = -float(nmax) / max;
@@ -520,14 +509,8 @@ void qnt_q2_k(const float* x, uint8_t* b) {
 void qnt_q3_k(const float* x, uint8_t* b) {
   int8_t L[kQK];
   float scales[16];
-  float max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) {
-      amax = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+  const float max_scale = signed_absmax(16, scales);
   uint8_t* sc = b + 96;
   std::memset(sc, 0, 12);
   if (max_scale != 0) {
