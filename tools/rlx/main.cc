@@ -1,4 +1,4 @@
-// rlx command-line tool: embed, devices, demo, check, ops, opt, train-demo and compile.
+// rlx command-line tool: embed, serve, devices, demo, check, ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,6 +19,7 @@
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend.h"
 #include "rlx/runtime/session.h"
+#include "serve.h"
 #include "train_demo.h"
 
 namespace {
@@ -277,6 +278,9 @@ int run(int argc, char** argv) {
   embed->add_flag("--verbose", embed_args.verbose,
                   "print load/compile/run times and bucket statistics to stderr");
 
+  tools::ServeArgs serve_args;
+  auto* serve = tools::add_serve_command(app, serve_args);
+
   auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
 
   train::DigitsDemoOptions train_args;
@@ -322,6 +326,7 @@ int run(int argc, char** argv) {
     }
     if (*ops) return run_ops(markdown);
     if (*embed) return tools::run_embed(embed_args);
+    if (*serve) return tools::run_serve(serve_args);
     if (*devices) return tools::run_devices();
     if (*train_demo) return tools::run_train_demo(train_args);
     if (*compile) {
