@@ -278,9 +278,6 @@ int run(int argc, char** argv) {
   embed->add_flag("--verbose", embed_args.verbose,
                   "print load/compile/run times and bucket statistics to stderr");
 
-  tools::ServeArgs serve_args;
-  auto* serve = tools::add_serve_command(app, serve_args);
-
   auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
 
   train::DigitsDemoOptions train_args;
@@ -298,6 +295,9 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"stablehlo"}));
   compile->add_option("--precision", compile_precision,
                       "precision policy (default: the backend's, auto-mixed-bf16 for pjrt)");
+
+  tools::ServeArgs serve_args;
+  auto* serve = tools::add_serve_command(app, serve_args);
 
   if (std::string msg = unknown_subcommand(app, argc, argv); !msg.empty()) {
     std::cerr << "rlx: error: " << msg << "\n";
