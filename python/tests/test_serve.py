@@ -139,6 +139,16 @@ def test_unbatched_equals_rlx_embed_bit_for_bit(unbatched, reference):
     assert one.usage.prompt_tokens == one.usage.total_tokens == 8  # [CLS] a man is eating food . [SEP]
 
 
+def test_rlx_embed_in_batches_is_within_tolerance(unbatched):
+    """`rlx embed` with its default batches of 32 (texts sorted longest first, padded to the
+    longest) against the server running each text alone: the same 1e-6 bound as batching."""
+    out = subprocess.run([str(tool_path()), "embed", "--model", model_dir(), *TEXTS],
+                         check=True, capture_output=True, text=True).stdout
+    r = unbatched.client.embeddings.create(model="minilm", input=TEXTS)
+    for row, d in zip(json.loads(out)["embeddings"], r.data):
+        np.testing.assert_allclose(as_f32(d.embedding), as_f32(row), rtol=0, atol=TOL)
+
+
 def test_base64_decodes_to_the_float_output(unbatched):
     f = unbatched.client.embeddings.create(model="minilm", input=TEXTS[:3],
                                            encoding_format="float")
@@ -259,7 +269,8 @@ def test_load_32_clients_bounded_rss(batched, reference):
     assert errors == [] and answered == 32 * REQUESTS, errors[:3]
     rss_after = batched.rss_kib()
     assert rss_after - rss_before < 64 * 1024, (rss_before, rss_after)
-    print(f"{32 * REQUESTS} requests in {time.monotonic() - t0:.1f} s, RSS {rss_before} -> {rss_after} KiB")
+    print(f"{32 * REQUESTS} requests in {time.monotonic() - t0:.1f} s, "
+          f"RSS {rss_before} -> {rss_after} KiB")
 
 
 def test_sigterm_drains_in_flight_requests(reference):

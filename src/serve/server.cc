@@ -249,6 +249,7 @@ struct Server::Impl {
     });
     http.set_payload_max_length(options.max_body_bytes);
     http.set_keep_alive_timeout(options.keep_alive_s);
+    http.set_keep_alive_max_count(1000);  // cpp-httplib's 5 would reconnect clients constantly
     const int threads = options.http_threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }
