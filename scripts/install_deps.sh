@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev libhwy-dev libopenblas-dev libutf8proc-dev zlib1g-dev ccache python3 python3-pip
-  clang-format clang libclang-rt-14-dev)
+  clang-format clang libclang-rt-14-dev libcpp-httplib-dev prometheus-cpp-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -44,8 +44,9 @@ if ! python3 -c "import lammps_jax_pjrt_cpu" 2>/dev/null; then
   pip_install --no-deps lammps-jax-pjrt-cpu==0.11.2
 fi
 
-# The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference).
-if ! python3 -c "import pybind11, pytest, jax, ml_dtypes, numpy" 2>/dev/null; then
+# The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference, the
+# official openai client against `rlx serve`).
+if ! python3 -c "import pybind11, pytest, jax, ml_dtypes, numpy, openai" 2>/dev/null; then
   echo "installing: pybind11 and python/requirements-test.txt (PyPI)"
   pip_install "pybind11>=2.12" -r python/requirements-test.txt
 fi

@@ -225,6 +225,22 @@ TEST(Cli, MistypedOrMissingSubcommand) {
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos);
 }
 
+TEST(Cli, ServeOptionAndModelErrors) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  expect_error(run_rlx({"serve", "--model", dir, "--max-batch", "0"}), 2,
+               "--max-batch: must be >= 1, got 0");
+  expect_error(run_rlx({"serve", "--model", dir, "--parallel", "0"}), 2,
+               "--parallel: must be >= 1, got 0");
+  expect_error(run_rlx({"serve", "--model", dir, "--port", "70000"}), 2, "--port");
+  expect_error(run_rlx({"serve", "--model", dir, "--batch-window-ms", "-1"}), 2,
+               "--batch-window-ms");
+  expect_error(run_rlx({"serve", "--model", (tmp.path() / "none").string()}), 1,
+               (tmp.path() / "none").string());
+  expect_error(run_rlx({"serve", "--model", dir, "--host", "203.0.113.9", "--port", "0"}), 1,
+               "rlx serve: cannot listen on 203.0.113.9:0");
+}
+
 TEST(Cli, Version) {
   Result r = run_rlx({"--version"});
   EXPECT_EQ(r.status, 0);

@@ -1,4 +1,4 @@
-// rlx command-line tool: embed, devices, demo, check, ops, opt, train-demo and compile.
+// rlx command-line tool: embed, serve, devices, demo, check, ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,6 +19,7 @@
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend.h"
 #include "rlx/runtime/session.h"
+#include "serve.h"
 #include "train_demo.h"
 
 namespace {
@@ -295,6 +296,9 @@ int run(int argc, char** argv) {
   compile->add_option("--precision", compile_precision,
                       "precision policy (default: the backend's, auto-mixed-bf16 for pjrt)");
 
+  tools::ServeArgs serve_args;
+  auto* serve = tools::add_serve_command(app, serve_args);
+
   if (std::string msg = unknown_subcommand(app, argc, argv); !msg.empty()) {
     std::cerr << "rlx: error: " << msg << "\n";
     return 2;
@@ -322,6 +326,7 @@ int run(int argc, char** argv) {
     }
     if (*ops) return run_ops(markdown);
     if (*embed) return tools::run_embed(embed_args);
+    if (*serve) return tools::run_serve(serve_args);
     if (*devices) return tools::run_devices();
     if (*train_demo) return tools::run_train_demo(train_args);
     if (*compile) {
