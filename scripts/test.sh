@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: install dependencies, check formatting and include layering,
-# build, run every C++ test suite with CTest, fuzz each parser for 30 s (scripts/fuzz.sh), check
-# the installed C++ package, then the Python package's tests (pytest) against the module just built.
+# build, run every C++ test suite with CTest, fuzz each parser for 30 s (scripts/fuzz.sh), run
+# the sanitizer jobs (scripts/sanitize.sh), check the installed C++ package, then the Python
+# package's tests (pytest) against the module just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -17,7 +18,11 @@ fi
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 # Every fuzz target for 30 s from its seed corpus (the replay of committed inputs ran in CTest).
 bash scripts/fuzz.sh 30
-# ThreadSanitizer over the concurrency tests (~3 min cold on 2 cores; ASan+UBSan: by hand).
+# ASan + UBSan + LeakSanitizer over the suites that run the CPU kernels, the runtime (clones,
+# Session, the stress test), the file readers and the models: the subset that fits CI's time
+# (the IR and pass suites, a third of the ASan build, run by hand: scripts/sanitize.sh asan).
+bash scripts/sanitize.sh asan rlx_cpu_tests rlx_runtime_tests rlx_io_tests rlx_models_tests
+# ThreadSanitizer over the concurrency tests (~3 min cold on 2 cores).
 bash scripts/sanitize.sh tsan
 # The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
 bash scripts/check_install.sh build

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "kernel.h"
@@ -12,6 +13,17 @@
 #include "rlx/runtime/backend_core.h"
 #include "rlx/runtime/schedule.h"
 #include "rlx/runtime/threading.h"
+
+// Under AddressSanitizer the arena is poisoned except for the buffers of the step that runs
+// (see ArenaGuard), so that a kernel reading or writing past its operands or results into a
+// neighbouring value is reported: all values share one allocation, which ASan alone treats as
+// addressable throughout.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define RLX_POISON_ARENA 1
+#else
+#define RLX_POISON_ARENA 0
+#endif
 
 namespace rlx::cpu {
 namespace {
@@ -25,13 +37,27 @@ KernelChoice select_kernel(const Graph& g, const Node& n) {
   return choose_kernel(g, n);
 }
 
+// The bytes [offset, offset + bytes) of the arena.
+struct ArenaRange {
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
 // Everything compile produces; shared read-only by an executable and its clones.
 struct Program : ProgramInfo {
   Schedule schedule;
   std::vector<Kernel> step_kernels;  // step_kernels[i] runs schedule.steps[i]
   std::vector<Tensor> constants;     // constants[i]: the data of node schedule.constants[i]
   std::vector<TensorType> output_types;
+  // ASan builds only: the arena bytes step i may touch (its arena operands and results), and
+  // those of the outputs.
+  std::vector<std::vector<ArenaRange>> step_arena_ranges;
+  std::vector<ArenaRange> output_arena_ranges;
 };
+
+int64_t byte_size(const TensorType& t) {
+  return t.shape.numel() * static_cast<int64_t>(dtype_size(t.dtype));
+}
 
 // An aligned, zero-initialised block of bytes (the activation arena).
 struct Arena {
@@ -40,11 +66,46 @@ struct Arena {
     ptr = static_cast<std::byte*>(std::aligned_alloc(64, n));
     check(ptr != nullptr, "cpu: cannot allocate an arena of " + std::to_string(n) + " bytes");
     std::memset(ptr, 0, n);
+    size = n;
+#if RLX_POISON_ARENA
+    ASAN_POISON_MEMORY_REGION(ptr, size);
+#endif
   }
-  ~Arena() { std::free(ptr); }
+  ~Arena() {
+#if RLX_POISON_ARENA
+    ASAN_UNPOISON_MEMORY_REGION(ptr, size);
+#endif
+    std::free(ptr);
+  }
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   std::byte* ptr = nullptr;
+  size_t size = 0;
+};
+
+// ASan builds: makes `ranges` of the arena addressable while it lives and poisons them again
+// after. Elsewhere it does nothing (and is never constructed).
+class ArenaGuard {
+ public:
+  ArenaGuard(const Arena& arena, const std::vector<ArenaRange>& ranges)
+      : arena_(arena), ranges_(ranges) {
+#if RLX_POISON_ARENA
+    for (const ArenaRange& r : ranges_)
+      ASAN_UNPOISON_MEMORY_REGION(arena_.ptr + r.offset, static_cast<size_t>(r.bytes));
+#endif
+  }
+  ~ArenaGuard() {
+#if RLX_POISON_ARENA
+    for (const ArenaRange& r : ranges_)
+      ASAN_POISON_MEMORY_REGION(arena_.ptr + r.offset, static_cast<size_t>(r.bytes));
+#endif
+  }
+  ArenaGuard(const ArenaGuard&) = delete;
+  ArenaGuard& operator=(const ArenaGuard&) = delete;
+
+ private:
+  const Arena& arena_;
+  const std::vector<ArenaRange>& ranges_;
 };
 
 std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compiled,
@@ -68,6 +129,22 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
                                      std::move(choice.fallback_reason)});
   }
   for (Value v : g.outputs()) p.output_types.push_back(g.type(v));
+  if (RLX_POISON_ARENA) {
+    for (const ScheduleStep& step : p.schedule.steps) {
+      const Node& n = g.node(step.node);
+      std::vector<ArenaRange>& ranges = p.step_arena_ranges.emplace_back();
+      for (size_t i = 0; i < step.operands.size(); ++i)
+        if (step.operands[i].kind == Location::Kind::Arena)
+          ranges.push_back({step.operands[i].offset, byte_size(g.type(n.operands[i]))});
+      for (size_t i = 0; i < step.results.size(); ++i)
+        if (step.results[i].kind == Location::Kind::Arena)
+          ranges.push_back({step.results[i].offset, byte_size(n.results[i])});
+    }
+    for (size_t i = 0; i < p.schedule.outputs.size(); ++i)
+      if (p.schedule.outputs[i].kind == Location::Kind::Arena)
+        p.output_arena_ranges.push_back({p.schedule.outputs[i].offset,
+                                         byte_size(p.output_types[i])});
+  }
   return program;
 }
 
@@ -123,8 +200,15 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
       out.clear();
       for (const Location& l : step.operands) in.push_back(resolve(l));
       for (const Location& l : step.results) out.push_back(resolve(l));
-      p.step_kernels[i](KernelIO{in.data(), out.data()});
+      if (RLX_POISON_ARENA) {
+        ArenaGuard guard(*arena_, p.step_arena_ranges[i]);
+        p.step_kernels[i](KernelIO{in.data(), out.data()});
+      } else {
+        p.step_kernels[i](KernelIO{in.data(), out.data()});
+      }
     }
+    std::optional<ArenaGuard> outputs_guard;
+    if (RLX_POISON_ARENA) outputs_guard.emplace(*arena_, p.output_arena_ranges);
     std::vector<Tensor> results;
     results.reserve(p.schedule.outputs.size());
     for (size_t i = 0; i < p.schedule.outputs.size(); ++i) {
