@@ -33,6 +33,8 @@ std::string CompileOptions::cache_key() const {
   k += ";dce=" + std::to_string(dce) + ";fold=" + std::to_string(fold_constants);
   k += ";seed=" + std::to_string(seed);
   k += ";memory_limit=" + (memory_limit ? std::to_string(*memory_limit) : std::string("default"));
+  k +=
+      ";profile=" + (profile ? std::to_string(static_cast<int>(*profile)) : std::string("default"));
   for (const auto& [name, q] : quantized_params)
     k += ";q:" + name + "=" + q.format + "/" + std::to_string(q.block_size);
   return k;

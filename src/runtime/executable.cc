@@ -36,6 +36,8 @@ const KernelReport& Executable::kernels() const {
   return empty;
 }
 
+ExecutionProfile Executable::profile() const { return {}; }
+
 size_t check_param_binding(const std::vector<IoSpec>& params, const std::string& name,
                            const Tensor& value) {
   for (size_t i = 0; i < params.size(); ++i) {

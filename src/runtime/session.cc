@@ -35,6 +35,7 @@ CompileOptions resolve_environment(CompileOptions options) {
   if (!options.dispatch) options.dispatch = DispatchOptions::from_env();
   if (!options.precision) options.precision = precision_from_env();
   if (!options.memory_limit) options.memory_limit = memory_limit_from_env();
+  if (!options.profile) options.profile = profile_from_env();
   return options;
 }
 

@@ -13,6 +13,7 @@
 #include "rlx/opt/precision.h"
 #include "rlx/runtime/device.h"
 #include "rlx/runtime/executable.h"
+#include "rlx/runtime/profile.h"
 
 namespace rlx {
 
@@ -49,6 +50,11 @@ struct CompileOptions {
   /// when it is set and not empty; otherwise, and for a direct Backend::compile, the physical
   /// memory (physical_memory_bytes()).
   std::optional<int64_t> memory_limit;
+  /// Step timing (rlx/runtime/profile.h; Executable::profile()). Absent: Session::compile
+  /// uses RLX_PROFILE when it is set and not empty (profile_from_env: 1 = Report, 0 = Off);
+  /// otherwise, and for a direct Backend::compile, Off. Backends without a profiler (pjrt)
+  /// ignore it: their profile() stays empty.
+  std::optional<ProfileMode> profile;
 
   /// A canonical text of every field, used in compile-cache keys (an absent dispatch or
   /// precision prints as "default").

@@ -15,6 +15,7 @@
 #include "rlx/opt/memory_plan.h"
 #include "rlx/runtime/device.h"
 #include "rlx/runtime/kernel_report.h"
+#include "rlx/runtime/profile.h"
 
 namespace rlx {
 
@@ -105,6 +106,11 @@ class Executable {
   /// kernels() as text (KernelReport::to_string), for --verbose output. Read the structure,
   /// not this text, to test or count kernels.
   std::string kernel_report() const { return kernels().to_string(); }
+  /// Step timings accumulated over this object's runs when compiled with a profile mode other
+  /// than Off (CompileOptions::profile, RLX_PROFILE); a clone starts its own, empty. Empty
+  /// (runs == 0) when profiling is off or the backend has no profiler (the default). Safe to
+  /// call while another thread runs this executable (it waits for that run).
+  virtual ExecutionProfile profile() const;
 
  protected:
   /// The declared spec of input or param `name` in `specs`, or throws rlx::Error "<what>:

@@ -37,10 +37,11 @@ struct CompileCacheStats {
 /// defaults), an absent precision becomes precision_from_env() (RLX_PRECISION when set and not
 /// empty; else it stays absent, meaning the backend's default), an absent memory limit becomes
 /// memory_limit_from_env() (RLX_MEMORY_LIMIT when set and not empty; else it stays absent,
-/// meaning the physical memory). The one place the runtime reads these variables; tools that
-/// run the pipeline or a backend directly call it to behave like a Session. Throws rlx::Error
-/// "RLX_KERNEL_DISPATCH: ..." / "RLX_PRECISION: ..." / "RLX_MEMORY_LIMIT: ..." for a malformed
-/// value.
+/// meaning the physical memory), an absent profile mode becomes profile_from_env() (RLX_PROFILE
+/// when set and not empty; else it stays absent, meaning Off). The one place the runtime reads
+/// these variables; tools that run the pipeline or a backend directly call it to behave like a
+/// Session. Throws rlx::Error "RLX_KERNEL_DISPATCH: ..." / "RLX_PRECISION: ..." /
+/// "RLX_MEMORY_LIMIT: ..." / "RLX_PROFILE must be 0 or 1, ..." for a malformed value.
 CompileOptions resolve_environment(CompileOptions options);
 
 /// Compiles graphs for one device (like jax.jit's cache or an ONNX Runtime session). compile()

@@ -1,8 +1,12 @@
 // The CPU backend: legalizes and plans a graph with the standard pipeline, creates one kernel
 // per step of the device-neutral schedule (rlx/runtime/schedule.h) and runs them over one
 // host arena. The shared plumbing (specs, params, validation, options) is rlx/runtime's.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -53,6 +57,7 @@ struct Program : ProgramInfo {
   // those of the outputs.
   std::vector<std::vector<ArenaRange>> step_arena_ranges;
   std::vector<ArenaRange> output_arena_ranges;
+  ProfileMode profile = ProfileMode::Off;  // CompileOptions::profile
 };
 
 int64_t byte_size(const TensorType& t) {
@@ -117,6 +122,7 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
   check_program_memory(facts, options, p);
   const Graph& g = p.graph;
   p.schedule = make_schedule(g, p.plan, p.inputs, p.params);
+  p.profile = options.profile.value_or(ProfileMode::Off);
   for (int32_t id : p.schedule.constants)  // splats stored dense: kernels read every element
     p.constants.push_back(evaluate_op(OpKind::Constant, {}, g.node(id).attrs)[0]);
   p.kernel_report.backend = "cpu";
@@ -142,8 +148,8 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
     }
     for (size_t i = 0; i < p.schedule.outputs.size(); ++i)
       if (p.schedule.outputs[i].kind == Location::Kind::Arena)
-        p.output_arena_ranges.push_back({p.schedule.outputs[i].offset,
-                                         byte_size(p.output_types[i])});
+        p.output_arena_ranges.push_back(
+            {p.schedule.outputs[i].offset, byte_size(p.output_types[i])});
   }
   return program;
 }
@@ -152,7 +158,45 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
  public:
   CpuExecutable(std::shared_ptr<const Program> program, ParamBindings<Tensor> params)
       : ExecutableCore(std::move(program), std::move(params)),
-        arena_(std::make_unique<Arena>(this->program().schedule.arena_bytes)) {}
+        arena_(std::make_unique<Arena>(this->program().schedule.arena_bytes)),
+        step_seconds_(
+            this->program().profile == ProfileMode::Off ? 0 : this->program().schedule.steps.size(),
+            0.0) {}
+
+  // RLX_PROFILE=1 (ProfileMode::Report): the table goes to stderr when the executable goes.
+  ~CpuExecutable() override {
+    if (program().profile != ProfileMode::Report) return;
+    ExecutionProfile prof = profile();
+    if (prof.empty()) return;
+    std::string text =
+        "rlx profile of graph '" + compiled_graph().name() + "' (cpu)\n" + prof.to_string();
+    std::fputs(text.c_str(), stderr);
+  }
+
+  ExecutionProfile profile() const override {
+    const Program& p = program();
+    ExecutionProfile prof;
+    if (p.profile == ProfileMode::Off) return prof;
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    prof.runs = runs_;
+    prof.run_seconds = run_seconds_;
+    std::map<OpKind, ExecutionProfile::OpTotal> by_op;
+    for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
+      const Node& n = p.graph.node(p.schedule.steps[i].node);
+      prof.nodes.push_back({p.schedule.steps[i].node, n.name, n.op, runs_, step_seconds_[i]});
+      ExecutionProfile::OpTotal& t = by_op[n.op];
+      t.op = n.op;
+      t.calls += runs_;
+      t.seconds += step_seconds_[i];
+    }
+    for (const auto& [op, t] : by_op) prof.ops.push_back(t);
+    std::stable_sort(prof.ops.begin(), prof.ops.end(),
+                     [](const ExecutionProfile::OpTotal& a, const ExecutionProfile::OpTotal& b) {
+                       if (a.seconds != b.seconds) return a.seconds > b.seconds;
+                       return op_name(a.op) < op_name(b.op);
+                     });
+    return prof;
+  }
 
   Capabilities capabilities() const override {
     return {.clone = true, .concurrent_clones = true, .typed_io = true, .zero_copy_params = true};
@@ -169,6 +213,15 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
   std::vector<Tensor> execute(const TensorMap& inputs,
                               const ParamBindings<Tensor>& params) override {
     const Program& p = program();
+    using Clock = std::chrono::steady_clock;
+    // Profiling off: this bool is all it costs (no clock call, no lock).
+    const bool timed = p.profile != ProfileMode::Off;
+    std::unique_lock<std::mutex> profile_lock(profile_mu_, std::defer_lock);
+    Clock::time_point run_start;
+    if (timed) {
+      profile_lock.lock();
+      run_start = Clock::now();
+    }
     std::vector<const std::byte*> feed(p.inputs.size());
     for (size_t i = 0; i < feed.size(); ++i) feed[i] = inputs.at(p.inputs[i].name).data();
     auto resolve = [&](const Location& l) -> std::byte* {
@@ -200,11 +253,20 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
       out.clear();
       for (const Location& l : step.operands) in.push_back(resolve(l));
       for (const Location& l : step.results) out.push_back(resolve(l));
-      if (RLX_POISON_ARENA) {
-        ArenaGuard guard(*arena_, p.step_arena_ranges[i]);
-        p.step_kernels[i](KernelIO{in.data(), out.data()});
+      auto run_step = [&] {
+        if (RLX_POISON_ARENA) {
+          ArenaGuard guard(*arena_, p.step_arena_ranges[i]);
+          p.step_kernels[i](KernelIO{in.data(), out.data()});
+        } else {
+          p.step_kernels[i](KernelIO{in.data(), out.data()});
+        }
+      };
+      if (timed) {
+        Clock::time_point start = Clock::now();
+        run_step();
+        step_seconds_[i] += std::chrono::duration<double>(Clock::now() - start).count();
       } else {
-        p.step_kernels[i](KernelIO{in.data(), out.data()});
+        run_step();
       }
     }
     std::optional<ArenaGuard> outputs_guard;
@@ -217,11 +279,21 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
       if (o.nbytes() > 0) std::memcpy(o.data(), resolve(p.schedule.outputs[i]), o.nbytes());
       results.push_back(std::move(o));
     }
+    if (timed) {
+      ++runs_;
+      run_seconds_ += std::chrono::duration<double>(Clock::now() - run_start).count();
+    }
     return results;
   }
 
  private:
   std::unique_ptr<Arena> arena_;  // guarded by the executable's lock (execute runs under it)
+  // The profile (ProfileMode other than Off): written by execute, read by profile(), both
+  // under profile_mu_ (profile() does not take the executable's lock).
+  mutable std::mutex profile_mu_;
+  std::vector<double> step_seconds_;  // step_seconds_[i]: schedule.steps[i]'s total
+  int64_t runs_ = 0;
+  double run_seconds_ = 0;
 };
 
 class CpuBackend final : public Backend {
