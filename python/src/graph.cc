@@ -717,7 +717,8 @@ void bind_graph(py::module_& m) {
       .def(
           "quant_matmul",
           [](const GraphPtr& g, const PyValue& x, const PyValue& w, const std::string& format) {
-            return PyValue{g, g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format))};
+            return PyValue{g,
+                           g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format))};
           },
           py::arg("x"), py::arg("w"), py::arg("format"),
           "x[..., K] . dequantize(w)^T for a packed weight w u8[N, R] of N rows of K elements "

@@ -279,8 +279,12 @@ def dequantize(attrs, w):
 
 
 def quant_matmul(attrs, x, w):
-    """x . dequantize(w)^T with the weights rounded to x's dtype (the decomposition's convert)."""
-    wd = dequantize(attrs, w).astype(np.asarray(x).dtype)
+    """x . dequantize(w)^T with the weights rounded to x's dtype (the op's convert), computed
+    in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST)."""
+    x = np.asarray(x)
+    wd = dequantize(attrs, w).astype(x.dtype)
+    if x.dtype in (NP["f16"], NP["bf16"]):
+        x, wd = x.astype(np.float32), wd.astype(np.float32)
     return jnp.matmul(x, wd.T)
 
 
@@ -420,7 +424,7 @@ REFS = {
 # Leaves the interpreter feeds instead of computing.
 FED = ("input", "param")
 # Ops whose reference must see the operands' own dtype (no f32 upcast of f16 / bf16).
-NO_UPCAST = ("convert",)
+NO_UPCAST = ("convert", "quant_matmul")
 
 
 def _cast(x, dtype: str):

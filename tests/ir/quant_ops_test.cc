@@ -105,8 +105,8 @@ TEST(QuantOps, QuantMatmulEvaluatorEqualsDoubleProductOfGgufPyValues) {
     for (int64_t j = 0; j < N; ++j)
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t src = (b + j) % nb;
-        std::memcpy(&w[static_cast<size_t>(j * rb + b * bpb)], &bytes[static_cast<size_t>(src * bpb)],
-                    static_cast<size_t>(bpb));
+        std::memcpy(&w[static_cast<size_t>(j * rb + b * bpb)],
+                    &bytes[static_cast<size_t>(src * bpb)], static_cast<size_t>(bpb));
         for (int64_t e = 0; e < info.block_size; ++e) {
           float v;
           std::memcpy(&v, want.data() + 4 * (src * info.block_size + e), 4);
@@ -125,7 +125,8 @@ TEST(QuantOps, QuantMatmulEvaluatorEqualsDoubleProductOfGgufPyValues) {
     for (int64_t m = 0; m < 6; ++m)
       for (int64_t j = 0; j < N; ++j) {
         double s = 0;
-        for (int64_t i = 0; i < K; ++i) s += xt.get_f64(m * K + i) * wd[static_cast<size_t>(j * K + i)];
+        for (int64_t i = 0; i < K; ++i)
+          s += xt.get_f64(m * K + i) * wd[static_cast<size_t>(j * K + i)];
         EXPECT_EQ(y.get_f64(m * N + j), static_cast<double>(static_cast<float>(s)))
             << "y[" << m << "," << j << "]";
       }
@@ -147,8 +148,10 @@ TEST(QuantOps, GatherOfPackedRowsThenDequantize) {
   Value a = g.dequantize(g.gather(w, ids, 0), QuantFormat::kQ4_K, 256);
   Value b = g.gather(g.dequantize(w, QuantFormat::kQ4_K, 256), ids, 0);
   g.set_outputs({a, b});
-  const Tensor idt = Tensor::from_ints(DType::i32, {2, 3}, std::vector<int64_t>{6, 0, 3, 3, 12, -4});
-  const std::vector<Tensor> out = evaluate(g, {{"table", u8_tensor(packed, {V, rb})}, {"ids", idt}});
+  const Tensor idt =
+      Tensor::from_ints(DType::i32, {2, 3}, std::vector<int64_t>{6, 0, 3, 3, 12, -4});
+  const std::vector<Tensor> out =
+      evaluate(g, {{"table", u8_tensor(packed, {V, rb})}, {"ids", idt}});
   ASSERT_EQ(out[0].type().to_string(), "f32[2,3,256]");
   EXPECT_TRUE(out[0].bitwise_equal(out[1]));
   std::vector<float> row(256);
@@ -167,28 +170,33 @@ TEST(QuantOps, VerifierErrorsNameOpNodeAndShapes) {
             "op 'dequantize' (node %0): k = 48 is not a multiple of the q4_0 block size 32; "
             "operand types: u8[4,36]");
   Value wf = g.param("wf", DType::f32, {4, 36});
-  EXPECT_NE(error_of([&] { g.dequantize(wf, QuantFormat::kQ4_0, 64); })
-                .find("the packed weight must be one of u8, got f32"),
+  EXPECT_NE(error_of([&] {
+              g.dequantize(wf, QuantFormat::kQ4_0, 64);
+            }).find("the packed weight must be one of u8, got f32"),
             std::string::npos);
   Value x = g.input("x", DType::f32, {2, 48});
   EXPECT_EQ(error_of([&] {
-              g.emit1(OpKind::QuantMatMul, {x, w36}, {{"format", std::string("q4_0")}, {"k", int64_t{64}}});
+              g.emit1(OpKind::QuantMatMul, {x, w36},
+                      {{"format", std::string("q4_0")}, {"k", int64_t{64}}});
             }),
             "op 'quant_matmul' (node %0): x's last dim 48 differs from k = 64 (the weight's row "
             "length); operand types: f32[2,48], u8[4,36]");
   Value xi = g.input("xi", DType::i32, {2, 64});
-  EXPECT_NE(error_of([&] { g.quant_matmul(xi, w36, QuantFormat::kQ4_0); })
-                .find("x must be a float type (f32, f16, bf16, f64), got i32"),
+  EXPECT_NE(error_of([&] {
+              g.quant_matmul(xi, w36, QuantFormat::kQ4_0);
+            }).find("x must be a float type (f32, f16, bf16, f64), got i32"),
             std::string::npos);
   Value x64 = g.input("x64", DType::f32, {2, 64});
   Value w3 = g.param("w3", DType::u8, {1, 4, 36});
-  EXPECT_NE(error_of([&] { g.quant_matmul(x64, w3, QuantFormat::kQ4_0); })
-                .find("the packed weight must be u8[N, R] (rank 2), got rank 3"),
-            std::string::npos);
   EXPECT_NE(error_of([&] {
-              g.emit1(OpKind::Dequantize, {w36}, {{"format", std::string("q4_2")}, {"k", int64_t{64}}});
-            }).find("attribute 'format' is \"q4_2\"; expected one of f32, f16, q4_0"),
+              g.quant_matmul(x64, w3, QuantFormat::kQ4_0);
+            }).find("the packed weight must be u8[N, R] (rank 2), got rank 3"),
             std::string::npos);
+  EXPECT_NE(
+      error_of([&] {
+        g.emit1(OpKind::Dequantize, {w36}, {{"format", std::string("q4_2")}, {"k", int64_t{64}}});
+      }).find("attribute 'format' is \"q4_2\"; expected one of f32, f16, q4_0"),
+      std::string::npos);
   // The failed builder calls left the graph unchanged.
   EXPECT_EQ(g.nodes().size(), 7u);
 }
@@ -198,7 +206,8 @@ TEST(QuantOps, TextFormRoundTripsAndParsesFormatByName) {
   Value x = g.input("x", DType::f32, {5, 256});
   Value w = g.param("w", DType::u8, {8, quant_row_bytes(QuantFormat::kQ6_K, 256)});
   Value e = g.param("emb", DType::u8, {10, quant_row_bytes(QuantFormat::kQ8_0, 64)});
-  g.set_outputs({g.quant_matmul(x, w, QuantFormat::kQ6_K), g.dequantize(e, QuantFormat::kQ8_0, 64)});
+  g.set_outputs(
+      {g.quant_matmul(x, w, QuantFormat::kQ6_K), g.dequantize(e, QuantFormat::kQ8_0, 64)});
   const std::string text = g.to_string();
   EXPECT_NE(text.find("quant_matmul %x, %w {format=\"q6_K\", k=256} : f32[5,8]"), std::string::npos)
       << text;

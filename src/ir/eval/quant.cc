@@ -1,9 +1,10 @@
 // Reference kernels of the quantized-weight ops: dequantize row by row with dequantize_row
 // (bit-equal to ggml / gguf-py) and quant_matmul as x . dequantize(w)^T accumulated in double.
+#include "rlx/ir/quant.h"
+
 #include <vector>
 
 #include "eval.h"
-#include "rlx/ir/quant.h"
 
 namespace rlx::detail {
 namespace {

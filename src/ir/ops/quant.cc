@@ -2,11 +2,12 @@
 // quantized weight is a packed u8 tensor whose last dim holds one row of ggml blocks
 // (rlx/ir/quant.h); the `format` attribute names the block format and `k` the logical row
 // length, so R = quant_row_bytes(format, k) bytes.
+#include "rlx/ir/quant.h"
+
 #include <string>
 #include <vector>
 
 #include "registry.h"
-#include "rlx/ir/quant.h"
 
 namespace rlx::detail {
 namespace {

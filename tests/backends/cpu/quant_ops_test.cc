@@ -211,10 +211,14 @@ TEST(CpuQuantOps, PackedParamThroughSetParam) {
   EXPECT_EQ(y2.get_f64(0), y2.get_f64(1));
   EXPECT_NE(y1.get_f64(0), y2.get_f64(0));
   // The expanded f32 weight is not a packed param.
-  EXPECT_EQ(error_of([&] { exe->set_param("w", Tensor(DType::f32, Shape{w.N, w.K})); }),
+  EXPECT_EQ(error_of([&] {
+              exe->set_param("w", Tensor(DType::f32, Shape{w.N, w.K}));
+            }),
             "set_param 'w': expected u8[16," + std::to_string(w.rb) + "], got f32[16," +
                 std::to_string(w.K) + "]");
-  EXPECT_EQ(error_of([&] { exe->set_param("w", Tensor(DType::u8, Shape{w.N, w.rb - 1})); }),
+  EXPECT_EQ(error_of([&] {
+              exe->set_param("w", Tensor(DType::u8, Shape{w.N, w.rb - 1}));
+            }),
             "set_param 'w': expected u8[16," + std::to_string(w.rb) + "], got u8[16," +
                 std::to_string(w.rb - 1) + "]");
 }

@@ -1,15 +1,16 @@
 // Op cases of the quantized-weight family: dequantize and quant_matmul in every ggml format
 // (rlx/ir/quant.h), with packed weights from the reference quantizers (IQ4_NL, which has none,
 // from random bytes with bounded f16 scales), a gathered embedding table, and activations that
-// the CPU kernel's int8 rounding represents exactly (integers with +-127 in every 32-block), so
+// the CPU kernel's int8 rounding represents exactly (q / 256, +-127 / 256 in every 32-block), so
 // the fused kernel differs from the evaluator only by f32 summation order.
+#include "rlx/ir/quant.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "common.h"
-#include "rlx/ir/quant.h"
 
 namespace rlx::testing {
 namespace {
@@ -51,16 +52,18 @@ std::vector<double> packed_rows(QuantFormat f, int64_t rows, int64_t k, uint32_t
   return {w.begin(), w.end()};
 }
 
-// Integers in [-127, 127] with +-127 somewhere in every block of 32 along the last dim.
+// q / 256 for integers q in [-127, 127] with +-127 somewhere in every block of 32 along the
+// last dim: the int8 scale of every block is exactly 1/256, so the kernel's rounding is exact
+// (and the values are exact in f16 / bf16); small, so f32 sums that cancel stay within atol.
 std::vector<double> int8_exact(int64_t rows, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-127, 127);
   std::vector<double> x(static_cast<size_t>(rows * k));
-  for (auto& v : x) v = q(rng);
+  for (auto& v : x) v = q(rng) / 256.0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b0 = 0; b0 < k; b0 += 32) {
       const int64_t len = std::min<int64_t>(32, k - b0);
-      x[static_cast<size_t>(r * k + b0 + (r * 7 + b0) % len)] = r % 2 ? -127 : 127;
+      x[static_cast<size_t>(r * k + b0 + (r * 7 + b0) % len)] = (r % 2 ? -127 : 127) / 256.0;
     }
   return x;
 }

@@ -1,12 +1,13 @@
 // CPU kernels of the quantized-weight ops: dequantize (dequantize_row per packed row, parallel
 // over rows) and quant_matmul on the fused int8 kernel of quant_matmul.h. Both read the packed
 // weight where it lives (a param's or constant's bytes): nothing is expanded at compile time.
+#include "rlx/ir/quant.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "../kernel.h"
 #include "quant_matmul.h"
-#include "rlx/ir/quant.h"
 #include "rlx/runtime/threading.h"
 
 namespace rlx::cpu {
