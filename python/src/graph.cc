@@ -707,6 +707,23 @@ void bind_graph(py::module_& m) {
           },
           py::arg("x"), py::arg("k"))
       .def(
+          "dequantize",
+          [](const GraphPtr& g, const PyValue& w, const std::string& format, int64_t k) {
+            return PyValue{g, g->dequantize(own(g, w), quant_format_from_name(format), k)};
+          },
+          py::arg("w"), py::arg("format"), py::arg("k"),
+          "Unpacks w (u8[..., R], rows of ggml blocks of `format`, e.g. 'q4_0', 'q8_0', "
+          "'q4_k') into f32[..., k].")
+      .def(
+          "quant_matmul",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& w, const std::string& format) {
+            return PyValue{g,
+                           g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format))};
+          },
+          py::arg("x"), py::arg("w"), py::arg("format"),
+          "x[..., K] . dequantize(w)^T for a packed weight w u8[N, R] of N rows of K elements "
+          "in `format` (a Linear layer with ggml's [out, in] weight): [..., N] in x's dtype.")
+      .def(
           "softmax_cross_entropy",
           [](const GraphPtr& g, const PyValue& lg, const PyValue& lb) {
             return PyValue{g, g->softmax_cross_entropy(own(g, lg), own(g, lb))};

@@ -61,6 +61,7 @@ TOL_SCALE = {
     "pow": 10.0,  # x^y = exp(y log x): relative error ~ |y log x| ulps
     "dot_general": 5.0,  # sums of K products, accumulated in another order
     "matmul": 5.0,
+    "quant_matmul": 5.0,
     "fused_matmul_bias_act": 5.0,
     "conv": 5.0,
     "attention": 5.0,

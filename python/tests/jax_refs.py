@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import gguf
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -261,6 +262,32 @@ def rope(attrs, x, c, s):
     return jnp.concatenate([out, rest], axis=-1)
 
 
+def dequantize(attrs, w):
+    """ggml block formats through gguf-py's numpy dequantizers (gguf.quants.dequantize), the
+    independent reference; Q8_K, which gguf-py cannot dequantize, as d * q from its layout
+    (f32 d, then 256 int8 q)."""
+    w = np.ascontiguousarray(np.asarray(w, np.uint8))
+    fmt = attrs["format"].upper()
+    if fmt == "Q8_K":
+        blocks = w.reshape(-1, 292)
+        d = blocks[:, 0:4].copy().view(np.float32)
+        q = blocks[:, 4:260].view(np.int8).astype(np.float32)
+        out = d * q
+    else:
+        out = gguf.quants.dequantize(w.reshape(-1), gguf.GGMLQuantizationType[fmt])
+    return np.asarray(out, np.float32).reshape(w.shape[:-1] + (attrs["k"],))
+
+
+def quant_matmul(attrs, x, w):
+    """x . dequantize(w)^T with the weights rounded to x's dtype (the op's convert), computed
+    in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST)."""
+    x = np.asarray(x)
+    wd = dequantize(attrs, w).astype(x.dtype)
+    if x.dtype in (NP["f16"], NP["bf16"]):
+        x, wd = x.astype(np.float32), wd.astype(np.float32)
+    return jnp.matmul(x, wd.T)
+
+
 def _spatial(attrs, name, n, fill):
     v = list(attrs[name])
     return v if v else [fill] * n
@@ -386,6 +413,8 @@ REFS = {
     "layer_norm": layer_norm, "rms_norm": rms_norm, "attention": attention, "rope": rope,
     "conv": conv, "max_pool": pool("max"), "avg_pool": pool("avg"),
     "top_k": top_k, "softmax_cross_entropy": softmax_cross_entropy,
+    # quantized weights
+    "dequantize": dequantize, "quant_matmul": quant_matmul,
     # fused forms
     "fused_matmul_bias_act": lambda a, x, w, b: ACTIVATIONS[a["activation"]](jnp.matmul(x, w) + b),
     "fused_residual_layer_norm": lambda a, x, r, s, b: (layer_norm(a, x + r, s, b), x + r),
@@ -395,7 +424,7 @@ REFS = {
 # Leaves the interpreter feeds instead of computing.
 FED = ("input", "param")
 # Ops whose reference must see the operands' own dtype (no f32 upcast of f16 / bf16).
-NO_UPCAST = ("convert",)
+NO_UPCAST = ("convert", "quant_matmul")
 
 
 def _cast(x, dtype: str):

@@ -19,6 +19,7 @@ OpTable<BatchFn>& rules() {
     register_batch_elementwise();
     register_batch_shape();
     register_batch_nn();
+    register_batch_quant();
   });
   return t;
 }

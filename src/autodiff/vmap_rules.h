@@ -43,6 +43,7 @@ BatchFn batch_rule(OpKind op);
 void register_batch_elementwise();
 void register_batch_shape();
 void register_batch_nn();
+void register_batch_quant();
 
 // ---- helpers
 /// `v` (unbatched) broadcast to [size, v.shape...].

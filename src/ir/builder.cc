@@ -183,6 +183,16 @@ Value Graph::attention(Value q, Value k, Value v, const AttentionOptions& o,
   if (mask_tensor) operands.push_back(*mask_tensor);
   return emit1(OpKind::Attention, std::move(operands), std::move(a));
 }
+Value Graph::dequantize(Value w, QuantFormat format, int64_t k) {
+  return emit1(OpKind::Dequantize, {w},
+               {{"format", std::string(quant_format_info(format).name)}, {"k", k}});
+}
+Value Graph::quant_matmul(Value x, Value w, QuantFormat format) {
+  const Shape& xs = shape(x);
+  const int64_t k = xs.rank() > 0 ? xs[xs.rank() - 1] : 0;
+  return emit1(OpKind::QuantMatMul, {x, w},
+               {{"format", std::string(quant_format_info(format).name)}, {"k", k}});
+}
 Value Graph::rope(Value x, Value cos, Value sin, std::string layout) {
   return emit1(OpKind::Rope, {x, cos, sin}, {{"layout", std::move(layout)}});
 }

@@ -31,6 +31,7 @@ OpTable<OpInfo>& registry() {
     detail::register_nn_ops();
     detail::register_conv_ops();
     detail::register_fused_ops();
+    detail::register_quant_ops();
   });
   return t;
 }

@@ -47,6 +47,9 @@ class FoldConstantsPass final : public Pass {
   /// its results are small enough to materialise. Inputs and params never reach here.
   bool foldable(const Graph& dst, const Node& n, std::span<const Value> operands) const {
     if (n.op == OpKind::Constant || !has_evaluator(n.op)) return false;
+    // A dequantized weight stays packed: folding would store the f32 expansion (4-8x the
+    // bytes) as a constant, where the kernels read the packed bytes directly (docs/ir.md).
+    if (n.op == OpKind::Dequantize) return false;
     for (Value v : operands)
       if (dst.node(v).op != OpKind::Constant) return false;
     int64_t total = 0;

@@ -1487,9 +1487,28 @@ def conversion_sections():
 # ----------------------------------------------------------------------------- main
 
 
+def gen_quant():
+    """dequantize / quant_matmul on ggml rows quantized by gguf-py; expected values from gguf-py's
+    numpy dequantizer (quant_matmul: x . W^T computed in f64 from them, rounded once to f32)."""
+    import gguf
+    for fmt, k in (("Q8_0", 64), ("Q4_0", 64), ("Q4_1", 64), ("Q5_0", 64), ("Q5_1", 64)):
+        t = gguf.GGMLQuantizationType[fmt]
+        w = (rng.standard_normal((3, k)) * np.array([[0.25], [1.0], [4.0]])).astype(np.float32)
+        packed = np.asarray(gguf.quants.quantize(w, t), np.uint8)
+        wd = np.asarray(gguf.quants.dequantize(packed, t), np.float32)
+        attrs = {"format": fmt.lower(), "k": k}
+        case(f"dequantize/{fmt.lower()}", "dequantize", [("u8", packed)], None, attrs,
+             out_dts=["f32"], expected=[wd])
+        x = rand("f32", (2, k))
+        y = (x.astype(np.float64) @ wd.astype(np.float64).T).astype(np.float32)
+        case(f"quant_matmul/{fmt.lower()}", "quant_matmul", [("f32", x), ("u8", packed)], None, attrs,
+             out_dts=["f32"], expected=[y], rtol=2e-2, atol=2e-2,
+             note="the CPU kernel rounds x to int8 blocks of 32 (quant_matmul.h): ~1/254 of max|x| per block")
+
+
 def main():
     for i, gen in enumerate([gen_leaves, gen_unary, gen_convert, gen_activations, gen_binary, gen_linalg,
-                             gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused]):
+                             gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused, gen_quant]):
         reseed(i)
         gen()
     reseed(100)

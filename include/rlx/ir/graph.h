@@ -10,6 +10,7 @@
 
 #include "rlx/ir/attr.h"
 #include "rlx/ir/op.h"
+#include "rlx/ir/quant.h"
 #include "rlx/ir/tensor.h"
 
 namespace rlx {
@@ -277,6 +278,19 @@ class Graph {
   /// Per-example loss logsumexp(logits) - logits[label] for logits [..., C] (float) and
   /// integer labels [...] (clamped into [0, C-1]); result [...].
   Value softmax_cross_entropy(Value logits, Value labels);
+
+  // ---- quantized weights (ggml block formats, rlx/ir/quant.h; docs/ir.md "Quantized weights")
+  /// Unpacks w u8[..., R], each last-dim row ggml's packed blocks of `k` elements in `format`
+  /// (R must be quant_row_bytes(format, k), k a multiple of the block size), to f32[..., k],
+  /// exactly as ggml's dequantize_row_* (bit-equal to gguf-py). Not differentiable (w is
+  /// integer data). Throws rlx::Error naming the op, node and shapes otherwise.
+  Value dequantize(Value w, QuantFormat format, int64_t k);
+  /// x[..., K] (float) times the transpose of the quantized weight w u8[N, R] (N rows of K
+  /// elements in `format`, ggml's [out, in] layout): x . dequantize(w)^T -> [..., N] in x's
+  /// dtype, i.e. a Linear layer without bias (ggml_mul_mat). k = K is x's last dim. Decomposes
+  /// to dequantize + convert (non-f32 x) + dot_general; the CPU backend runs f32 x on the
+  /// fused kernel, which rounds x to int8 blocks (src/backends/cpu/kernels/quant_matmul.h).
+  Value quant_matmul(Value x, Value w, QuantFormat format);
 
   // ---- fused forms (created by fusion passes; each decomposes to its unfused ops)
   /// activation(matmul(x, w) + bias), activation "none", "relu", "gelu", "gelu_tanh" or

@@ -86,5 +86,6 @@ void register_gemm_kernels();
 void register_nn_kernels();
 void register_reduce_kernels();
 void register_shape_kernels();
+void register_quant_kernels();
 
 }  // namespace rlx::cpu

@@ -15,6 +15,7 @@ OpTable<KernelEntry>& table() {
     register_nn_kernels();
     register_reduce_kernels();
     register_shape_kernels();
+    register_quant_kernels();
   });
   return t;
 }

@@ -17,6 +17,7 @@ OpTable<EvalFn>& kernels() {
     register_eval_nn();
     register_eval_conv();
     register_eval_fused();
+    register_eval_quant();
   });
   return t;
 }

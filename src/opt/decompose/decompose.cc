@@ -19,6 +19,7 @@ OpTable<DecomposeFn>& decompositions() {
     register_decompose_nn();
     register_decompose_conv();
     register_decompose_fused();
+    register_decompose_quant();
   });
   return t;
 }

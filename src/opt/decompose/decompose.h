@@ -15,5 +15,6 @@ void register_decompose_shape();
 void register_decompose_nn();
 void register_decompose_conv();
 void register_decompose_fused();
+void register_decompose_quant();
 
 }  // namespace rlx::detail
