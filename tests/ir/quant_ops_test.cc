@@ -7,11 +7,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/quant_ref.h"
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/ir/graph.h"
@@ -20,29 +20,10 @@
 namespace rlx {
 namespace {
 
+using testing::bits_of;
 using testing::error_of;
-
-std::vector<uint8_t> from_hex(const std::string& s) {
-  std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<uint8_t>(std::stoi(s.substr(2 * i, 2), nullptr, 16));
-  return out;
-}
-
-uint32_t bits_of(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-
-const nlohmann::json& ref() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(std::string(RLX_TEST_DATA_DIR) + "/ir/quant_ref.json");
-    EXPECT_TRUE(in.good()) << "missing tests/ir/quant_ref.json";
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
+using testing::from_hex;
+using testing::quant_ref;
 
 Tensor u8_tensor(const std::vector<uint8_t>& bytes, Shape shape) {
   Tensor t(DType::u8, std::move(shape));
@@ -55,7 +36,7 @@ Tensor u8_tensor(const std::vector<uint8_t>& bytes, Shape shape) {
 // bit to gguf-py's values and to dequantize_row.
 TEST(QuantOps, DequantizeEvaluatorEqualsGgufPyAndDequantizeRow) {
   int formats = 0;
-  for (const auto& c : ref()["dequantize"]) {
+  for (const auto& c : quant_ref()["dequantize"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const QuantFormat f = quant_format_from_ggml_type(c["ggml_type"]);
@@ -91,7 +72,7 @@ TEST(QuantOps, DequantizeEvaluatorEqualsGgufPyAndDequantizeRow) {
 // rotated by whole blocks, compared with x . W^T in double from gguf-py's values (the f32
 // result rounds once: 1 ulp of each output plus nothing else).
 TEST(QuantOps, QuantMatmulEvaluatorEqualsDoubleProductOfGgufPyValues) {
-  for (const auto& c : ref()["dequantize"]) {
+  for (const auto& c : quant_ref()["dequantize"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const QuantFormat f = quant_format_from_ggml_type(c["ggml_type"]);

@@ -9,47 +9,22 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "../common/quant_ref.h"
 #include "../common/test_util.h"
 #include "rlx/ir/error.h"
 
 namespace rlx {
 namespace {
 
+using testing::bits_of;
 using testing::error_of;
-
-std::vector<uint8_t> from_hex(const std::string& s) {
-  std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = uint8_t(std::stoi(s.substr(2 * i, 2), nullptr, 16));
-  return out;
-}
-
-std::vector<float> floats_from_hex(const std::string& s) {
-  std::vector<uint8_t> b = from_hex(s);
-  std::vector<float> f(b.size() / 4);
-  std::memcpy(f.data(), b.data(), b.size());
-  return f;
-}
-
-uint32_t bits_of(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-
-const nlohmann::json& ref() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(std::string(RLX_TEST_DATA_DIR) + "/ir/quant_ref.json");
-    EXPECT_TRUE(in.good()) << "missing tests/ir/quant_ref.json";
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
+using testing::floats_from_hex;
+using testing::from_hex;
+using testing::quant_ref;
 
 TEST(QuantFormats, TableMatchesGgml) {
   // (ggml type id, block size, bytes per block) as ggml-common.h's block structs give them.
@@ -116,7 +91,7 @@ TEST(QuantFormats, Errors) {
 // d * q, gguf-py has none) on crafted random blocks.
 TEST(QuantFormats, DequantizeBitExactAgainstGgufPy) {
   int formats = 0;
-  for (const auto& c : ref()["dequantize"]) {
+  for (const auto& c : quant_ref()["dequantize"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const QuantFormat f = quant_format_from_ggml_type(c["ggml_type"]);
@@ -141,7 +116,7 @@ TEST(QuantFormats, DequantizeBitExactAgainstGgufPy) {
 // for byte on random rows (including an all-zero and a constant block).
 TEST(QuantFormats, QuantizeByteExactAgainstGgufPy) {
   int rows = 0;
-  for (const auto& c : ref()["quantize"]) {
+  for (const auto& c : quant_ref()["quantize"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name + " row " + std::to_string(rows));
     const QuantFormat f = quant_format_from_ggml_type(c["ggml_type"]);

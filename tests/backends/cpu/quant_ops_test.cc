@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/quant_ref.h"
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/ir/graph.h"
@@ -25,24 +25,10 @@ namespace rlx {
 namespace {
 
 using testing::error_of;
+using testing::from_hex;
+using testing::quant_ref;
 
 constexpr double kEps = 0x1p-24;  // f32 unit roundoff
-
-std::vector<uint8_t> from_hex(const std::string& s) {
-  std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<uint8_t>(std::stoi(s.substr(2 * i, 2), nullptr, 16));
-  return out;
-}
-
-const nlohmann::json& ref() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(std::string(RLX_TEST_DATA_DIR) + "/ir/quant_ref.json");
-    EXPECT_TRUE(in.good()) << "missing tests/ir/quant_ref.json";
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
 
 Tensor u8_tensor(const uint8_t* bytes, Shape shape) {
   Tensor t(DType::u8, std::move(shape));
@@ -129,7 +115,7 @@ int count_op(const Graph& g, OpKind op) {
 }
 
 TEST(CpuQuantOps, QuantMatmulNativeAndDecomposedMatchDoubleReference) {
-  for (const auto& c : ref()["dequantize"]) {
+  for (const auto& c : quant_ref()["dequantize"]) {
     const Weights w = weights(c, 24);
     const std::string name(quant_format_info(w.f).name);
     for (const Shape& xs : {Shape{1, w.K}, Shape{5, w.K}, Shape{64, w.K}, Shape{2, 3, w.K}}) {
@@ -175,7 +161,7 @@ TEST(CpuQuantOps, QuantMatmulNativeAndDecomposedMatchDoubleReference) {
 }
 
 TEST(CpuQuantOps, DequantizeBitEqualToEvaluator) {
-  for (const auto& c : ref()["dequantize"]) {
+  for (const auto& c : quant_ref()["dequantize"]) {
     const Weights w = weights(c, 9);
     SCOPED_TRACE(std::string(quant_format_info(w.f).name));
     Graph g("deq");
@@ -191,7 +177,7 @@ TEST(CpuQuantOps, DequantizeBitEqualToEvaluator) {
 }
 
 TEST(CpuQuantOps, PackedParamThroughSetParam) {
-  const Weights w = weights(ref()["dequantize"][7], 16);  // q8_0
+  const Weights w = weights(quant_ref()["dequantize"][7], 16);  // q8_0
   ASSERT_EQ(w.f, QuantFormat::kQ8_0);
   Graph g("linear");
   Value x = g.input("x", DType::f32, {3, w.K});
