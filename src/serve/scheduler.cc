@@ -5,18 +5,6 @@
 #include <cstring>
 
 namespace rlx::serve {
-namespace {
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
-}  // namespace
-
 // One request. Guarded by the scheduler's mutex.
 struct EmbeddingTicket::Shared {
   EmbeddingScheduler* scheduler = nullptr;
@@ -91,7 +79,7 @@ EmbeddingTicket EmbeddingScheduler::submit(std::vector<Encoding> inputs) {
     ++in_flight_;
     for (size_t i = 0; i < job->inputs.size(); ++i) {
       const auto len = static_cast<int64_t>(job->inputs[i].ids.size());
-      const int64_t seq = std::min(round_up(len, options_.bucket), max_length);
+      const int64_t seq = models::bucketed_length(len, options_.bucket, max_length);
       buckets_[seq].push_back(Item{job, i, now});
       ++pending_;
     }
@@ -193,7 +181,7 @@ void EmbeddingScheduler::work(size_t worker) {
 
     const auto count = static_cast<int64_t>(batch.size());
     BatchEncoding tokens;
-    tokens.batch = std::min(next_pow2(count), options_.max_batch);
+    tokens.batch = models::padded_batch_size(count, options_.max_batch);
     tokens.seq = seq;
     const auto cells = static_cast<size_t>(tokens.batch * seq);
     tokens.ids.assign(cells, embedder.tokenizer().pad_id());

@@ -57,6 +57,14 @@ struct EmbedderOptions {
   std::string model_name;
 };
 
+/// The sequence length encode() pads `length` tokens to: the next multiple of `bucket`, at most
+/// `max_length` (both >= 1). Dynamic batching (rlx/serve) groups inputs by it so that a batch
+/// it forms runs at the same shapes as encode().
+int64_t bucketed_length(int64_t length, int64_t bucket, int64_t max_length);
+/// The batch size encode() pads `count` sequences to: the next power of two, at most
+/// `batch_size`.
+int64_t padded_batch_size(int64_t count, int64_t batch_size);
+
 /// Counters for --verbose output.
 struct EmbedderStats {
   int64_t compiles = 0;        ///< executables compiled (one per (batch, seq) bucket)
