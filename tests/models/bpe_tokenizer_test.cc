@@ -71,8 +71,9 @@ TEST(BpeTokenizer, InvalidUtf8RoundTripsBytes) {
   auto ids = smollm2().encode(text);
   EXPECT_EQ(smollm2().decode(ids), text);
   // 0xFF never occurs in UTF-8 and SmolLM2's vocabulary has no token for it.
-  EXPECT_NE(error_of([] { smollm2().encode("a\xff"); })
-                .find("byte 255 has no single-byte token in tokenizer.ggml.tokens"),
+  EXPECT_NE(error_of([] {
+              smollm2().encode("a\xff");
+            }).find("byte 255 has no single-byte token in tokenizer.ggml.tokens"),
             std::string::npos);
 }
 

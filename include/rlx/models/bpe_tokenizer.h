@@ -40,8 +40,8 @@ enum class BpePreTokenizer {
 ///
 /// Text is bytes: invalid UTF-8 is tokenized byte by byte (as llama.cpp does), so
 /// decode(encode(s)) == s for every s whose bytes all have single-byte tokens (SmolLM2's
-/// vocabulary lacks the bytes that never occur in UTF-8: 0xC0, 0xC1, 0xF5..0xFF). Thread safety: const methods may be
-/// called concurrently.
+/// vocabulary lacks the bytes that never occur in UTF-8: 0xC0, 0xC1, 0xF5..0xFF). Thread safety:
+/// const methods may be called concurrently.
 class BpeTokenizer {
  public:
   /// llama.cpp's token types (tokenizer.ggml.token_type).
