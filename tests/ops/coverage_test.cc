@@ -48,19 +48,13 @@ const char* layer_name(Layer l) { return kLayerNames[static_cast<size_t>(l)]; }
 
 // Holes that are intended, each with its reason: the one place for layers whose own table has
 // no way to declare one (the CPU kernel table declares its fallbacks, autodiff its
-// non-differentiable ops). Today: the quantized-weight ops on PJRT (the StableHLO emitter does
-// not unpack ggml blocks yet; the backend rejects them with a located error).
+// non-differentiable ops). Today there are none.
 struct DeclaredHole {
   Layer layer;
   OpKind op;
   const char* reason;
 };
-const std::vector<DeclaredHole> kDeclaredHoles = {
-    {Layer::Pjrt, OpKind::Dequantize,
-     "not supported on pjrt (ggml block unpacking in StableHLO is a later step)"},
-    {Layer::Pjrt, OpKind::QuantMatMul,
-     "not supported on pjrt (decomposes to dequantize, which is not lowered yet)"},
-};
+const std::vector<DeclaredHole> kDeclaredHoles = {};
 
 const DeclaredHole* declared(Layer layer, OpKind op) {
   for (const DeclaredHole& h : kDeclaredHoles)

@@ -1,6 +1,5 @@
-// The PJRT backend's op set does not include the quantized-weight ops yet: legalizing a graph
-// with dequantize (directly or through quant_matmul's decomposition) for it fails with the
-// error every unsupported op gives, naming the op and the node.
+// The PJRT backend's op set includes dequantize (lowered natively, src/backends/pjrt/lower/
+// quant.cc): legalizing quant_matmul for it leaves dequantize + dot_general, no rejection.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
@@ -11,19 +10,23 @@
 namespace rlx {
 namespace {
 
-TEST(QuantOnPjrt, LegalizeRejectsDequantizeNamingTheNode) {
-  EXPECT_FALSE(pjrt::native_ops().count(OpKind::Dequantize));
+TEST(QuantOnPjrt, LegalizeKeepsDequantizeAndDecomposesQuantMatMul) {
+  EXPECT_TRUE(pjrt::native_ops().count(OpKind::Dequantize));
+  EXPECT_FALSE(pjrt::native_ops().count(OpKind::QuantMatMul));
   Graph g("q");
   Value x = g.input("x", DType::f32, {2, 64});
   Value w = g.param("w", DType::u8, {3, 68});
   Value y = g.quant_matmul(x, w, QuantFormat::kQ8_0);
   g.set_outputs({y});
-  EXPECT_EQ(testing::error_of([&] { legalize(g, pjrt::native_ops(), {}, "pjrt"); }),
-            "backend 'pjrt' cannot run: dequantize (node %0 via quant_matmul)");
-  Graph d("d");
-  d.set_outputs({d.dequantize(d.param("w", DType::u8, {3, 68}), QuantFormat::kQ8_0, 64)});
-  EXPECT_EQ(testing::error_of([&] { legalize(d, pjrt::native_ops(), {}, "pjrt"); }),
-            "backend 'pjrt' cannot run: dequantize (node %0)");
+  Graph l = legalize(g, pjrt::native_ops(), {}, "pjrt");
+  int dequantize = 0, dot = 0;
+  for (const Node& n : l.nodes()) {
+    EXPECT_NE(n.op, OpKind::QuantMatMul) << l.to_string();
+    dequantize += n.op == OpKind::Dequantize;
+    dot += n.op == OpKind::DotGeneral;
+  }
+  EXPECT_EQ(dequantize, 1) << l.to_string();
+  EXPECT_EQ(dot, 1) << l.to_string();
 }
 
 }  // namespace

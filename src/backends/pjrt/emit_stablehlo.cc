@@ -201,6 +201,7 @@ const OpTable<LowerFn>& lowering_table() {
     register_reduce_lowerings(t);
     register_shape_lowerings(t);
     register_nn_lowerings(t);
+    register_quant_lowerings(t);
   });
   return table;
 }

@@ -17,10 +17,6 @@ namespace {
 
 using namespace cases;
 
-constexpr const char* kNoPjrtWhy =
-    "the StableHLO emitter does not lower dequantize yet (integer unpacking is a later step); "
-    "the PJRT backend rejects it with a located error (tests/backends/pjrt)";
-
 // Row length of a format's cases: two blocks (one of 256), 40 for the float formats.
 int64_t case_k(const QuantFormatInfo& info) {
   return info.block_size == 256 ? 256 : info.block_size == 32 ? 64 : 40;
@@ -82,16 +78,14 @@ void add_quant_cases(CaseList& cs) {
     const auto seed = static_cast<uint32_t>(info.ggml_type);
     cs.add(OpKind::Dequantize, name)
         .sample({fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed))}, qattrs(info, k))
-        .sample({fixed(DType::u8, {2, 2, rb}, packed_rows(f, 4, k, seed + 100))}, qattrs(info, k))
-        .only(kAllSuites & ~kPjrtSuite, kNoPjrtWhy);
+        .sample({fixed(DType::u8, {2, 2, rb}, packed_rows(f, 4, k, seed + 100))}, qattrs(info, k));
     Operand x{Shape{2, 3, k}, std::nullopt, {}, int8_exact(6, k, seed + 200), false};
     Operand w = fixed(DType::u8, {5, rb}, packed_rows(f, 5, k, seed + 300));
     w.param = true;  // bound through Executable::set_param as packed bytes
     Operand x1{Shape{k}, std::nullopt, {}, int8_exact(1, k, seed + 400), false};
     cs.add(OpKind::QuantMatMul, name)
         .sample({x, w}, qattrs(info, k))
-        .sample({x1, fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed + 500))}, qattrs(info, k))
-        .only(kAllSuites & ~kPjrtSuite, kNoPjrtWhy);
+        .sample({x1, fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed + 500))}, qattrs(info, k));
   }
   // A quantized embedding table needs no op of its own: gather the packed rows, dequantize.
   const int64_t rb = quant_row_bytes(QuantFormat::kQ8_0, 64);
@@ -101,8 +95,7 @@ void add_quant_cases(CaseList& cs) {
               [](Graph& g, const std::vector<Value>& in, DType) {
                 return std::vector<Value>{
                     g.dequantize(g.gather(in[0], in[1], 0), QuantFormat::kQ8_0, 64)};
-              })
-      .only(kAllSuites & ~kPjrtSuite, kNoPjrtWhy);
+              });
 }
 
 }  // namespace rlx::testing
