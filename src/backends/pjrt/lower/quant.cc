@@ -22,16 +22,13 @@ struct Part {
 class BlockEmitter {
  public:
   // `w` is u8[..., R]; it is viewed as u8[rows, nb, B].
-  BlockEmitter(Emitter& e, const Operand& w, const QuantFormatInfo& info, int64_t k)
-      : e_(e), info_(info) {
+  BlockEmitter(Emitter& e, const Operand& w, const QuantFormatInfo& info, int64_t k) : e_(e) {
     rows_ = 1;
     for (int i = 0; i + 1 < w.type.shape.rank(); ++i) rows_ *= w.type.shape.dims()[size_t(i)];
     nb_ = k / info.block_size;
     TensorType bt{DType::u8, Shape{rows_, nb_, info.bytes_per_block}};
     blocks_ = {e.emit("stablehlo.reshape", {w}, "", bt), bt};
   }
-
-  int64_t block_size() const { return info_.block_size; }
 
   // [rows, nb, count] of dtype t.
   TensorType per(int64_t count, DType t) const { return {t, Shape{rows_, nb_, count}}; }
@@ -155,7 +152,6 @@ class BlockEmitter {
   }
 
   Emitter& e_;
-  const QuantFormatInfo& info_;
   int64_t rows_ = 1, nb_ = 1;
   Operand blocks_;
 };
