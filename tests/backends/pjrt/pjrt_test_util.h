@@ -34,6 +34,13 @@ inline std::shared_ptr<Backend> test_backend() {
   return backend;
 }
 
+/// Options that keep every op in f32 (PJRT's default policy is AutoMixedBf16).
+inline CompileOptions f32_options() {
+  CompileOptions o;
+  o.precision = PrecisionPolicy{PrecisionMode::AlwaysF32, {}};
+  return o;
+}
+
 /// Tolerances, in one place. AlwaysF32: XLA's f32 kernels vs the reference evaluator (which
 /// computes in double then rounds) differ by a few ulp per op, more for transcendentals
 /// (XLA's fast polynomial approximations): |d| <= atol + rtol * |ref|.

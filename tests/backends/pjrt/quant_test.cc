@@ -16,12 +16,6 @@
 namespace rlx::pjrt::testing {
 namespace {
 
-CompileOptions f32_options() {
-  CompileOptions o;
-  o.precision = PrecisionPolicy{PrecisionMode::AlwaysF32, {}};
-  return o;
-}
-
 Tensor random_bytes(const Shape& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Tensor t(DType::u8, s);

@@ -17,12 +17,6 @@
 namespace rlx::pjrt::testing {
 namespace {
 
-CompileOptions f32_options() {
-  CompileOptions o;
-  o.precision = PrecisionPolicy{PrecisionMode::AlwaysF32, {}};
-  return o;
-}
-
 // Feeds for `g`: floats uniform in [lo, hi), integers in [-5, 5] (u8: [0, 10]), bools random.
 TensorMap make_feeds(const Graph& g, uint64_t seed, double lo = -2, double hi = 2) {
   std::mt19937_64 rng(seed);
