@@ -91,7 +91,33 @@ py::object run(PyExecutable& pe, const py::args& args, const py::kwargs& kwargs)
 }
 
 const std::set<std::string> kCompileOptions = {
-    "precision", "dispatch", "dce", "fold_constants", "seed", "dump_stages", "memory_limit"};
+    "precision", "dispatch",    "dce",          "fold_constants",
+    "seed",      "dump_stages", "memory_limit", "quantized_params"};
+
+// quantized_params={"w": "q8_0", "v": ("q4_K", 0)}: a format name, or (format, axis).
+std::map<std::string, QuantizedParamBinding> to_quantized_params(const py::handle& obj) {
+  const std::string bad =
+      "compile: quantized_params must be a dict of param name -> format name or (format, "
+      "axis), got ";
+  if (!py::isinstance<py::dict>(obj)) throw Error(bad + py::repr(obj).cast<std::string>());
+  std::map<std::string, QuantizedParamBinding> out;
+  for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) {
+    if (!py::isinstance<py::str>(k)) throw Error(bad + py::repr(obj).cast<std::string>());
+    QuantizedParamBinding b;
+    if (py::isinstance<py::str>(v)) {
+      b.format = quant_format_from_name(v.cast<std::string>());
+    } else if (py::isinstance<py::tuple>(v) && py::len(v) == 2 &&
+               py::isinstance<py::str>(v.cast<py::tuple>()[0]) &&
+               py::isinstance<py::int_>(v.cast<py::tuple>()[1])) {
+      b.format = quant_format_from_name(v.cast<py::tuple>()[0].cast<std::string>());
+      b.axis = v.cast<py::tuple>()[1].cast<int64_t>();
+    } else {
+      throw Error(bad + "'" + k.cast<std::string>() + "': " + py::repr(v).cast<std::string>());
+    }
+    out[k.cast<std::string>()] = b;
+  }
+  return out;
+}
 
 PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
   for (auto [k, v] : kw) {
@@ -130,6 +156,8 @@ PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
       o.memory_limit = n;
     }
   }
+  if (kw.contains("quantized_params"))
+    o.quantized_params = to_quantized_params(kw["quantized_params"]);
   bool dump = kw.contains("dump_stages") && kw["dump_stages"].cast<bool>();
   PyExecutable pe;
   {

@@ -8,6 +8,7 @@
 
 #include "rlx/ir/error.h"
 #include "rlx/opt/passes.h"
+#include "rlx/opt/quantize_params.h"
 
 namespace rlx {
 
@@ -28,13 +29,16 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   };
   const std::optional<PrecisionPolicy>& precision = o.precision;
 
-  PipelineResult r{g, {}, {}, {}};
+  // Quantized storage changes param types, so it comes before everything that reads them.
+  PipelineResult r{
+      o.quantized_params.empty() ? g : quantize_params(g, o.quantized_params), {}, {}, {}};
   PassManager pm;
   pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
   if (o.dce) pm.add(create_dce_pass());
   if (o.fold_constants) pm.add(create_fold_constants_pass(o.fold_max_elements));
   pm.add(create_cse_pass());
   pm.add(create_simplify_pass());
+  if (claims(OpKind::QuantMatMul)) pm.add(create_fuse_quant_matmul_pass());
   if (claims(OpKind::Attention)) pm.add(create_fuse_attention_pass());
   if (claims(OpKind::FusedMatMulBiasAct)) pm.add(create_fuse_matmul_bias_act_pass());
   // The pass creates both residual kinds, so the backend must claim both.

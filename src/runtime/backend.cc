@@ -36,7 +36,8 @@ std::string CompileOptions::cache_key() const {
   k +=
       ";profile=" + (profile ? std::to_string(static_cast<int>(*profile)) : std::string("default"));
   for (const auto& [name, q] : quantized_params)
-    k += ";q:" + name + "=" + q.format + "/" + std::to_string(q.block_size);
+    k += ";q:" + name + "=" + std::string(quant_format_info(q.format).name) + "@" +
+         std::to_string(q.axis);
   return k;
 }
 

@@ -15,14 +15,9 @@ BackendFacts BackendFacts::of(const Backend& backend) {
   return f;
 }
 
-void check_compile_request(const BackendFacts& backend, const CompileOptions& options,
-                           const Device& device) {
+void check_compile_request(const BackendFacts& backend, const Device& device) {
   check(device.kind == backend.device_kind,
         backend.name + " backend cannot compile for device '" + device.to_string() + "'");
-  if (!backend.quantized_params && !options.quantized_params.empty())
-    throw Error(backend.name + " backend: quantized params are not supported (param '" +
-                options.quantized_params.begin()->first + "' bound to format '" +
-                options.quantized_params.begin()->second.format + "')");
 }
 
 PipelineOptions make_pipeline_options(const BackendFacts& backend, const CompileOptions& options) {
@@ -33,6 +28,7 @@ PipelineOptions make_pipeline_options(const BackendFacts& backend, const Compile
   po.precision = options.precision ? options.precision : backend.default_precision;
   po.dce = options.dce;
   po.fold_constants = options.fold_constants;
+  po.quantized_params = options.quantized_params;
   return po;
 }
 
@@ -50,13 +46,20 @@ IoSpecs io_specs_of(const Graph& source) {
   return s;
 }
 
-void ProgramInfo::init(const Graph& source, PipelineResult&& compiled, const Device& on) {
+void ProgramInfo::init(const Graph& source, PipelineResult&& compiled, const Device& on,
+                       const std::map<std::string, QuantizedParamBinding>& quantized) {
   graph = std::move(compiled.graph);
   plan = std::move(compiled.plan);
   dispatch = std::move(compiled.report);
   IoSpecs specs = io_specs_of(source);
   inputs = std::move(specs.inputs);
   params = std::move(specs.params);
+  for (IoSpec& p : params) {
+    auto it = quantized.find(p.name);
+    if (it == quantized.end()) continue;
+    p.quantized = QuantizedStorage{it->second, p.type};
+    p.type = quantized_param_type(p.type, it->second, p.name);
+  }
   outputs = std::move(specs.outputs);
   device = on;
 }

@@ -42,10 +42,13 @@ size_t check_param_binding(const std::vector<IoSpec>& params, const std::string&
                            const Tensor& value) {
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].name != name) continue;
-    if (!(value.type() == params[i].type))
-      throw Error("set_param '" + name + "': expected " + params[i].type.to_string() + ", got " +
-                  value.type().to_string());
-    return i;
+    const std::optional<QuantizedStorage>& q = params[i].quantized;
+    if (value.type() == params[i].type || (q && value.type() == q->declared)) return i;
+    throw Error("set_param '" + name + "': expected " + params[i].type.to_string() +
+                (q ? " (" + std::string(quant_format_info(q->binding.format).name) +
+                         " packed) or " + q->declared.to_string()
+                   : std::string()) +
+                ", got " + value.type().to_string());
   }
   throw Error("set_param: unknown param '" + name + "' (params: " + names_of(params) + ")");
 }
@@ -79,8 +82,11 @@ void check_params_set(const std::vector<IoSpec>& params,
 void Executable::set_param_typed(const std::string& name, DType dtype, const Shape& shape,
                                  std::span<const std::byte> bytes) {
   const IoSpec& spec = find_spec(params(), name, "set_param_typed", "param");
-  check(shape == spec.type.shape, "set_param_typed '" + name + "': expected shape " +
-                                      spec.type.shape.to_string() + ", got " + shape.to_string());
+  // A quantized param takes its packed bytes as they are or data of its declared shape.
+  const TensorType& target =
+      spec.quantized && shape != spec.type.shape ? spec.quantized->declared : spec.type;
+  check(shape == target.shape, "set_param_typed '" + name + "': expected shape " +
+                                   target.shape.to_string() + ", got " + shape.to_string());
   // The byte count is checked before the bytes are touched; copying them into a tensor of its
   // own also aligns data that sit at an arbitrary offset of a file.
   Tensor copy(dtype, shape);
@@ -88,7 +94,7 @@ void Executable::set_param_typed(const std::string& name, DType dtype, const Sha
         "set_param_typed '" + name + "': " + std::to_string(bytes.size()) + " bytes for " +
             copy.type().to_string() + ", which needs " + std::to_string(copy.nbytes()));
   if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
-  set_param(name, convert_tensor(copy, spec.type.dtype));
+  set_param(name, convert_tensor(copy, target.dtype));
 }
 
 std::vector<Tensor> Executable::run_typed(const TensorMap& inputs,

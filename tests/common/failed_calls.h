@@ -168,9 +168,15 @@ inline void expect_failed_calls_change_nothing(const CompileFn& compile,
   std::vector<Case> compile_cases;
   {
     CompileOptions q = options;
-    q.quantized_params["w"] = {"q8_0", 32};
+    q.quantized_params["w"] = {QuantFormat::kQ8_0, -1};
     compile_cases.push_back(
-        {backend + " backend: quantized params are not supported", [&, q] { compile(g, q); }});
+        {"quantized param 'w' (f32[3,4] as q8_0): axis 1 has 4 elements, "
+         "not a multiple of the block size 32",
+         [&, q] { compile(g, q); }});
+    CompileOptions unknown = options;
+    unknown.quantized_params["v"] = {QuantFormat::kQ4_0, 0};
+    compile_cases.push_back(
+        {"has no param 'v' (params: w)", [&, unknown] { compile(g, unknown); }});
     CompileOptions tiny = options;
     tiny.memory_limit = 64;
     compile_cases.push_back(

@@ -34,6 +34,7 @@ struct PassCase {
 const std::vector<PassCase>& cases() {
   static const std::vector<PassCase> all = {
       {"legalize-broadcast", create_legalize_broadcast_pass},
+      {"fuse-quant-matmul", create_fuse_quant_matmul_pass},
       {"fuse-matmul-bias-act", create_fuse_matmul_bias_act_pass},
       {"fuse-residual-norm", create_fuse_residual_norm_pass},
       {"fuse-attention", create_fuse_attention_pass},

@@ -45,6 +45,7 @@ TEST(PassesOnRandomGraphs, EachPassPreservesSemantics) {
       {"fold-constants", [] { return create_fold_constants_pass(); }, kExact},
       {"simplify", [] { return create_simplify_pass(); }, kExact},
       {"legalize-broadcast", [] { return create_legalize_broadcast_pass(); }, kExact},
+      {"fuse-quant-matmul", [] { return create_fuse_quant_matmul_pass(); }, kRounding},
       {"fuse-matmul-bias-act", [] { return create_fuse_matmul_bias_act_pass(); }, kRounding},
       {"fuse-residual-norm", [] { return create_fuse_residual_norm_pass(); }, kRounding},
       {"fuse-attention", [] { return create_fuse_attention_pass(); }, kRounding},

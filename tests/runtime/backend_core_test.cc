@@ -58,19 +58,10 @@ BackendFacts fake_facts() {
   return f;
 }
 
-TEST(CompileFront, ChecksDeviceAndQuantizedParams) {
-  CompileOptions o;
-  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::parse("cuda:2")); }), "");
-  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::cpu()); }),
+TEST(CompileFront, ChecksDevice) {
+  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), Device::parse("cuda:2")); }), "");
+  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), Device::cpu()); }),
             "fake backend cannot compile for device 'cpu'");
-  o.quantized_params["w"] = {"q4_0", 32};
-  o.quantized_params["v"] = {"q8_0", 32};
-  EXPECT_EQ(error_of([&] { check_compile_request(fake_facts(), o, Device::parse("cuda")); }),
-            "fake backend: quantized params are not supported (param 'v' bound to format "
-            "'q8_0')");
-  BackendFacts quantized = fake_facts();
-  quantized.quantized_params = true;
-  EXPECT_EQ(error_of([&] { check_compile_request(quantized, o, Device::parse("cuda")); }), "");
 }
 
 TEST(CompileFront, PipelineOptionsFromCompileOptions) {
@@ -83,6 +74,7 @@ TEST(CompileFront, PipelineOptionsFromCompileOptions) {
   EXPECT_FALSE(po.precision.has_value());
   EXPECT_TRUE(po.dce);
   EXPECT_TRUE(po.fold_constants);
+  EXPECT_TRUE(po.quantized_params.empty());
 
   BackendFacts bf16 = fake_facts();
   bf16.default_precision = parse_precision_policy("auto-mixed-bf16");
@@ -91,7 +83,9 @@ TEST(CompileFront, PipelineOptionsFromCompileOptions) {
   o.dispatch = DispatchOptions::parse("force_common,attention=prefer_native");
   o.dce = false;
   o.fold_constants = false;
+  o.quantized_params["w"] = {QuantFormat::kQ4_0, 0};
   po = make_pipeline_options(bf16, o);
+  EXPECT_EQ(po.quantized_params, o.quantized_params);
   EXPECT_EQ(po.precision, o.precision);  // the caller's policy wins over the default
   EXPECT_EQ(po.dispatch.policy, KernelDispatch::ForceCommon);
   EXPECT_EQ(po.dispatch.policy_for(OpKind::Attention), KernelDispatch::PreferNative);
@@ -292,13 +286,13 @@ class EvalExecutable final : public ExecutableCore<EvalProgram, Tensor> {
   }
 };
 
-std::unique_ptr<EvalExecutable> compile_eval(const Graph& g) {
+std::unique_ptr<EvalExecutable> compile_eval(const Graph& g, const CompileOptions& o = {}) {
   BackendFacts facts;
   facts.name = "eval";
-  CompileOptions o;
-  check_compile_request(facts, o, Device::cpu());
+  check_compile_request(facts, Device::cpu());
   auto p = std::make_shared<EvalProgram>();
-  p->init(g, run_standard_pipeline(g, make_pipeline_options(facts, o)), Device::cpu());
+  p->init(g, run_standard_pipeline(g, make_pipeline_options(facts, o)), Device::cpu(),
+          o.quantized_params);
   ParamBindings<Tensor> params(p->params.size());
   return std::make_unique<EvalExecutable>(std::move(p), std::move(params));
 }

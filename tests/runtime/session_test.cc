@@ -326,10 +326,8 @@ TEST_F(SessionCache, FailedCompileCachesNothing) {
   Session s;
   Graph g = small_graph(Shape{2});
   CompileOptions q;
-  q.quantized_params["w"] = {"q8_0", 32};
-  std::string message =
-      "cpu backend: quantized params are not supported (param 'w' bound to "
-      "format 'q8_0')";
+  q.quantized_params["v"] = {QuantFormat::kQ8_0, -1};
+  std::string message = "quantized_params: graph 'small' has no param 'v' (params: w)";
   EXPECT_EQ(error_of([&] { s.compile(g, q); }), message);
   EXPECT_EQ(error_of([&] { s.compile(g, q); }), message);  // tried again, not cached
   expect_stats(s, 0, 2, 0, 0);

@@ -83,6 +83,7 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
   if (name == "fold-constants") return create_fold_constants_pass();
   if (name == "simplify") return create_simplify_pass();
   if (name == "legalize-broadcast") return create_legalize_broadcast_pass();
+  if (name == "fuse-quant-matmul") return create_fuse_quant_matmul_pass();
   if (name == "fuse-matmul-bias-act") return create_fuse_matmul_bias_act_pass();
   if (name == "fuse-residual-norm") return create_fuse_residual_norm_pass();
   if (name == "fuse-attention") return create_fuse_attention_pass();
@@ -92,7 +93,7 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
     return create_decompose_pass([](OpKind op) { return !op_info(op).has(kFused); }, "unfuse");
   throw Error("unknown pass '" + name +
               "' (known: dce, cse, fold-constants, simplify, legalize-broadcast, "
-              "fuse-matmul-bias-act, fuse-residual-norm, fuse-attention, "
+              "fuse-quant-matmul, fuse-matmul-bias-act, fuse-residual-norm, fuse-attention, "
               "mark-elementwise-regions, decompose, unfuse)");
 }
 

@@ -34,6 +34,12 @@ std::unique_ptr<Pass> create_simplify_pass();
 /// so elementwise operands have the result's shape (StableHLO/XLA require it).
 std::unique_ptr<Pass> create_legalize_broadcast_pass();
 
+/// "fuse-quant-matmul": matmul(x, transpose(dequantize(p))) and dot_general(x, dequantize(p))
+/// or dot_general(x, transpose(dequantize(p))) contracting x's last dim with the dequantized
+/// weight's row axis (f32 x, no batch dims) become quant_matmul(x, p), which reads the packed
+/// weight directly (the form rlx/opt/quantize_params.h produces).
+std::unique_ptr<Pass> create_fuse_quant_matmul_pass();
+
 /// "fuse-matmul-bias-act": matmul -> add(bias) -> optional relu/gelu/gelu_tanh/silu becomes one
 /// fused_matmul_bias_act, when the intermediate values have no other use.
 std::unique_ptr<Pass> create_fuse_matmul_bias_act_pass();

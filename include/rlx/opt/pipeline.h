@@ -1,8 +1,10 @@
-// The standard compile pipeline a backend composes: verify -> legalize -> DCE -> fold -> CSE ->
-// simplify -> fusions (those the backend claims) -> AMP -> DCE -> memory plan.
+// The standard compile pipeline a backend composes: verify -> quantized param storage ->
+// legalize -> DCE -> fold -> CSE -> simplify -> fusions (those the backend claims) -> AMP -> DCE ->
+// memory plan.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,6 +15,7 @@
 #include "rlx/opt/memory_plan.h"
 #include "rlx/opt/pass.h"
 #include "rlx/opt/precision.h"
+#include "rlx/opt/quantize_params.h"
 
 namespace rlx {
 
@@ -30,6 +33,9 @@ struct PipelineOptions {
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
+  /// Params stored block-quantized (rlx/opt/quantize_params.h): the pipeline starts from
+  /// quantize_params(g, quantized_params), so the result's params have the packed types.
+  std::map<std::string, QuantizedParamBinding> quantized_params;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
   /// When set, called with each pass's name and the graph after it, in pipeline order (IR dumps

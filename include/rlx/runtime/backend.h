@@ -11,19 +11,12 @@
 
 #include "rlx/opt/legalize.h"
 #include "rlx/opt/precision.h"
+#include "rlx/opt/quantize_params.h"
 #include "rlx/runtime/device.h"
 #include "rlx/runtime/executable.h"
 #include "rlx/runtime/profile.h"
 
 namespace rlx {
-
-/// How a param is stored quantized (a binding name -> format), for backends with quantized
-/// kernels (GGUF-style block formats). Backends without them reject any binding at compile.
-struct QuantizedParamBinding {
-  std::string format;       ///< e.g. "q8_0", "q4_0" (ggml block formats)
-  int64_t block_size = 32;  ///< elements per quantization block
-  bool operator==(const QuantizedParamBinding&) const = default;
-};
 
 /// Options of one compilation. Defaults are the fast, correct choice. Constructing them reads
 /// no environment variable: Session::compile resolves what they leave absent from the
@@ -42,7 +35,13 @@ struct CompileOptions {
   bool fold_constants = true;
   /// Seed for ops that draw random numbers (dropout, initializers); part of the cache key.
   uint64_t seed = 0;
-  /// Param name -> quantized storage format.
+  /// Params stored block-quantized (ggml formats, rlx/opt/quantize_params.h), by name: every
+  /// backend compiles the graph with each such param replaced by its packed u8 form and a
+  /// dequantize (fused into quant_matmul where a matmul contracts the quantized axis: the CPU's
+  /// fused kernel then reads the weight packed; PJRT lowers the integer unpacking to
+  /// StableHLO). Executable::params() reports the packed type; set_param takes packed bytes or
+  /// the declared float data. An unknown name, a non-float param or an axis whose size is not
+  /// a multiple of the block size fails the compile (rlx::Error naming the param).
   std::map<std::string, QuantizedParamBinding> quantized_params;
   /// The most memory, in bytes, one executable may plan to hold (arena + params + constants +
   /// outputs; rlx/runtime/memory_limit.h): a compile planning more fails with rlx::Error naming

@@ -32,26 +32,19 @@ struct BackendFacts {
   /// The precision policy when CompileOptions::precision is absent (PJRT: AutoMixedBf16);
   /// absent: the graph keeps its own dtypes (CPU).
   std::optional<PrecisionPolicy> default_precision;
-  /// Whether it has kernels for quantized params (CompileOptions::quantized_params). No
-  /// backend has yet, so every binding is rejected.
-  bool quantized_params = false;
-
   /// The facts `backend` states through its interface: name(), device_kind() and
-  /// supported_ops(); no default precision, no quantized params.
+  /// supported_ops(); no default precision.
   static BackendFacts of(const Backend& backend);
 };
 
 /// Checks a compile request before any work: `device` must be of the backend's kind ("cpu
-/// backend cannot compile for device 'cuda:0'"), and quantized param bindings need a backend
-/// that has them ("cpu backend: quantized params are not supported (param 'w' bound to format
-/// 'q8_0')", naming the first binding). Throws rlx::Error.
-void check_compile_request(const BackendFacts& backend, const CompileOptions& options,
-                           const Device& device);
+/// backend cannot compile for device 'cuda:0'"). Throws rlx::Error.
+void check_compile_request(const BackendFacts& backend, const Device& device);
 
 /// The standard pipeline's options for `backend` under `options`: its name and supported ops,
 /// options.dispatch (absent: the defaults, PreferNative), options.precision (absent:
-/// backend.default_precision), and the DCE / folding switches. Reads no environment variable
-/// (Session resolves those into `options`).
+/// backend.default_precision), the DCE / folding switches and the quantized param bindings. Reads
+/// no environment variable (Session resolves those into `options`).
 PipelineOptions make_pipeline_options(const BackendFacts& backend, const CompileOptions& options);
 
 /// Input, param and output specs of a graph given to compile, in graph order: inputs and
@@ -75,8 +68,10 @@ struct ProgramInfo {
   Device device;
 
   /// Fills everything but `kernel_report` from the graph given to compile and the pipeline's
-  /// result (moved from).
-  void init(const Graph& source, PipelineResult&& compiled, const Device& on);
+  /// result (moved from); the params bound in `quantized` get their packed types and
+  /// IoSpec::quantized.
+  void init(const Graph& source, PipelineResult&& compiled, const Device& on,
+            const std::map<std::string, QuantizedParamBinding>& quantized);
 };
 
 /// Checks what an executable of `program` will hold (planned_memory: arena, params, constants,
@@ -152,7 +147,12 @@ class ExecutableCore : public Executable {
 
   void set_param(const std::string& name, const Tensor& value) final {
     size_t index = check_param_binding(program_->params, name, value);
-    ParamValue bound = bind_param(index, value);  // e.g. a device upload: outside the lock
+    const IoSpec& spec = program_->params[index];
+    // e.g. a device upload: outside the lock, as is packing a quantized param's f32 data.
+    ParamValue bound =
+        spec.quantized && value.type() != spec.type
+            ? bind_param(index, pack_quantized_param(value, spec.quantized->binding, name))
+            : bind_param(index, value);
     std::lock_guard<std::mutex> lock(mu_);
     params_.set(index, std::move(bound));
   }

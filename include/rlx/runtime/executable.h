@@ -13,17 +13,29 @@
 #include "rlx/ir/graph.h"
 #include "rlx/opt/legalize.h"
 #include "rlx/opt/memory_plan.h"
+#include "rlx/opt/quantize_params.h"
 #include "rlx/runtime/device.h"
 #include "rlx/runtime/kernel_report.h"
 #include "rlx/runtime/profile.h"
 
 namespace rlx {
 
+/// How a param bound in CompileOptions::quantized_params is stored: its binding and the type
+/// the graph given to compile declared for it.
+struct QuantizedStorage {
+  QuantizedParamBinding binding;
+  TensorType declared;
+  bool operator==(const QuantizedStorage&) const = default;
+};
+
 /// Name and type of one graph input, param or output, as the caller sees it (the dtypes of the
-/// graph given to compile; precision policies change only internal dtypes).
+/// graph given to compile; precision policies change only internal dtypes). A param stored
+/// quantized has the packed u8 `type` (rlx/opt/quantize_params.h quantized_param_type) and
+/// `quantized` set: set_param binds packed data of `type` or packs data of its declared type.
 struct IoSpec {
   std::string name;
   TensorType type;
+  std::optional<QuantizedStorage> quantized = std::nullopt;
   bool operator==(const IoSpec&) const = default;
 };
 
@@ -62,9 +74,13 @@ class Executable {
   /// capabilities().zero_copy_params): it reads that storage on every run, so writes the
   /// caller makes to it between runs are seen by the next run (writing during a run is a data
   /// race). A borrowed tensor's memory must outlive the binding. Every declared param must be
-  /// set before run(), also one that the compiled graph no longer reads. Throws rlx::Error
+  /// set before run(), also one that the compiled graph no longer reads. A param stored
+  /// quantized (IoSpec::quantized) takes packed u8 data of its spec type (zero copy, as above)
+  /// or data of its declared float type, which it packs once into storage of its own
+  /// (pack_quantized_param: llama.cpp's round-to-nearest quantizers). Throws rlx::Error
   /// "set_param: unknown param 'x' (params: a, b)" or "set_param 'w': expected f32[4,8], got
-  /// f16[4,8]"; the earlier binding is then kept.
+  /// f16[4,8]" (check_param_binding), or pack_quantized_param's errors; the earlier binding is
+  /// then kept.
   virtual void set_param(const std::string& name, const Tensor& value) = 0;
   /// Binds param `name` from `bytes` holding a row-major tensor of `dtype` and `shape`: the
   /// shape must equal the declared one; the dtype may differ and is then converted to the
@@ -130,8 +146,10 @@ void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs)
 void check_params_set(const std::vector<IoSpec>& params, const std::function<bool(size_t)>& is_set);
 
 /// Checks a set_param call against the declared `params` and returns the param's index in
-/// them. Throws rlx::Error "set_param: unknown param 'x' (params: a, b)" or "set_param 'w':
-/// expected f32[4,8], got f16[4,8]".
+/// them; a quantized param (IoSpec::quantized) accepts its packed type and its declared type.
+/// Throws rlx::Error "set_param: unknown param 'x' (params: a, b)", "set_param 'w': expected
+/// f32[4,8], got f16[4,8]" or "set_param 'w': expected u8[8,34] (q8_0 packed) or f32[8,32],
+/// got f16[8,32]".
 size_t check_param_binding(const std::vector<IoSpec>& params, const std::string& name,
                            const Tensor& value);
 

@@ -117,7 +117,7 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
                                      const BackendFacts& facts, const CompileOptions& options) {
   auto program = std::make_shared<Program>();
   Program& p = *program;
-  p.init(source, std::move(compiled), Device::cpu());
+  p.init(source, std::move(compiled), Device::cpu(), options.quantized_params);
   // Before the dense constants below and the executable's arena are allocated.
   check_program_memory(facts, options, p);
   const Graph& g = p.graph;
@@ -313,7 +313,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
     BackendFacts facts = BackendFacts::of(*this);  // the graph's own dtypes by default
-    check_compile_request(facts, options, device);
+    check_compile_request(facts, device);
     // oneDNN sizes a primitive's parallel work when the kernel factories create it below, from
     // the calling thread's OpenMP setting: bind it now, not only in run().
     bind_library_threads();

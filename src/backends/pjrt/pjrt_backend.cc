@@ -115,13 +115,13 @@ class PjrtBackend final : public Backend {
 
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
-    check_compile_request(pjrt_facts(), options, device);
+    check_compile_request(pjrt_facts(), device);
     // Legalize and optimize first: an unsupported graph fails before any plugin is needed.
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
 
     auto program = std::make_shared<Program>();
     Program& p = *program;
-    p.init(graph, std::move(compiled), device);
+    p.init(graph, std::move(compiled), device, options.quantized_params);
     // rlx's plan, before the plugin compiles and any device buffer exists.
     check_program_memory(pjrt_facts(), options, p);
     auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {

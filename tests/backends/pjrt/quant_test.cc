@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/quantized_mlp.h"
 #include "pjrt_test_util.h"
 
 namespace rlx::pjrt::testing {
@@ -102,6 +103,38 @@ TEST(PjrtQuantMatMul, EqualsEvaluator) {
     EXPECT_TRUE(all_close(got[0], want[0], Tolerance{1e-4, 1e-5}, &err))
         << quant_format_info(f).name;
   }
+}
+
+// CompileOptions::quantized_params on pjrt: the same packed specs as on the CPU, the weights
+// bound as f32 (packed at bind) or as packed bytes, the same values as the reference evaluator
+// and as the CPU backend's decomposed path.
+TEST(PjrtQuantizedParams, EqualReferenceAndCpu) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  CompileOptions o = f32_options();
+  o.quantized_params = rlx::testing::quantized_mlp_bindings();
+  const Graph g = rlx::testing::quantized_mlp();
+  std::unique_ptr<Executable> exe = test_backend()->compile(g, o, Device{DeviceKind::Pjrt, 0});
+  ASSERT_EQ(exe->params().size(), 3u);
+  EXPECT_EQ(exe->params()[0].type.to_string(), "u8[96,68]");
+  EXPECT_EQ(exe->params()[2].type.to_string(), "u8[32,54]");
+  ASSERT_TRUE(exe->params()[2].quantized.has_value());
+  EXPECT_EQ(exe->params()[2].quantized->declared.to_string(), "f32[32,96]");
+
+  const TensorMap feeds = rlx::testing::quantized_mlp_feeds();
+  for (const IoSpec& p : exe->params()) exe->set_param(p.name, feeds.at(p.name));
+  std::vector<Tensor> got = exe->run({{"x", feeds.at("x")}});
+  const std::vector<Tensor> want = rlx::testing::quantized_mlp_reference();
+  EXPECT_TRUE(all_close(got[0], want[0], Tolerance{1e-4, 1e-5}));
+
+  const TensorMap packed = rlx::testing::packed_feeds(feeds, o.quantized_params);
+  for (const IoSpec& p : exe->params()) exe->set_param(p.name, packed.at(p.name));
+  EXPECT_TRUE(exe->run({{"x", feeds.at("x")}})[0].bitwise_equal(got[0]));
+
+  CompileOptions cpu = o;
+  cpu.dispatch = DispatchOptions{KernelDispatch::ForceCommon, {}};
+  std::unique_ptr<Executable> on_cpu = backend_for(DeviceKind::Cpu)->compile(g, cpu, Device::cpu());
+  for (const IoSpec& p : on_cpu->params()) on_cpu->set_param(p.name, feeds.at(p.name));
+  EXPECT_TRUE(all_close(got[0], on_cpu->run({{"x", feeds.at("x")}})[0], Tolerance{1e-4, 1e-5}));
 }
 
 }  // namespace
