@@ -563,8 +563,9 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
 // sub-block unpacked in a register (F::sub) and its scales decoded once per block (F::scales);
 // the zero point / min terms are coefficient x activation sums (ggml's bsums trick).
 template <class F, int MR>
-inline void gemv_tile(const uint8_t* const* wr, int64_t nblocks, const int8_t* const* aq,
-                      const float* const* ad, const float* const* as, float out[4][4]) {
+inline void gemv_tile(const uint8_t* const* wr, int64_t nblocks, int64_t prefetch,
+                      const int8_t* const* aq, const float* const* ad, const float* const* as,
+                      float out[4][4]) {
   __m256 acc[MR][kNR];
   float off[MR][kNR];
   for (int m = 0; m < MR; ++m)
@@ -574,7 +575,11 @@ inline void gemv_tile(const uint8_t* const* wr, int64_t nblocks, const int8_t* c
     }
   for (int64_t b = 0; b < nblocks; ++b) {
     float sc[kNR][2 * F::kSub], cf[kNR][2 * F::kSub];
-    for (int n = 0; n < kNR; ++n) F::scales(wr[n] + b * F::kBytes, sc[n], cf[n]);
+    for (int n = 0; n < kNR; ++n) {
+      // the next tile's rows (the prefetchers lose the short row streams at each new tile)
+      _mm_prefetch(reinterpret_cast<const char*>(wr[n] + b * F::kBytes + prefetch), _MM_HINT_T0);
+      F::scales(wr[n] + b * F::kBytes, sc[n], cf[n]);
+    }
 #pragma GCC unroll 8
     for (int s = 0; s < F::kSub; ++s) {
       const int64_t j = b * F::kSub + s;  // activation block
@@ -636,7 +641,7 @@ inline void gemv_tiles(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
                [&]<int MR>(int64_t m0, const int8_t* const* aq, const float* const* ad,
                            const float* const* as) {
                  float out[4][4];
-                 gemv_tile<F, MR>(wr, nblocks, aq, ad, as, out);
+                 gemv_tile<F, MR>(wr, nblocks, t + 1 < t1 ? kNR * row_bytes : 0, aq, ad, as, out);
                  for (int m = 0; m < MR; ++m)
                    for (int n = 0; n < nr; ++n) y[(m0 + m) * N + n0 + n] = out[m][n];
                });
