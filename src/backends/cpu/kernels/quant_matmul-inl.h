@@ -171,13 +171,20 @@ struct FmtQ2_K {
 struct FmtQ3_K {
   static constexpr int kSub = 8, kBytes = 110;
   static constexpr bool kSigned = false, kPer16 = true;
+  // The 16 6-bit scales (ggml's kmask unpacking of scales[12]: low nibbles, then 2 high bits).
   static void scales(const uint8_t* b, float* sc, float* cf) {
     const float d = ld_f16(b + 108);
-    const uint8_t* s = b + 96;
+    uint32_t aux[4];
+    std::memcpy(aux, b + 96, 12);
+    const uint32_t tmp = aux[2], m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    aux[2] = ((aux[0] >> 4) & m4) | (((tmp >> 4) & m2) << 4);
+    aux[3] = ((aux[1] >> 4) & m4) | (((tmp >> 6) & m2) << 4);
+    aux[0] = (aux[0] & m4) | ((tmp & m2) << 4);
+    aux[1] = (aux[1] & m4) | (((tmp >> 2) & m2) << 4);
+    uint8_t v[16];
+    std::memcpy(v, aux, 16);
     for (int g = 0; g < 16; ++g) {
-      const int low = g < 8 ? (s[g] & 0xF) : (s[g - 8] >> 4);
-      const int high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-      sc[g] = d * float((low | (high << 4)) - 32);
+      sc[g] = d * float(int(v[g]) - 32);
       cf[g] = -4 * sc[g];
     }
   }
