@@ -70,60 +70,33 @@ inline void same_scale(float d, float c, float* sc, float* cf) {
   cf[0] = cf[1] = c;
 }
 
-struct FmtQ4_0 {
-  static constexpr int kSub = 1, kBytes = 18;
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: d f16 | m f16 (kMin) | qh u32 (kFifth) | qs[16] nibbles;
+// weight = d * q + m, or without a min d * (q - 8) (Q4_0) / d * (q - 16) (Q5_0).
+template <bool kMin, bool kFifth>
+struct FmtQ45 {
+  static constexpr int kQh = kMin ? 4 : 2, kQs = kQh + (kFifth ? 4 : 0);
+  static constexpr int kSub = 1, kBytes = kQs + 16;
   static constexpr bool kSigned = false, kPer16 = false;
   static void scales(const uint8_t* b, float* sc, float* cf) {
     const float d = ld_f16(b);
-    same_scale(d, -8 * d, sc, cf);
-  }
-  static uint8_t elem(const uint8_t* b, int, int i) { return nibble(b + 2, i); }
-#if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int) { return nibbles(b + 2); }
-#endif
-};
-struct FmtQ4_1 {
-  static constexpr int kSub = 1, kBytes = 20;
-  static constexpr bool kSigned = false, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) {
-    same_scale(ld_f16(b), ld_f16(b + 2), sc, cf);
-  }
-  static uint8_t elem(const uint8_t* b, int, int i) { return nibble(b + 4, i); }
-#if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int) { return nibbles(b + 4); }
-#endif
-};
-struct FmtQ5_0 {
-  static constexpr int kSub = 1, kBytes = 22;
-  static constexpr bool kSigned = false, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) {
-    const float d = ld_f16(b);
-    same_scale(d, -16 * d, sc, cf);
+    same_scale(d, kMin ? ld_f16(b + 2) : -(kFifth ? 16.0f : 8.0f) * d, sc, cf);
   }
   static uint8_t elem(const uint8_t* b, int, int i) {
-    return uint8_t(nibble(b + 6, i) | (((ld_u32(b + 2) >> i) & 1) << 4));
+    const uint8_t q = nibble(b + kQs, i);
+    return kFifth ? uint8_t(q | (((ld_u32(b + kQh) >> i) & 1) << 4)) : q;
   }
 #if RLX_QM_LEVEL >= 1
   static __m256i sub(const uint8_t* b, int) {
-    return _mm256_or_si256(nibbles(b + 6), fifth_bits(ld_u32(b + 2)));
+    const __m256i q = nibbles(b + kQs);
+    if constexpr (kFifth) return _mm256_or_si256(q, fifth_bits(ld_u32(b + kQh)));
+    return q;
   }
 #endif
 };
-struct FmtQ5_1 {
-  static constexpr int kSub = 1, kBytes = 24;
-  static constexpr bool kSigned = false, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) {
-    same_scale(ld_f16(b), ld_f16(b + 2), sc, cf);
-  }
-  static uint8_t elem(const uint8_t* b, int, int i) {
-    return uint8_t(nibble(b + 8, i) | (((ld_u32(b + 4) >> i) & 1) << 4));
-  }
-#if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int) {
-    return _mm256_or_si256(nibbles(b + 8), fifth_bits(ld_u32(b + 4)));
-  }
-#endif
-};
+using FmtQ4_0 = FmtQ45<false, false>;
+using FmtQ4_1 = FmtQ45<true, false>;
+using FmtQ5_0 = FmtQ45<false, true>;
+using FmtQ5_1 = FmtQ45<true, true>;
 struct FmtQ8_0 {
   static constexpr int kSub = 1, kBytes = 34;
   static constexpr bool kSigned = true, kPer16 = false;
@@ -219,31 +192,27 @@ inline void k4_scales(const uint8_t* b, float* sc, float* cf) {
 inline uint8_t k4_nibble(const uint8_t* qs, int s, int i) {
   return (qs[32 * (s / 2) + i] >> (4 * (s % 2))) & 0xF;
 }
-struct FmtQ4_K {
-  static constexpr int kSub = 8, kBytes = 144;
-  static constexpr bool kSigned = false, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) { k4_scales(b, sc, cf); }
-  static uint8_t elem(const uint8_t* b, int s, int i) { return k4_nibble(b + 16, s, i); }
-#if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int s) {
-    return bits(ld(b + 16 + 32 * (s / 2)), 4 * (s % 2), 0, 0xF);
-  }
-#endif
-};
-struct FmtQ5_K {
-  static constexpr int kSub = 8, kBytes = 176;
+// Q4_K / Q5_K: d f16 | dmin f16 | scales[12] | qh[32] (kFifth) | qs[128].
+template <bool kFifth>
+struct FmtQ45_K {
+  static constexpr int kQs = kFifth ? 48 : 16;
+  static constexpr int kSub = 8, kBytes = kQs + 128;
   static constexpr bool kSigned = false, kPer16 = false;
   static void scales(const uint8_t* b, float* sc, float* cf) { k4_scales(b, sc, cf); }
   static uint8_t elem(const uint8_t* b, int s, int i) {
-    return uint8_t(k4_nibble(b + 48, s, i) | (((b[16 + i] >> s) & 1) << 4));
+    const uint8_t q = k4_nibble(b + kQs, s, i);
+    return kFifth ? uint8_t(q | (((b[16 + i] >> s) & 1) << 4)) : q;
   }
 #if RLX_QM_LEVEL >= 1
   static __m256i sub(const uint8_t* b, int s) {
-    return _mm256_or_si256(bits(ld(b + 48 + 32 * (s / 2)), 4 * (s % 2), 0, 0xF),
-                           bits(ld(b + 16), s, 4, 0x10));
+    const __m256i q = bits(ld(b + kQs + 32 * (s / 2)), 4 * (s % 2), 0, 0xF);
+    if constexpr (kFifth) return _mm256_or_si256(q, bits(ld(b + 16), s, 4, 0x10));
+    return q;
   }
 #endif
 };
+using FmtQ4_K = FmtQ45_K<false>;
+using FmtQ5_K = FmtQ45_K<true>;
 struct FmtQ6_K {
   static constexpr int kSub = 8, kBytes = 210;
   static constexpr bool kSigned = false, kPer16 = true;
@@ -667,9 +636,24 @@ inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t 
     if (f == QuantFormat::kF32) {
       std::memcpy(row.data(), src, size_t(K) * 4);
     } else if (f == QuantFormat::kF16) {
-      for (int64_t k = 0; k < K; ++k) row[size_t(k)] = ld_f16(src + 2 * k);
+      int64_t k = 0;
+#if RLX_QM_LEVEL >= 1
+      for (; k + 8 <= K; k += 8)
+        _mm256_storeu_ps(
+            row.data() + k,
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k))));
+#endif
+      for (; k < K; ++k) row[size_t(k)] = ld_f16(src + 2 * k);
     } else {
-      for (int64_t k = 0; k < K; ++k) {
+      int64_t k = 0;
+#if RLX_QM_LEVEL >= 1
+      for (; k + 8 <= K; k += 8) {  // bf16: the upper halves of f32 words
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row.data() + k),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      }
+#endif
+      for (; k < K; ++k) {
         const uint32_t u = uint32_t(src[2 * k] | (src[2 * k + 1] << 8)) << 16;
         std::memcpy(&row[size_t(k)], &u, 4);
       }
