@@ -1,8 +1,8 @@
 // The fused quantized matmul (src/backends/cpu/kernels/quant_matmul.h): every format x
-// {GEMV M = 1, M = 3, GEMM M = 37} x every dispatch target this CPU has, against
-// dequantize_row (bit-exact with gguf-py, tests/ir/quant_test.cc) followed by a matmul in double,
-// within the bound the int8 activation rounding allows; the SIMD targets against the scalar
-// target; threads; errors.
+// M {1, 2, 4, 5, 8 (GEMV path), 9, 37 (GEMM path)} x K {one block, several} x every dispatch target
+// this CPU has, against dequantize_row (bit-exact with gguf-py, tests/ir/quant_test.cc) followed by
+// a matmul in double, within the bound the int8 activation rounding allows; the SIMD targets
+// against the scalar target; threads; errors.
 #include "../../../src/backends/cpu/kernels/quant_matmul.h"
 
 #include <gtest/gtest.h>
@@ -101,7 +101,7 @@ bool is_float_format(QuantFormat f) {
 
 int64_t test_k(QuantFormat f) {
   const int64_t bs = quant_format_info(f).block_size;
-  return bs == 256 ? 512 : bs == 32 ? 96 : 40;  // 2 or 3 blocks; float formats: any K
+  return bs == 256 ? 512 : bs == 32 ? 96 : 44;  // 2 or 3 blocks; float formats: any K (8k + 4)
 }
 
 TEST(QuantMatmul, EveryFormatShapeAndTargetMatchesDequantizeThenMatmul) {
@@ -110,52 +110,64 @@ TEST(QuantMatmul, EveryFormatShapeAndTargetMatchesDequantizeThenMatmul) {
     if (!quant_target_supported(t))
       std::printf("[ note ] this CPU lacks %s: not tested here\n", quant_target_name(t).data());
   for (const QuantFormatInfo& info : quant_formats()) {
-    for (int64_t M : {1, 3, 37}) {
-      const int64_t K = test_k(info.format), N = 37;  // N: not a multiple of any tile width
-      const Problem p = make_problem(info.format, M, K, N, uint32_t(M * 1000 + info.ggml_type));
-      std::vector<double> ref(static_cast<size_t>(M * N));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k)
-            s += double(p.x[size_t(m * K + k)]) * double(p.wd[size_t(n * K + k)]);
-          ref[size_t(m * N + n)] = s;
-        }
-      for (QuantTarget t : targets) {
-        SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " target " +
-                     std::string(quant_target_name(t)));
-        const std::vector<float> y = run(info.format, p, t);
-        int bad = 0;
+    // M: the GEMV path (M <= 8: 1, 2, 4 and 5, 8 with two row groups) and the GEMM path (9,
+    // 37); K: one block and several; N = 67: not a multiple of any tile width nor of the
+    // 64-row chunks the pool splits the GEMV into.
+    const int64_t bs = info.block_size;
+    for (int64_t M : {1, 2, 4, 5, 8, 9, 37}) {
+      for (int64_t K : {bs == 1 ? int64_t(8) : bs, test_k(info.format)}) {
+        const int64_t N = 67;
+        const Problem p =
+            make_problem(info.format, M, K, N, uint32_t(M * 1000 + K + info.ggml_type));
+        std::vector<double> ref(static_cast<size_t>(M * N));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
-            const double err = std::fabs(double(y[size_t(m * N + n)]) - ref[size_t(m * N + n)]);
-            const double tol = tolerance(p, m, n, !is_float_format(info.format));
-            if (!(err <= tol) && bad++ < 3)
-              ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)]
-                            << ", reference " << ref[size_t(m * N + n)] << ", error " << err
-                            << " > " << tol;
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += double(p.x[size_t(m * K + k)]) * double(p.wd[size_t(n * K + k)]);
+            ref[size_t(m * N + n)] = s;
           }
-        EXPECT_EQ(bad, 0);
+        for (QuantTarget t : targets) {
+          SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) +
+                       " K=" + std::to_string(K) + " target " + std::string(quant_target_name(t)));
+          const std::vector<float> y = run(info.format, p, t);
+          int bad = 0;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const double err = std::fabs(double(y[size_t(m * N + n)]) - ref[size_t(m * N + n)]);
+              const double tol = tolerance(p, m, n, !is_float_format(info.format));
+              if (!(err <= tol) && bad++ < 3)
+                ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)]
+                              << ", reference " << ref[size_t(m * N + n)] << ", error " << err
+                              << " > " << tol;
+            }
+          EXPECT_EQ(bad, 0);
+        }
       }
     }
   }
 }
 
-// The SIMD targets compute the scalar target's sums up to f32 reassociation.
+// The SIMD targets (the GEMV path for M <= 8, the GEMM path above) compute the scalar
+// target's sums up to f32 reassociation.
 TEST(QuantMatmul, SimdTargetsMatchScalarTarget) {
   for (const QuantFormatInfo& info : quant_formats()) {
-    const Problem p = make_problem(info.format, 5, test_k(info.format), 11, 7 + info.ggml_type);
-    const std::vector<float> ys = run(info.format, p, QuantTarget::kScalar);
-    for (QuantTarget t : supported_quant_targets()) {
-      if (t == QuantTarget::kScalar) continue;
-      SCOPED_TRACE(std::string(info.name) + " " + std::string(quant_target_name(t)));
-      const std::vector<float> y = run(info.format, p, t);
-      for (int64_t m = 0; m < p.M; ++m)
-        for (int64_t n = 0; n < p.N; ++n) {
-          // Both round the same int8 activations; only the f32 summation order differs.
-          const double tol = tolerance(p, m, n, false);
-          EXPECT_NEAR(y[size_t(m * p.N + n)], ys[size_t(m * p.N + n)], 2 * tol) << m << "," << n;
-        }
+    for (int64_t M : {1, 2, 4, 5, 8, 9}) {
+      const Problem p =
+          make_problem(info.format, M, test_k(info.format), 67, uint32_t(7 + M + info.ggml_type));
+      const std::vector<float> ys = run(info.format, p, QuantTarget::kScalar);
+      for (QuantTarget t : supported_quant_targets()) {
+        if (t == QuantTarget::kScalar) continue;
+        SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " " +
+                     std::string(quant_target_name(t)));
+        const std::vector<float> y = run(info.format, p, t);
+        for (int64_t m = 0; m < p.M; ++m)
+          for (int64_t n = 0; n < p.N; ++n) {
+            // Both round the same int8 activations; only the f32 summation order differs.
+            const double tol = tolerance(p, m, n, false);
+            EXPECT_NEAR(y[size_t(m * p.N + n)], ys[size_t(m * p.N + n)], 2 * tol) << m << "," << n;
+          }
+      }
     }
   }
 }

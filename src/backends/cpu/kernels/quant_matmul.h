@@ -3,11 +3,14 @@
 //
 // Algorithm (ggml's vec_dot scheme): every row of x is quantized once to int8 blocks of 32
 // (Q8_0-style: d = max|x| / 127, q = round-to-nearest-even(x / d), plus the f32 sums d * sum q
-// of each half-block); each weight panel (a few rows of W) is unpacked once to bytes with one
-// f32 scale and one f32 offset coefficient per 16 elements; y is then the integer dot products
-// of the bytes (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd) times the f32 scales,
-// plus offset coefficient * activation sum for the formats with a zero point or min (Q4_0,
-// Q4_1, Q5_*, Q2_K..Q6_K). F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products).
+// of each half-block) into thread-local buffers; y is then the integer dot products of the
+// weight bytes with them (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd) times the f32
+// scales, plus offset coefficient * activation sum for the formats with a zero point or min
+// (Q4_0, Q4_1, Q5_*, Q2_K..Q6_K; ggml's bsums trick). With M <= 8 (GEMV, decode) the SIMD
+// targets unpack every 32-weight sub-block in a register and decode its scales once per block;
+// with more rows (GEMM), and on the scalar target, each weight panel (a few rows of W) is
+// unpacked once to bytes with one f32 scale and offset coefficient per 16 elements and reused
+// by every activation row. F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products).
 // Every format runs on every target; the scalar target computes the same sums in plain C++
 // and is what the SIMD targets are tested against.
 #pragma once
