@@ -106,7 +106,8 @@ bool is_transposed_linear_weight(const std::string& name) {
 }
 
 Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
-                         const PoolingOptions& pooling) {
+                         const PoolingOptions& pooling,
+                         const std::map<std::string, QuantFormat>& linear_formats) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
@@ -128,8 +129,13 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                         -1, c.layer_norm_eps);
   };
   auto linear = [&](Value x, const std::string& prefix, int64_t in, int64_t out) {
-    return g.add(g.matmul(x, param(prefix + ".weight", Shape{in, out})),
-                 param(prefix + ".bias", Shape{out}));
+    Value bias = param(prefix + ".bias", Shape{out});
+    const std::string name = prefix + ".weight";
+    auto it = linear_formats.find(name);
+    if (it == linear_formats.end() || it->second == QuantFormat::kF32)
+      return g.add(g.matmul(x, param(name, Shape{in, out})), bias);
+    Value w = g.param(name, DType::u8, Shape{out, quant_row_bytes(it->second, in)});
+    return g.add(g.quant_matmul(x, w, it->second), bias);
   };
   auto activation = [&](Value x) {
     if (c.hidden_act == "gelu") return g.gelu(x);

@@ -77,6 +77,25 @@ int64_t first_non_finite(const float* p, int64_t n) {
   return -1;
 }
 
+// The format a Linear weight with rows of `in` elements gets when `requested` is asked for:
+// `requested` when `in` is a whole number of its blocks, else llama.cpp's fallback
+// (llama_tensor_get_type in llama-quant.cpp) when it has one rlx can quantize.
+QuantFormat linear_weight_format(QuantFormat requested, int64_t in, const std::string& path,
+                                 const std::string& key, const Shape& shape) {
+  auto fits = [&](QuantFormat f) { return in % quant_format_info(f).block_size == 0; };
+  if (fits(requested)) return requested;
+  QuantFormat fallback = requested;
+  if (requested == QuantFormat::kQ4_K) fallback = QuantFormat::kQ5_0;
+  if (requested == QuantFormat::kQ5_K) fallback = QuantFormat::kQ5_1;
+  if (requested == QuantFormat::kQ6_K) fallback = QuantFormat::kQ8_0;
+  check(fallback != requested && fits(fallback),
+        path + ": tensor '" + key + "' " + shape.to_string() + ": rows of " + std::to_string(in) +
+            " elements are not a multiple of the " +
+            std::string(quant_format_info(requested).name) + " block size " +
+            std::to_string(quant_format_info(requested).block_size));
+  return fallback;
+}
+
 const char* non_finite_name(float v) { return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; }
 
 }  // namespace
@@ -115,7 +134,8 @@ struct SentenceEmbedder::Impl {
   PoolingOptions pooling;
   int64_t max_length = 0, max_length_limit = 0;
   WordPieceTokenizer tokenizer;
-  std::map<std::string, Tensor> weights;  // graph param name -> tensor (views or transposed)
+  std::map<std::string, Tensor> weights;       // graph param name -> tensor (views or transposed)
+  std::map<std::string, QuantFormat> formats;  // quantized Linear weights' formats
   Session session;
   // Executables whose params are set. Weak, so an executable the cache evicted is not kept
   // alive, and a new one at a reused address is not mistaken for it.
@@ -225,7 +245,21 @@ struct SentenceEmbedder::Impl {
         throw Error(path + ": tensor '" + key + "' holds " +
                     non_finite_name(t.data_as<float>()[bad]) + " at " + index_text(bad, t.shape()) +
                     "; a model's weights must be finite");
-      if (is_transposed_linear_weight(n.name)) {
+      if (is_transposed_linear_weight(n.name) && options.quantize &&
+          *options.quantize != QuantFormat::kF32) {
+        const int64_t out = t.shape()[0], in = t.shape()[1];
+        QuantFormat f = linear_weight_format(*options.quantize, in, path, key, t.shape());
+        check(quant_format_info(f).has_quantizer, "SentenceEmbedder: format " +
+                                                      std::string(quant_format_info(f).name) +
+                                                      " has no quantizer (dequantize only)");
+        const int64_t row_bytes = quant_row_bytes(f, in);
+        Tensor packed(DType::u8, Shape{out, row_bytes});
+        const float* src = t.data_as<float>();
+        uint8_t* dst = packed.data_as<uint8_t>();
+        for (int64_t o = 0; o < out; ++o) quantize_row(f, src + o * in, dst + o * row_bytes, in);
+        formats.emplace(n.name, f);
+        t = packed;
+      } else if (is_transposed_linear_weight(n.name)) {
         const Shape& s = t.shape();
         Tensor tr(DType::f32, want.shape);
         const float* src = t.data_as<float>();
@@ -258,7 +292,7 @@ struct SentenceEmbedder::Impl {
     CompileOptions co;
     co.precision = precision;
     std::shared_ptr<Executable> exe =
-        session.compile(build_bert_encoder(config, batch, seq, pooling), co);
+        session.compile(build_bert_encoder(config, batch, seq, pooling, formats), co);
     CompileCacheStats after = session.cache_stats();
     stats.compiles += after.misses - before.misses;
     stats.compile_seconds += after.compile_seconds - before.compile_seconds;
@@ -418,5 +452,13 @@ const PrecisionPolicy& SentenceEmbedder::precision() const { return impl_->preci
 const std::string& SentenceEmbedder::model_dir() const { return impl_->dir; }
 const std::string& SentenceEmbedder::model_name() const { return impl_->name; }
 EmbedderStats SentenceEmbedder::stats() const { return impl_->stats; }
+const std::map<std::string, QuantFormat>& SentenceEmbedder::weight_formats() const {
+  return impl_->formats;
+}
+int64_t SentenceEmbedder::weight_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : impl_->weights) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
 
 }  // namespace rlx::models

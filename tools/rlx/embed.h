@@ -21,6 +21,9 @@ struct EmbedArgs {
   std::string on_invalid_utf8 = "error";
   /// Accept checkpoint tensors the encoder does not use (EmbedderOptions::allow_unused_weights).
   bool allow_unused_weights = false;
+  /// Quantize the Linear weights at load to this ggml format ("q8_0", "q4_k", ...;
+  /// EmbedderOptions::quantize); empty: f32.
+  std::string quantize;
   std::vector<std::string> texts;  ///< empty: one text per line from stdin
 };
 

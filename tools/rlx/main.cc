@@ -276,6 +276,9 @@ int run(int argc, char** argv) {
   embed->add_flag("--allow-unused-weights", embed_args.allow_unused_weights,
                   "load a checkpoint with tensors the encoder of config.json does not use "
                   "(default: an error listing them)");
+  embed->add_option("--quantize", embed_args.quantize,
+                    "quantize the encoder's Linear weights at load to this ggml format: q8_0, "
+                    "q4_0, q4_k, q6_k, ... (default: f32)");
   embed->add_flag("--similarity", embed_args.similarity,
                   "print the cosine-similarity matrix instead of the embeddings");
   embed->add_flag("--verbose", embed_args.verbose,

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "rlx/ir/graph.h"
+#include "rlx/ir/quant.h"
 
 namespace rlx::models {
 
@@ -70,13 +72,17 @@ std::string parse_pooling_config(std::string_view text, const std::string& sourc
 ///   "encoder.layer.N.attention.self.query.weight", ...), except that every Linear weight is
 ///   declared transposed, [in, out], so it feeds matmul (and the matmul+bias+activation fusion)
 ///   directly; SentenceEmbedder transposes the checkpoint's [out, in] tensors once at load;
+/// - Linear weights named in `linear_formats` (a QuantFormat other than kF32) are instead
+///   declared u8[out, quant_row_bytes(format, in)], ggml's packed [out, in] layout, and run as
+///   Graph::quant_matmul + bias; every other param (embeddings, LayerNorms, biases) stays f32;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
 /// residual + LayerNorm. Throws rlx::Error when seq > max_position_embeddings or a size is
-/// not positive.
+/// not positive, or a quantized weight's `in` is not a multiple of its format's block size.
 Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
-                         const PoolingOptions& pooling = {});
+                         const PoolingOptions& pooling = {},
+                         const std::map<std::string, QuantFormat>& linear_formats = {});
 
 /// True when graph param `name` is a Linear weight that build_bert_encoder declares transposed
 /// relative to the checkpoint.

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "rlx/ir/quant.h"
 #include "rlx/models/bert.h"
 #include "rlx/models/tokenizer.h"
 #include "rlx/opt/precision.h"
@@ -55,6 +57,14 @@ struct EmbedderOptions {
   bool allow_unused_weights = false;
   /// The name model_name() reports; empty: the model directory's own name.
   std::string model_name;
+  /// Quantize every encoder Linear weight at load (quantize_row on the checkpoint's [out, in]
+  /// rows; only the packed bytes stay resident) and run those layers as quant_matmul;
+  /// embeddings, LayerNorms and biases stay f32. A weight whose input width is not a multiple
+  /// of the format's block size takes llama.cpp's fallback (llama-quant.cpp: Q4_K -> Q5_0,
+  /// Q5_K -> Q5_1, Q6_K -> Q8_0; MiniLM's 384-wide layers need it for the K-quants); without
+  /// one the constructor throws naming the tensor, its shape and the block size. Absent or
+  /// kF32: f32 weights, as today. A format without a quantizer (IQ4_NL) throws.
+  std::optional<QuantFormat> quantize;
 };
 
 /// The sequence length encode() pads `length` tokens to: the next multiple of `bucket`, at most
@@ -128,6 +138,11 @@ class SentenceEmbedder {
   const std::string& model_name() const;
   /// Counters since construction.
   EmbedderStats stats() const;
+  /// The format of each quantized Linear weight (graph param name -> format); empty when the
+  /// weights are f32.
+  const std::map<std::string, QuantFormat>& weight_formats() const;
+  /// Bytes of every weight the embedder keeps resident (packed bytes for quantized weights).
+  int64_t weight_bytes() const;
 
  private:
   struct Impl;
