@@ -19,6 +19,7 @@
 #include "rlx/io/atomic_file.h"
 #include "rlx/io/safetensors.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/quant.h"
 #include "rlx/models/sentence_embedder.h"
 #include "rlx/runtime/threading.h"
 
@@ -36,6 +37,7 @@ struct Options {
   double budget_s = 2;  // ... and at least this many seconds of them
   std::string model_dir;
   std::string out_dir;
+  std::string quantize;  // a ggml format for the Linear weights (EmbedderOptions::quantize)
 };
 
 // Varied English prose; text i starts at sentence i and appends the following ones (cyclically)
@@ -144,6 +146,7 @@ void bench_shape(const Options& o, int64_t batch) {
   eo.batch_size = batch;
   eo.max_length = o.seq;
   eo.bucket = o.seq;
+  if (!o.quantize.empty()) eo.quantize = quant_format_from_name(o.quantize);
   models::SentenceEmbedder embedder(o.model_dir, eo);
   const WordPieceTokenizer& tok = embedder.tokenizer();
   const std::vector<std::string> texts = make_texts(tok, batch, o.seq);
@@ -184,6 +187,7 @@ void bench_shape(const Options& o, int64_t batch) {
                          {"warmup", o.warmup},
                          {"min_runs", o.min_runs},
                          {"budget_s", o.budget_s},
+                         {"quantize", o.quantize.empty() ? "f32" : o.quantize},
                          {"texts", texts},
                          {"rlx_model", timing(model)},
                          {"rlx_e2e", timing(e2e)},
@@ -204,7 +208,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--batches 1,32] [--seq 128] [--warmup N] [--runs MIN_RUNS] "
-               "[--budget SECONDS] [--model DIR] [--out DIR]\n",
+               "[--budget SECONDS] [--model DIR] [--out DIR] [--quantize q8_0|q4_K|...]\n",
                argv0);
   return 2;
 }
@@ -234,6 +238,8 @@ int main(int argc, char** argv) {
         o.model_dir = value();
       else if (a == "--out")
         o.out_dir = value();
+      else if (a == "--quantize")
+        o.quantize = value();
       else
         return usage(argv[0]);
     }
@@ -241,9 +247,10 @@ int main(int argc, char** argv) {
           "need --seq >= 2, --warmup >= 0 and --runs >= 1");
     if (o.model_dir.empty()) o.model_dir = models::default_model_dir();
     std::printf(
-        "rlx MiniLM embedding bench: %s, %d threads (RLX_NUM_THREADS or physical cores), "
-        "load average %.1f on %u CPUs before the run\n",
-        o.model_dir.c_str(), num_threads(), load_average(), std::thread::hardware_concurrency());
+        "rlx MiniLM embedding bench: %s, Linear weights %s, %d threads (RLX_NUM_THREADS or "
+        "physical cores), load average %.1f on %u CPUs before the run\n",
+        o.model_dir.c_str(), o.quantize.empty() ? "f32" : o.quantize.c_str(), num_threads(),
+        load_average(), std::thread::hardware_concurrency());
     std::printf("%6s %5s %16s %16s %14s %6s\n", "batch", "seq", "model-only ms", "end-to-end ms",
                 "tokenize ms", "runs");
     for (int64_t b : o.batches) bench_shape(o, b);
