@@ -584,10 +584,10 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     const int64_t bh = item / t.q_blocks, qb = item % t.q_blocks;
     const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
-    const float* kb = ReadRows(k + (b * t.kv_heads + kh) * t.sk * t.d,
-                               static_cast<size_t>(t.sk * t.d), wk);
-    const float* vb = ReadRows(v + (b * t.kv_heads + kh) * t.sk * t.dv,
-                               static_cast<size_t>(t.sk * t.dv), wv);
+    const float* kb =
+        ReadRows(k + (b * t.kv_heads + kh) * t.sk * t.d, static_cast<size_t>(t.sk * t.d), wk);
+    const float* vb =
+        ReadRows(v + (b * t.kv_heads + kh) * t.sk * t.dv, static_cast<size_t>(t.sk * t.dv), wv);
     T* out_rows = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
     float* ob = nullptr;
     if constexpr (narrow)
@@ -601,12 +601,12 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
       AttentionImpl<T>(t, io, z * t.batch * t.heads + bh, z * t.batch * t.heads + bh + 1);
       continue;
     }
-    const float* qb_rows = ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d,
-                                    static_cast<size_t>(nq * t.d), wq);
+    const float* qb_rows =
+        ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d, static_cast<size_t>(nq * t.d), wq);
     // Arguments are valid by construction (sizes >= 1, leading dims >= row widths), the only
     // failure dnnl_sgemm reports, so its status is not checked.
-    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale),
-               qb_rows, t.d, kb, t.d, 0.0f, st, ld);
+    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale), qb_rows, t.d, kb, t.d, 0.0f,
+               st, ld);
     const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
     for (int64_t r = 0; r < nq; ++r) {
       float* x = st + r * ld;
