@@ -11,8 +11,9 @@
 // K and V are read in place, row by row, with no packing. Scratch is O(Bq (D + Bk + Dv) + Bk
 // (D + Dv)); the [Sq, Sk] score matrix never exists.
 //
-// f32 without a positional mask and with at most kDirectMaxKeys keys (encoders such as BERT)
-// takes a direct path instead: per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
+// f32, f16 and bf16 without a positional mask and with at most kDirectMaxKeys keys (encoders such
+// as BERT) take a direct path instead (f16 / bf16 widened to f32 once per item, the output
+// rounded once): per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
 // sgemm calls (packed, register-blocked JIT GEMM, several times the FLOP rate of the broadcast
 // tiles above at head dims of 32-128), with one exact two-pass softmax over each whole score
 // row in between. The whole row fits in L2 (kBlockQ x kDirectMaxKeys floats), so no online
@@ -555,38 +556,57 @@ HWY_INLINE bool DirectMaskRow(MaskKind kind, const float* HWY_RESTRICT mrow, flo
   return !hn::AllFalse(d, seen);
 }
 
-void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+// The direct path for storage type T (f32, or f16 / bf16 widened to f32 once per item: the
+// item's query rows and its head's K and V, the output rounded back per item).
+template <class T>
+void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t ld = (t.sk + lanes - 1) / lanes * lanes;  // score row stride, padded with -inf
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
-  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld));
+  constexpr bool narrow = !std::is_same_v<T, float>;
+  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_k = narrow ? t.sk * t.d : 0;
+  const int64_t n_v = narrow ? t.sk * t.dv : 0, n_o = narrow ? kBlockQ * t.dv : 0;
+  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld + n_q + n_k + n_v + n_o));
   float* mrow = st + kBlockQ * ld;
+  float* wq = mrow + ld;
+  float* wk = wq + n_q;
+  float* wv = wk + n_k;
+  float* wo = wv + n_v;
   std::fill(mrow + t.sk, mrow + ld, 0.0f);  // padding keys: visible to the mask, -inf scores
   const int64_t group = t.heads / t.kv_heads;
-  const float* q = io.input<float>(0);
-  const float* k = io.input<float>(1);
-  const float* v = io.input<float>(2);
-  float* out = io.output<float>(0);
+  const T* q = io.input<T>(0);
+  const T* k = io.input<T>(1);
+  const T* v = io.input<T>(2);
+  T* out = io.output<T>(0);
   DirectRow rows[kBlockQ];
   for (int64_t item = begin; item < end; ++item) {
     const int64_t bh = item / t.q_blocks, qb = item % t.q_blocks;
     const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
-    const float* kb = k + (b * t.kv_heads + kh) * t.sk * t.d;
-    const float* vb = v + (b * t.kv_heads + kh) * t.sk * t.dv;
-    float* ob = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
+    const float* kb =
+        ReadRows(k + (b * t.kv_heads + kh) * t.sk * t.d, static_cast<size_t>(t.sk * t.d), wk);
+    const float* vb =
+        ReadRows(v + (b * t.kv_heads + kh) * t.sk * t.dv, static_cast<size_t>(t.sk * t.dv), wv);
+    T* out_rows = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
+    float* ob = nullptr;
+    if constexpr (narrow)
+      ob = wo;
+    else
+      ob = out_rows;
     if (!AllFinite(vb, static_cast<size_t>(t.sk * t.dv))) {
       // Masked keys must not contribute 0 * inf: the blocked path's exact accumulation, on its
       // item of the same (query block, batch, head) (its zig-zag order inverted).
       const int64_t z = qb < (t.q_blocks + 1) / 2 ? 2 * qb : 2 * (t.q_blocks - 1 - qb) + 1;
-      AttentionImpl<float>(t, io, z * t.batch * t.heads + bh, z * t.batch * t.heads + bh + 1);
+      AttentionImpl<T>(t, io, z * t.batch * t.heads + bh, z * t.batch * t.heads + bh + 1);
       continue;
     }
+    const float* qb_rows =
+        ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d, static_cast<size_t>(nq * t.d), wq);
     // Arguments are valid by construction (sizes >= 1, leading dims >= row widths), the only
     // failure dnnl_sgemm reports, so its status is not checked.
-    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale),
-               q + ((b * t.heads + h) * t.sq + i0) * t.d, t.d, kb, t.d, 0.0f, st, ld);
+    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale), qb_rows, t.d, kb, t.d, 0.0f,
+               st, ld);
     const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
     for (int64_t r = 0; r < nq; ++r) {
       float* x = st + r * ld;
@@ -600,8 +620,8 @@ void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
             const auto* m = reinterpret_cast<const uint8_t*>(io.in[3]) + off;
             for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]] ? 1.0f : 0.0f;
           } else {
-            const float* m = io.input<float>(3) + off;
-            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]];
+            const T* m = io.input<T>(3) + off;
+            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = ToCalc<float>(m[j * t.mask_strides[3]]);
           }
         }
         visible = DirectMaskRow(t.mask, mrow, x, static_cast<size_t>(ld));
@@ -623,6 +643,20 @@ void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
         hn::StoreU(hn::Mul(hn::LoadU(d, o + e), scale), d, o + e);
       for (; e < t.dv; ++e) o[e] *= rows[r].inv_l;
     }
+    if constexpr (narrow) Narrow(ob, out_rows, static_cast<size_t>(nq * t.dv));
+  }
+}
+
+void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  switch (t.dtype) {
+    case DType::f32:
+      return DirectImpl<float>(t, io, begin, end);
+    case DType::f16:
+      return DirectImpl<f16>(t, io, begin, end);
+    case DType::bf16:
+      return DirectImpl<bf16>(t, io, begin, end);
+    default:
+      return;
   }
 }
 
@@ -694,7 +728,7 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   }
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
-  if (dt == DType::f32 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
+  if (dt != DType::f64 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
       t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 && t.dv >= 1) {
     return [t, items](const KernelIO& io) {
       parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
