@@ -1,4 +1,5 @@
-"""Ready-made models on rlx: :class:`SentenceEmbedder` (sentence-transformers' encode)."""
+"""Ready-made models on rlx: :class:`SentenceEmbedder` (sentence-transformers' encode) and
+:func:`quantize_model` (``rlx quantize``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from . import _core
 
 
 class SentenceEmbedder:
-    """Sentence embeddings from a BERT-family sentence-transformers model directory.
+    """Sentence embeddings from a BERT-family sentence-transformers model directory, or from a
+    BERT ``.gguf`` file in llama.cpp's conventions (what :func:`quantize_model` writes: weights
+    stay packed, the tokenizer comes from the GGUF vocabulary).
 
     Mirrors ``rlx::models::SentenceEmbedder`` (include/rlx/models/sentence_embedder.h):
     WordPiece tokenizer + BERT encoder + mean/CLS pooling + optional L2 normalisation, equal to
@@ -84,9 +87,29 @@ class SentenceEmbedder:
         """The directory's own name (all-MiniLM-L6-v2 for the default model)."""
         return self._impl.model_name
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every weight kept resident (packed bytes for quantized weights)."""
+        return self._impl.weight_bytes
+
+    @property
+    def weight_formats(self) -> dict:
+        """ggml format name of each packed weight (graph param name -> "q8_0", ...)."""
+        return self._impl.weight_formats
+
     def stats(self) -> dict:
         """Counters: compiles, compile_seconds, runs, padded_tokens, real_tokens."""
         return self._impl.stats()
 
 
-__all__ = ["SentenceEmbedder"]
+def quantize_model(input: str | os.PathLike, output: str | os.PathLike, type: str) -> dict:
+    """``rlx quantize INPUT OUTPUT --type TYPE`` (``rlx::models::quantize_model``): a BERT model
+    directory (written in llama.cpp's BERT GGUF conventions) or a GGUF file (re-quantized) ->
+    the GGUF file ``output`` with its weight matrices in ggml format ``type`` ("q8_0", "q4_k",
+    "f16", ...). Returns the summary: source, tensors, quantized, bytes_in, bytes_out, seconds
+    and fallbacks (tensor name -> the format llama.cpp's fallback gave it). Raises
+    :class:`rlx.Error` naming the file and what was expected."""
+    return _core.quantize_model(os.fspath(input), os.fspath(output), type)
+
+
+__all__ = ["SentenceEmbedder", "quantize_model"]

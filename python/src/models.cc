@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "rlx/models/quantize.h"
 #include "rlx/models/sentence_embedder.h"
 
 namespace rlx::py_bind {
@@ -15,6 +16,30 @@ void bind_models(py::module_& m) {
         "the site-packages directories without running Python).");
   m.def("default_model_name", &models::default_model_name,
         "The directory name of RLX_MODEL_DIR when set, else 'all-MiniLM-L6-v2'.");
+  m.def(
+      "quantize_model",
+      [](const std::string& input, const std::string& output, const std::string& type) {
+        models::QuantizeSummary s;
+        {
+          py::gil_scoped_release nogil;
+          s = models::quantize_model(input, output, quant_format_from_name(type));
+        }
+        py::dict d;
+        d["source"] = s.source;
+        d["tensors"] = s.tensors;
+        d["quantized"] = s.quantized;
+        d["bytes_in"] = s.bytes_in;
+        d["bytes_out"] = s.bytes_out;
+        d["seconds"] = s.seconds;
+        py::dict fallbacks;
+        for (const auto& [name, f] : s.fallbacks)
+          fallbacks[py::str(name)] = std::string(quant_format_info(f).name);
+        d["fallbacks"] = fallbacks;
+        return d;
+      },
+      py::arg("input"), py::arg("output"), py::arg("type"),
+      "rlx quantize: a BERT model directory or a GGUF file -> a GGUF file with the weight "
+      "matrices in ggml format `type` (rlx::models::quantize_model); returns the summary.");
   py::class_<SentenceEmbedder>(m, "SentenceEmbedder",
                                "sentence-transformers' encode for BERT-family models.")
       .def(py::init([](const std::string& path, int64_t batch_size, int64_t max_length,
@@ -52,6 +77,14 @@ void bind_models(py::module_& m) {
                              [](const SentenceEmbedder& e) { return to_string(e.precision()); })
       .def_property_readonly("model_dir", &SentenceEmbedder::model_dir)
       .def_property_readonly("model_name", &SentenceEmbedder::model_name)
+      .def_property_readonly("weight_bytes", &SentenceEmbedder::weight_bytes)
+      .def_property_readonly("weight_formats",
+                             [](const SentenceEmbedder& e) {
+                               std::map<std::string, std::string> out;
+                               for (const auto& [name, f] : e.weight_formats())
+                                 out[name] = std::string(quant_format_info(f).name);
+                               return out;
+                             })
       .def("stats", [](const SentenceEmbedder& e) {
         models::EmbedderStats s = e.stats();
         py::dict d;

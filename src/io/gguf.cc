@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cstring>
 #include <iomanip>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "mapped_file.h"
 #include "rlx/io/atomic_file.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/quant.h"
 
 namespace rlx {
 namespace {
@@ -32,26 +34,15 @@ constexpr size_t kNumValueTypes = std::variant_size_v<GgufValue>;
 // Most entries reserved ahead from a count in the file (metadata entries, tensor infos).
 constexpr uint64_t kMaxReserve = 4096;
 
-constexpr GgmlTypeInfo kGgmlTypes[] = {
-    {GgmlType::F32, "F32", 1, 4},
-    {GgmlType::F16, "F16", 1, 2},
-    {GgmlType::Q4_0, "Q4_0", 32, 2 + 16},
-    {GgmlType::Q4_1, "Q4_1", 32, 2 + 2 + 16},
-    {GgmlType::Q5_0, "Q5_0", 32, 2 + 4 + 16},
-    {GgmlType::Q5_1, "Q5_1", 32, 2 + 2 + 4 + 16},
-    {GgmlType::Q8_0, "Q8_0", 32, 2 + 32},
+// The ggml types rlx cannot compute (no dequantizer in rlx/ir/quant.h), as gguf-py 0.19.0's
+// GGML_QUANT_SIZES lists them. The types rlx computes come from quant_formats(), the one table
+// of their ids, block sizes and bytes per block.
+constexpr GgmlTypeInfo kStorageOnlyGgmlTypes[] = {
     {GgmlType::Q8_1, "Q8_1", 32, 4 + 4 + 32},
-    {GgmlType::Q2_K, "Q2_K", 256, 2 + 2 + 256 / 16 + 256 / 4},
-    {GgmlType::Q3_K, "Q3_K", 256, 2 + 256 / 4 + 256 / 8 + 12},
-    {GgmlType::Q4_K, "Q4_K", 256, 2 + 2 + 256 / 2 + 12},
-    {GgmlType::Q5_K, "Q5_K", 256, 2 + 2 + 256 / 2 + 256 / 8 + 12},
-    {GgmlType::Q6_K, "Q6_K", 256, 2 + 256 / 2 + 256 / 4 + 256 / 16},
-    {GgmlType::Q8_K, "Q8_K", 256, 4 + 256 + 256 / 8},
     {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 2 + 256 / 4},
     {GgmlType::IQ2_XS, "IQ2_XS", 256, 2 + 256 / 4 + 256 / 32},
     {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 2 + 256 / 4 + 256 / 8},
     {GgmlType::IQ1_S, "IQ1_S", 256, 2 + 256 / 8 + 256 / 16},
-    {GgmlType::IQ4_NL, "IQ4_NL", 32, 2 + 16},
     {GgmlType::IQ3_S, "IQ3_S", 256, 2 + 256 / 4 + 256 / 8 + 256 / 32 + 4},
     {GgmlType::IQ2_S, "IQ2_S", 256, 2 + 256 / 4 + 256 / 16},
     {GgmlType::IQ4_XS, "IQ4_XS", 256, 2 + 2 + 256 / 2 + 256 / 64},
@@ -61,13 +52,38 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {GgmlType::I64, "I64", 1, 8},
     {GgmlType::F64, "F64", 1, 8},
     {GgmlType::IQ1_M, "IQ1_M", 256, 256 / 8 + 256 / 16 + 256 / 32},
-    {GgmlType::BF16, "BF16", 1, 2},
     {GgmlType::TQ1_0, "TQ1_0", 256, 2 + 4 * 13},
     {GgmlType::TQ2_0, "TQ2_0", 256, 2 + 64},
     {GgmlType::MXFP4, "MXFP4", 32, 1 + 16},
     {GgmlType::NVFP4, "NVFP4", 64, 4 + 32},
     {GgmlType::Q1_0, "Q1_0", 128, 2 + 16},
 };
+
+// Every known ggml type by increasing id: quant_formats()' rows (named as gguf-py spells them,
+// ggml's names upper-cased: "q4_K" -> "Q4_K") merged with kStorageOnlyGgmlTypes.
+struct GgmlTypeTable {
+  std::vector<std::string> names;  // storage of the upper-cased names, one per format
+  std::vector<GgmlTypeInfo> rows;
+
+  GgmlTypeTable() {
+    std::span<const QuantFormatInfo> formats = quant_formats();
+    names.reserve(formats.size());  // no reallocation: rows hold views of these strings
+    for (const QuantFormatInfo& f : formats) {
+      std::string& name = names.emplace_back(f.name);
+      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      rows.push_back({static_cast<GgmlType>(f.ggml_type), name, static_cast<uint32_t>(f.block_size),
+                      static_cast<uint32_t>(f.bytes_per_block)});
+    }
+    rows.insert(rows.end(), std::begin(kStorageOnlyGgmlTypes), std::end(kStorageOnlyGgmlTypes));
+    std::sort(rows.begin(), rows.end(),
+              [](const GgmlTypeInfo& a, const GgmlTypeInfo& b) { return a.type < b.type; });
+  }
+};
+
+const std::vector<GgmlTypeInfo>& ggml_type_rows() {
+  static const GgmlTypeTable table;
+  return table.rows;
+}
 
 // Ids ggml once used and removed (ggml.h keeps them as comments), named in the rejection.
 constexpr std::pair<uint32_t, std::string_view> kRemovedGgmlTypes[] = {
@@ -320,10 +336,10 @@ class Reader {
 
 }  // namespace
 
-std::span<const GgmlTypeInfo> ggml_types() { return kGgmlTypes; }
+std::span<const GgmlTypeInfo> ggml_types() { return ggml_type_rows(); }
 
 const GgmlTypeInfo* find_ggml_type(uint32_t id) {
-  for (const GgmlTypeInfo& t : kGgmlTypes)
+  for (const GgmlTypeInfo& t : ggml_type_rows())
     if (static_cast<uint32_t>(t.type) == id) return &t;
   return nullptr;
 }
@@ -337,7 +353,7 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type) {
 }
 
 std::optional<GgmlType> ggml_type_from_name(std::string_view name) {
-  for (const GgmlTypeInfo& t : kGgmlTypes)
+  for (const GgmlTypeInfo& t : ggml_type_rows())
     if (t.name == name) return t.type;
   return std::nullopt;
 }
@@ -364,7 +380,7 @@ std::optional<DType> ggml_type_dtype(GgmlType type) {
 }
 
 std::optional<GgmlType> ggml_type_of(DType dtype) {
-  for (const GgmlTypeInfo& t : kGgmlTypes)
+  for (const GgmlTypeInfo& t : ggml_type_rows())
     if (ggml_type_dtype(t.type) == dtype) return t.type;
   return std::nullopt;
 }

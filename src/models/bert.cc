@@ -1,10 +1,12 @@
 // BERT encoder builder and config reader.
 #include "rlx/models/bert.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "json_file.h"
 #include "rlx/io/file.h"
+#include "rlx/io/gguf.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::models {
@@ -71,6 +73,75 @@ BertConfig BertConfig::from_json(std::string_view text, const std::string& sourc
   return c;
 }
 
+BertConfig BertConfig::from_gguf(const GgufFile& file) {
+  const std::string& path = file.path();
+  const std::string& arch = file.get_string("general.architecture");
+  check(arch == "bert",
+        path + ": general.architecture is '" + arch +
+            "', expected 'bert' (a BERT-family encoder in llama.cpp's conventions)");
+  auto size = [&](const std::string& key) {
+    uint32_t v = file.get<uint32_t>(key);
+    check(v > 0, path + ": metadata key '" + key + "' must be positive, found 0");
+    return static_cast<int64_t>(v);
+  };
+  BertConfig c;
+  c.vocab_size = static_cast<int64_t>(file.get_array<std::string>("tokenizer.ggml.tokens").size());
+  check(c.vocab_size > 0, path + ": tokenizer.ggml.tokens is empty");
+  c.hidden_size = size("bert.embedding_length");
+  c.num_hidden_layers = size("bert.block_count");
+  c.num_attention_heads = size("bert.attention.head_count");
+  c.intermediate_size = size("bert.feed_forward_length");
+  c.max_position_embeddings = size("bert.context_length");
+  if (file.contains("tokenizer.ggml.token_type_count"))
+    c.type_vocab_size = size("tokenizer.ggml.token_type_count");
+  const float eps = file.get<float>("bert.attention.layer_norm_epsilon");
+  check(eps > 0, path + ": metadata key 'bert.attention.layer_norm_epsilon' must be positive");
+  c.layer_norm_eps = eps;
+  c.hidden_act = "gelu";
+  check(c.hidden_size % c.num_attention_heads == 0,
+        path + ": bert.embedding_length " + std::to_string(c.hidden_size) +
+            " is not divisible by bert.attention.head_count " +
+            std::to_string(c.num_attention_heads));
+  return c;
+}
+
+std::string bert_gguf_tensor_name(const std::string& name) {
+  static const std::pair<std::string_view, std::string_view> kEmbeddings[] = {
+      {"embeddings.word_embeddings.weight", "token_embd.weight"},
+      {"embeddings.position_embeddings.weight", "position_embd.weight"},
+      {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+      {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+      {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+  };
+  static const std::pair<std::string_view, std::string_view> kLayer[] = {
+      {"attention.self.query", "attn_q"},
+      {"attention.self.key", "attn_k"},
+      {"attention.self.value", "attn_v"},
+      {"attention.output.dense", "attn_output"},
+      {"attention.output.LayerNorm", "attn_output_norm"},
+      {"intermediate.dense", "ffn_up"},
+      {"output.dense", "ffn_down"},
+      {"output.LayerNorm", "layer_output_norm"},
+  };
+  for (const auto& [hf, gguf] : kEmbeddings)
+    if (name == hf) return std::string(gguf);
+  const std::string_view prefix = "encoder.layer.";
+  if (name.rfind(prefix, 0) == 0) {
+    size_t dot = name.find('.', prefix.size());
+    std::string layer = name.substr(prefix.size(), dot - prefix.size());
+    bool digits = !layer.empty() && dot != std::string::npos &&
+                  layer.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) {
+      std::string rest = name.substr(dot + 1);
+      for (const auto& [hf, gguf] : kLayer)
+        for (std::string_view suffix : {".weight", ".bias"})
+          if (rest == std::string(hf) + std::string(suffix))
+            return "blk." + layer + "." + std::string(gguf) + std::string(suffix);
+    }
+  }
+  throw Error("tensor '" + name + "' has no name in llama.cpp's BERT GGUF conventions");
+}
+
 std::vector<SentenceTransformersModule> parse_modules_json(std::string_view text,
                                                            const std::string& source) {
   json list = parse_json(text, source);
@@ -96,6 +167,21 @@ std::string parse_pooling_config(std::string_view text, const std::string& sourc
   throw Error(source + ": only mean and cls pooling are supported");
 }
 
+PoolingOptions read_pooling_options(const std::string& dir) {
+  namespace fs = std::filesystem;
+  PoolingOptions pooling;
+  const std::string modules = (fs::path(dir) / "modules.json").string();
+  if (!fs::exists(modules)) return pooling;  // a plain BERT dir: mean pooling, normalised
+  pooling.normalize = false;
+  for (const SentenceTransformersModule& m : parse_modules_json(read_file(modules), modules)) {
+    if (m.type.find("Normalize") != std::string::npos) pooling.normalize = true;
+    if (m.type.find("Pooling") == std::string::npos) continue;
+    const std::string cfg = (fs::path(dir) / m.path / "config.json").string();
+    pooling.mode = parse_pooling_config(read_file(cfg), cfg);
+  }
+  return pooling;
+}
+
 bool is_transposed_linear_weight(const std::string& name) {
   auto ends_with = [&](std::string_view suffix) {
     return name.size() >= suffix.size() &&
@@ -107,7 +193,7 @@ bool is_transposed_linear_weight(const std::string& name) {
 
 Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling,
-                         const std::map<std::string, QuantFormat>& linear_formats) {
+                         const std::map<std::string, QuantFormat>& weight_formats) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
@@ -131,8 +217,8 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
   auto linear = [&](Value x, const std::string& prefix, int64_t in, int64_t out) {
     Value bias = param(prefix + ".bias", Shape{out});
     const std::string name = prefix + ".weight";
-    auto it = linear_formats.find(name);
-    if (it == linear_formats.end() || it->second == QuantFormat::kF32)
+    auto it = weight_formats.find(name);
+    if (it == weight_formats.end() || it->second == QuantFormat::kF32)
       return g.add(g.matmul(x, param(name, Shape{in, out})), bias);
     Value w = g.param(name, DType::u8, Shape{out, quant_row_bytes(it->second, in)});
     return g.add(g.quant_matmul(x, w, it->second), bias);
@@ -144,7 +230,16 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
   };
 
   // Embeddings: word + absolute position + token type, then LayerNorm.
-  Value word = g.gather(param("embeddings.word_embeddings.weight", Shape{c.vocab_size, H}), ids, 0);
+  Value word;
+  const std::string word_name = "embeddings.word_embeddings.weight";
+  if (auto it = weight_formats.find(word_name);
+      it != weight_formats.end() && it->second != QuantFormat::kF32) {
+    Value table =
+        g.param(word_name, DType::u8, Shape{c.vocab_size, quant_row_bytes(it->second, H)});
+    word = g.dequantize(g.gather(table, ids, 0), it->second, H);
+  } else {
+    word = g.gather(param(word_name, Shape{c.vocab_size, H}), ids, 0);
+  }
   Value pos_table =
       param("embeddings.position_embeddings.weight", Shape{c.max_position_embeddings, H});
   Value pos = g.slice(pos_table, {0, 0}, {seq, H});

@@ -14,11 +14,13 @@
 
 #include "json_file.h"
 #include "rlx/io/file.h"
+#include "rlx/io/gguf.h"
 #include "rlx/io/python_packages.h"
 #include "rlx/io/safetensors.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/tokenizer.h"
 #include "rlx/runtime/session.h"
+#include "weight_format.h"
 
 namespace rlx::models {
 namespace fs = std::filesystem;
@@ -32,6 +34,18 @@ std::string directory_name(const std::string& dir) {
   fs::path p = fs::absolute(fs::path(dir)).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().string();
+}
+
+// Whether `path` names a GGUF file (a regular file ending in .gguf) rather than a model
+// directory.
+bool is_gguf_path(const std::string& path) {
+  return fs::path(path).extension() == ".gguf" && !fs::is_directory(path);
+}
+
+// The GGUF file at `path` when it names one, else nullopt (a model directory).
+std::optional<GgufFile> open_if_gguf(const std::string& path) {
+  if (!is_gguf_path(path)) return std::nullopt;
+  return GgufFile::open(path);
 }
 
 // Checkpoint tensors the encoder never reads by design: BertModel's pooler and the
@@ -77,25 +91,6 @@ int64_t first_non_finite(const float* p, int64_t n) {
   return -1;
 }
 
-// The format a Linear weight with rows of `in` elements gets when `requested` is asked for:
-// `requested` when `in` is a whole number of its blocks, else llama.cpp's fallback
-// (llama_tensor_get_type in llama-quant.cpp) when it has one rlx can quantize.
-QuantFormat linear_weight_format(QuantFormat requested, int64_t in, const std::string& path,
-                                 const std::string& key, const Shape& shape) {
-  auto fits = [&](QuantFormat f) { return in % quant_format_info(f).block_size == 0; };
-  if (fits(requested)) return requested;
-  QuantFormat fallback = requested;
-  if (requested == QuantFormat::kQ4_K) fallback = QuantFormat::kQ5_0;
-  if (requested == QuantFormat::kQ5_K) fallback = QuantFormat::kQ5_1;
-  if (requested == QuantFormat::kQ6_K) fallback = QuantFormat::kQ8_0;
-  check(fallback != requested && fits(fallback),
-        path + ": tensor '" + key + "' " + shape.to_string() + ": rows of " + std::to_string(in) +
-            " elements are not a multiple of the " +
-            std::string(quant_format_info(requested).name) + " block size " +
-            std::to_string(quant_format_info(requested).block_size));
-  return fallback;
-}
-
 const char* non_finite_name(float v) { return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; }
 
 }  // namespace
@@ -130,6 +125,8 @@ struct SentenceEmbedder::Impl {
   std::string dir, name;
   EmbedderOptions options;
   PrecisionPolicy precision;
+  std::optional<GgufFile> gguf;  // the model file when it is a GGUF, else a directory
+  std::string config_path;       // where the hyper-parameters come from, for messages
   BertConfig config;
   PoolingOptions pooling;
   int64_t max_length = 0, max_length_limit = 0;
@@ -149,8 +146,11 @@ struct SentenceEmbedder::Impl {
   Impl(const std::string& model_dir, const EmbedderOptions& opts)
       : dir(model_dir),
         options(opts),
-        config(BertConfig::from_json_file(file("config.json"))),
-        tokenizer(WordPieceTokenizer::from_tokenizer_json(file("tokenizer.json"))),
+        gguf(open_if_gguf(model_dir)),
+        config_path(gguf ? model_dir : file("config.json")),
+        config(gguf ? BertConfig::from_gguf(*gguf) : BertConfig::from_json_file(config_path)),
+        tokenizer(gguf ? WordPieceTokenizer::from_gguf(*gguf)
+                       : WordPieceTokenizer::from_tokenizer_json(file("tokenizer.json"))),
         session(opts.device) {
     check(options.batch_size >= 1,
           "SentenceEmbedder: batch_size must be >= 1, got " + std::to_string(options.batch_size));
@@ -160,10 +160,18 @@ struct SentenceEmbedder::Impl {
     precision = options.precision
                     ? *options.precision
                     : precision_from_env().value_or(PrecisionPolicy{PrecisionMode::AlwaysF32, {}});
-    name = options.model_name.empty() ? directory_name(model_dir) : options.model_name;
-    read_pooling();
-    resolve_max_length();
-    load_weights();
+    name = options.model_name.empty()
+               ? (gguf ? fs::path(model_dir).stem().string() : directory_name(model_dir))
+               : options.model_name;
+    if (gguf) {
+      read_gguf_pooling();
+      resolve_max_length();
+      load_gguf_weights();
+    } else {
+      pooling = read_pooling_options(dir);
+      resolve_max_length();
+      load_weights();
+    }
   }
 
   // max_length(): the option, else sentence_bert_config.json's max_seq_length, within the
@@ -173,8 +181,8 @@ struct SentenceEmbedder::Impl {
     auto limit_text = [&] {
       return "the model's limit " + std::to_string(max_length_limit) +
              " (max_position_embeddings " + std::to_string(config.max_position_embeddings) +
-             " in " + file("config.json") + ", model_max_length " +
-             std::to_string(tokenizer.max_length()) + " of the tokenizer)";
+             " in " + config_path + ", model_max_length " + std::to_string(tokenizer.max_length()) +
+             " of the tokenizer)";
     };
     if (options.max_length != 0) {
       check(options.max_length >= 2,
@@ -188,6 +196,7 @@ struct SentenceEmbedder::Impl {
       return;
     }
     max_length = max_length_limit;
+    if (gguf) return;  // a GGUF has no sentence_bert_config.json: the context length
     const std::string st_cfg = file("sentence_bert_config.json");
     if (!fs::exists(st_cfg)) return;
     json j = read_json_file(st_cfg);
@@ -202,17 +211,107 @@ struct SentenceEmbedder::Impl {
     max_length = it->get<int64_t>();
   }
 
-  // sentence-transformers' modules.json: Pooling config and whether Normalize follows.
-  void read_pooling() {
-    const std::string modules = file("modules.json");
-    if (!fs::exists(modules)) return;  // a plain BERT dir: mean pooling, normalised
-    pooling.normalize = false;
-    for (const SentenceTransformersModule& m : parse_modules_json(read_file(modules), modules)) {
-      if (m.type.find("Normalize") != std::string::npos) pooling.normalize = true;
-      if (m.type.find("Pooling") == std::string::npos) continue;
-      const std::string cfg = file((fs::path(m.path) / "config.json").string());
-      pooling.mode = parse_pooling_config(read_file(cfg), cfg);
+  // bert.pooling_type (gguf-py's PoolingType: MEAN = 1, CLS = 2); the embeddings are
+  // L2-normalised, as llama.cpp's embedding clients normalise by default.
+  void read_gguf_pooling() {
+    const uint32_t type = gguf->get<uint32_t>("bert.pooling_type");
+    check(type == 1 || type == 2, dir + ": bert.pooling_type " + std::to_string(type) +
+                                      " is not supported (1: mean, 2: cls)");
+    pooling.mode = type == 1 ? "mean" : "cls";
+    pooling.normalize = true;
+  }
+
+  // Prepares every param of the graph from the GGUF's tensors (llama.cpp's BERT names, shapes
+  // [out, in] as the Hugging Face checkpoint): F32 tensors are zero-copy views (Linear weights
+  // transposed once, as from safetensors); Linear weights and the word embeddings in another
+  // format rlx computes stay packed (quant_matmul, gather + dequantize); any other tensor in
+  // such a format (a norm, a bias, position or token type embeddings) is dequantized to f32.
+  // Every f32 weight must be finite and every tensor of the file used.
+  void load_gguf_weights() {
+    Graph g = build_bert_encoder(config, 1, 1, pooling);
+    std::set<std::string> used;
+    for (int32_t id : g.params()) {
+      const Node& n = g.node(id);
+      const TensorType& want = n.results[0];
+      const std::string key = bert_gguf_tensor_name(n.name);
+      const GgufTensorInfo* info = gguf->find_tensor(key);
+      check(info != nullptr, dir + ": missing tensor '" + key + "' (" + n.name + ")");
+      used.insert(key);
+      const bool linear = is_transposed_linear_weight(n.name);
+      const Shape shape = linear ? Shape{want.shape[1], want.shape[0]} : want.shape;
+      check(info->shape == shape.dims(), dir + ": tensor '" + key + "': expected shape " +
+                                             shape.to_string() + ", found " +
+                                             Shape(info->shape).to_string());
+      const GgmlTypeInfo& type = ggml_type_info(info->type);
+      QuantFormat format = QuantFormat::kF32;
+      try {
+        format = quant_format_from_ggml_type(static_cast<int>(info->type));
+      } catch (const Error&) {
+        throw Error(dir + ": tensor '" + key + "' has ggml type " + std::string(type.name) +
+                    ", which rlx cannot compute (expected F32, F16, BF16, Q4_0 ... Q8_K)");
+      }
+      GgufTensorBytes bytes = gguf->tensor_bytes(key);
+      const int64_t row = shape[shape.rank() - 1], rows = shape.numel() / row;
+      Tensor t;
+      if (format != QuantFormat::kF32 &&
+          (linear || n.name == "embeddings.word_embeddings.weight")) {
+        t = Tensor::view_of(DType::u8, Shape{rows, quant_row_bytes(format, row)}, bytes.data(),
+                            bytes.owner);
+        formats.emplace(n.name, format);
+        weights.emplace(n.name, t);
+        continue;
+      }
+      if (format == QuantFormat::kF32) {
+        t = gguf->tensor(key);
+      } else {
+        t = Tensor(DType::f32, shape);
+        dequantize(format, std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                   std::span(t.data_as<float>(), static_cast<size_t>(t.numel())));
+      }
+      check_weight_finite(t, dir, key);
+      weights.emplace(n.name, linear ? transposed(t) : t);
     }
+    std::vector<std::string> unused;
+    for (const GgufTensorInfo& info : gguf->tensors())
+      if (!used.count(info.name)) unused.push_back(info.name);
+    if (unused.empty() || options.allow_unused_weights) return;
+    throw Error(dir + ": " + unused_count(unused) + " not used by the " +
+                std::to_string(config.num_hidden_layers) +
+                "-layer encoder its metadata describes: " + unused_names(unused) +
+                " (allow_unused_weights, or rlx embed --allow-unused-weights, ignores them)");
+  }
+
+  // "3 tensors are" / "1 tensor is".
+  static std::string unused_count(const std::vector<std::string>& unused) {
+    return std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? " is" : "s are");
+  }
+  // The first four names, quoted, and how many more.
+  static std::string unused_names(const std::vector<std::string>& unused) {
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(unused.size(), 4); ++i)
+      list += (i ? ", '" : "'") + unused[i] + "'";
+    if (unused.size() > 4) list += ", ... (" + std::to_string(unused.size() - 4) + " more)";
+    return list;
+  }
+
+  // Throws when f32 weight `t` (tensor `key` of `path`) holds NaN or Inf.
+  static void check_weight_finite(const Tensor& t, const std::string& path,
+                                  const std::string& key) {
+    if (int64_t bad = first_non_finite(t.data_as<float>(), t.numel()); bad >= 0)
+      throw Error(path + ": tensor '" + key + "' holds " +
+                  non_finite_name(t.data_as<float>()[bad]) + " at " + index_text(bad, t.shape()) +
+                  "; a model's weights must be finite");
+  }
+
+  // The f32 matrix `t` [out, in] as [in, out].
+  static Tensor transposed(const Tensor& t) {
+    const Shape& s = t.shape();
+    Tensor tr(DType::f32, Shape{s[1], s[0]});
+    const float* src = t.data_as<float>();
+    float* dst = tr.data_as<float>();
+    for (int64_t o = 0; o < s[0]; ++o)
+      for (int64_t i = 0; i < s[1]; ++i) dst[i * s[0] + o] = src[o * s[1] + i];
+    return tr;
   }
 
   // Maps model.safetensors and prepares every param of the graph: zero-copy views, except
@@ -241,14 +340,12 @@ struct SentenceEmbedder::Impl {
         check(t.type() == want, path + ": tensor '" + key + "': expected " + want.to_string() +
                                     ", found " + t.type().to_string());
       }
-      if (int64_t bad = first_non_finite(t.data_as<float>(), t.numel()); bad >= 0)
-        throw Error(path + ": tensor '" + key + "' holds " +
-                    non_finite_name(t.data_as<float>()[bad]) + " at " + index_text(bad, t.shape()) +
-                    "; a model's weights must be finite");
+      check_weight_finite(t, path, key);
       if (is_transposed_linear_weight(n.name) && options.quantize &&
           *options.quantize != QuantFormat::kF32) {
         const int64_t out = t.shape()[0], in = t.shape()[1];
-        QuantFormat f = linear_weight_format(*options.quantize, in, path, key, t.shape());
+        QuantFormat f = fitting_quant_format(
+            *options.quantize, in, path + ": tensor '" + key + "' " + t.shape().to_string());
         check(quant_format_info(f).has_quantizer, "SentenceEmbedder: format " +
                                                       std::string(quant_format_info(f).name) +
                                                       " has no quantizer (dequantize only)");
@@ -260,13 +357,7 @@ struct SentenceEmbedder::Impl {
         formats.emplace(n.name, f);
         t = packed;
       } else if (is_transposed_linear_weight(n.name)) {
-        const Shape& s = t.shape();
-        Tensor tr(DType::f32, want.shape);
-        const float* src = t.data_as<float>();
-        float* dst = tr.data_as<float>();
-        for (int64_t o = 0; o < s[0]; ++o)
-          for (int64_t i = 0; i < s[1]; ++i) dst[i * s[0] + o] = src[o * s[1] + i];
-        t = tr;
+        t = transposed(t);
       }
       weights.emplace(n.name, t);
     }
@@ -275,12 +366,8 @@ struct SentenceEmbedder::Impl {
     for (const std::string& key : st.names())
       if (!used.count(key) && !ignored_checkpoint_tensor(key)) unused.push_back(key);
     if (unused.empty()) return;
-    std::string list;
-    for (size_t i = 0; i < std::min<size_t>(unused.size(), 4); ++i)
-      list += (i ? ", '" : "'") + unused[i] + "'";
-    if (unused.size() > 4) list += ", ... (" + std::to_string(unused.size() - 4) + " more)";
-    throw Error(path + ": " + std::to_string(unused.size()) + " tensor" +
-                (unused.size() == 1 ? " is" : "s are") + " not used by the " +
+    const std::string list = unused_names(unused);
+    throw Error(path + ": " + unused_count(unused) + " not used by the " +
                 std::to_string(config.num_hidden_layers) + "-layer encoder that " +
                 file("config.json") + " describes: " + list +
                 "; config.json does not match the checkpoint (allow_unused_weights, or rlx embed "

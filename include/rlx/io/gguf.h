@@ -81,7 +81,9 @@ struct GgmlTypeInfo {
   uint32_t type_size;     // bytes per block
 };
 
-/// Every known ggml type, by increasing id.
+/// Every known ggml type, by increasing id. The rows of the types rlx computes (F32, F16, BF16,
+/// Q4_0 ... Q8_K, IQ4_NL) are derived from quant_formats() (rlx/ir/quant.h), the one table of
+/// their ids, block sizes and bytes per block; io lists only the storage-only types itself.
 std::span<const GgmlTypeInfo> ggml_types();
 /// The type with id `id`, or nullptr when no known type has it (including the removed ids).
 const GgmlTypeInfo* find_ggml_type(uint32_t id);

@@ -11,6 +11,10 @@
 #include "rlx/ir/graph.h"
 #include "rlx/ir/quant.h"
 
+namespace rlx {
+class GgufFile;
+}
+
 namespace rlx::models {
 
 /// The fields of a Hugging Face BertConfig (config.json) the encoder needs.
@@ -33,7 +37,28 @@ struct BertConfig {
   /// Parses the text of a config.json, checked as from_json_file() checks a file; `source`
   /// (e.g. its path) starts every error message.
   static BertConfig from_json(std::string_view text, const std::string& source);
+  /// The hyper-parameters of a BERT GGUF file in llama.cpp's conventions (what `rlx quantize`
+  /// and llama.cpp's convert_hf_to_gguf.py write): general.architecture "bert"; u32
+  /// bert.context_length (max_position_embeddings), bert.embedding_length (hidden_size),
+  /// bert.feed_forward_length, bert.block_count, bert.attention.head_count; f32
+  /// bert.attention.layer_norm_epsilon; vocab_size = the length of tokenizer.ggml.tokens;
+  /// type_vocab_size = u32 tokenizer.ggml.token_type_count (2 when absent); hidden_act "gelu"
+  /// (llama.cpp's BERT graph has no other). Throws rlx::Error naming the file and the key for
+  /// another architecture, a missing key or one of another type, and as from_json for
+  /// inconsistent sizes.
+  static BertConfig from_gguf(const GgufFile& file);
 };
+
+/// The name llama.cpp's BERT conventions (gguf-py's TensorNameMap for MODEL_ARCH.BERT) give the
+/// Hugging Face checkpoint tensor `name` that build_bert_encoder declares as a param:
+/// embeddings.word_embeddings / position_embeddings / token_type_embeddings.weight ->
+/// token_embd / position_embd / token_types.weight, embeddings.LayerNorm -> token_embd_norm,
+/// and per layer N (encoder.layer.N.) attention.self.query / key / value -> blk.N.attn_q /
+/// attn_k / attn_v, attention.output.dense -> attn_output, attention.output.LayerNorm ->
+/// attn_output_norm, intermediate.dense -> ffn_up, output.dense -> ffn_down, output.LayerNorm
+/// -> layer_output_norm (each with its .weight / .bias suffix). Throws rlx::Error naming
+/// `name` for any other tensor.
+std::string bert_gguf_tensor_name(const std::string& name);
 
 /// How token states become one vector per sequence (sentence-transformers' Pooling module).
 struct PoolingOptions {
@@ -65,6 +90,13 @@ std::vector<SentenceTransformersModule> parse_modules_json(std::string_view text
 /// neither mode set (max and sqrt-length pooling are not supported).
 std::string parse_pooling_config(std::string_view text, const std::string& source);
 
+/// The sentence-transformers head of the model directory `dir`: the Pooling module's mode and
+/// whether a Normalize module follows, read from modules.json and the Pooling module's
+/// config.json as parse_modules_json / parse_pooling_config read them. A directory without
+/// modules.json (a plain BERT checkpoint) gives mean pooling, normalised. Throws rlx::Error as
+/// those functions and read_file (rlx/io/file.h) do.
+PoolingOptions read_pooling_options(const std::string& dir);
+
 /// Builds the encoder + pooling head for a fixed [batch, seq]:
 /// - inputs `input_ids`, `attention_mask`, `token_type_ids`: i32[batch, seq] (mask 1 = real
 ///   token, 0 = padding; padded keys are masked out exactly with a bool attention mask);
@@ -72,17 +104,20 @@ std::string parse_pooling_config(std::string_view text, const std::string& sourc
 ///   "encoder.layer.N.attention.self.query.weight", ...), except that every Linear weight is
 ///   declared transposed, [in, out], so it feeds matmul (and the matmul+bias+activation fusion)
 ///   directly; SentenceEmbedder transposes the checkpoint's [out, in] tensors once at load;
-/// - Linear weights named in `linear_formats` (a QuantFormat other than kF32) are instead
+/// - Linear weights named in `weight_formats` (a QuantFormat other than kF32) are instead
 ///   declared u8[out, quant_row_bytes(format, in)], ggml's packed [out, in] layout, and run as
-///   Graph::quant_matmul + bias; every other param (embeddings, LayerNorms, biases) stays f32;
+///   Graph::quant_matmul + bias; "embeddings.word_embeddings.weight" named there is declared
+///   u8[vocab_size, quant_row_bytes(format, hidden_size)] and its gathered rows are
+///   dequantized (gather, then Graph::dequantize: exact); every other param (position and
+///   token type embeddings, LayerNorms, biases) stays f32;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
 /// residual + LayerNorm. Throws rlx::Error when seq > max_position_embeddings or a size is
-/// not positive, or a quantized weight's `in` is not a multiple of its format's block size.
+/// not positive, or a quantized weight's row is not a multiple of its format's block size.
 Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling = {},
-                         const std::map<std::string, QuantFormat>& linear_formats = {});
+                         const std::map<std::string, QuantFormat>& weight_formats = {});
 
 /// True when graph param `name` is a Linear weight that build_bert_encoder declares transposed
 /// relative to the checkpoint.

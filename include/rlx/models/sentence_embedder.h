@@ -88,6 +88,15 @@ struct EmbedderStats {
 /// CLS pooling and optional normalisation, read from a model directory (config.json,
 /// tokenizer.json, model.safetensors, 1_Pooling/config.json, modules.json,
 /// sentence_bert_config.json). Weights are memory-mapped; Linear weights are transposed once.
+///
+/// Or from a BERT GGUF file (a path ending in .gguf that is not a directory) in llama.cpp's
+/// conventions, as `rlx quantize` (rlx/models/quantize.h) and llama.cpp's convert_hf_to_gguf.py
+/// write it: hyper-parameters from BertConfig::from_gguf, the tokenizer from
+/// WordPieceTokenizer::from_gguf, pooling from bert.pooling_type (mean or CLS) with L2
+/// normalisation, max_length up to bert.context_length, tensors by bert_gguf_tensor_name.
+/// Linear weights and the word embeddings in a format other than F32 stay packed (views of the
+/// mapping: quant_matmul, gather + dequantize); F32 tensors are views (Linear weights
+/// transposed once); other tensors in a non-F32 format are dequantized to f32 at load.
 class SentenceEmbedder {
  public:
   /// Loads the model. Throws rlx::Error naming the file and problem for a missing, unreadable
@@ -95,7 +104,9 @@ class SentenceEmbedder {
   /// and what was expected), a missing or mistyped weight ("model.safetensors: tensor 'x':
   /// expected f32[384], found ..."), a weight holding NaN or Inf (naming the tensor and the
   /// element), checkpoint tensors the encoder does not use (unless allow_unused_weights), or
-  /// bad options.
+  /// bad options. For a GGUF file: errors name the file and the key or tensor (an
+  /// architecture other than "bert", a missing or mistyped key, a missing tensor or one of the
+  /// wrong shape, a type rlx cannot compute, tensors the encoder does not use).
   explicit SentenceEmbedder(const std::string& model_dir, const EmbedderOptions& options = {});
   ~SentenceEmbedder();
   SentenceEmbedder(SentenceEmbedder&&) noexcept;
@@ -130,16 +141,17 @@ class SentenceEmbedder {
   int64_t max_length_limit() const;
   /// The precision policy every compile uses (options, else RLX_PRECISION, else always-f32).
   const PrecisionPolicy& precision() const;
-  /// The directory given to the constructor.
+  /// The directory (or GGUF file) given to the constructor.
   const std::string& model_dir() const;
   /// The model's name: options.model_name, else the directory's own name (its last path
   /// component: "my-model" for "/models/my-model/"), not the base model config.json was
-  /// trained from (`_name_or_path`).
+  /// trained from (`_name_or_path`); for a GGUF file its name without .gguf.
   const std::string& model_name() const;
   /// Counters since construction.
   EmbedderStats stats() const;
-  /// The format of each quantized Linear weight (graph param name -> format); empty when the
-  /// weights are f32.
+  /// The format of each packed weight (graph param name -> format): the Linear weights
+  /// quantized at load or read packed from a GGUF, and the word embeddings of a GGUF whose
+  /// token_embd is not F32; empty when the weights are f32.
   const std::map<std::string, QuantFormat>& weight_formats() const;
   /// Bytes of every weight the embedder keeps resident (packed bytes for quantized weights).
   int64_t weight_bytes() const;

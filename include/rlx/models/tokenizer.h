@@ -11,6 +11,8 @@
 
 namespace rlx {
 
+class GgufFile;
+
 /// The byte offset of the first ill-formed UTF-8 sequence in `text` (Unicode table 3-7: no
 /// overlong forms, surrogates, values past U+10FFFF or truncated sequences), or nullopt when
 /// `text` is valid UTF-8: what the tokenizer accepts.
@@ -81,6 +83,20 @@ class WordPieceTokenizer {
   /// the vocab has as added tokens. max_length() as for from_tokenizer_json.
   /// Throws rlx::Error naming `path` when it is missing or lacks [UNK], [CLS] or [SEP].
   static WordPieceTokenizer from_vocab_txt(const std::string& path, bool lowercase = true);
+
+  /// The WordPiece vocabulary of a BERT GGUF file as llama.cpp's convert_hf_to_gguf.py writes
+  /// it ("phantom space" form): tokenizer.ggml.model "bert", tokenizer.ggml.tokens (strings)
+  /// and tokenizer.ggml.token_type (i32, gguf-py's TokenType) where a CONTROL (3) token is
+  /// stored as is, a word-initial token with the prefix U+2581 and a continuation without the
+  /// "##" it has in the Hugging Face vocab; CONTROL and USER_DEFINED (4) tokens become added
+  /// tokens. [CLS] is tokenizer.ggml.bos_token_id, [SEP] tokenizer.ggml.seperator_token_id
+  /// (gguf-py's spelling), [UNK] tokenizer.ggml.unknown_token_id, padding
+  /// tokenizer.ggml.padding_token_id (0 when absent), all u32; max_length() is
+  /// <general.architecture>.context_length. Normalisation is BertNormalizer with lowercasing
+  /// and accent stripping, as llama.cpp's WPM tokenizer does (rlx quantize refuses cased
+  /// vocabularies). Throws rlx::Error naming the file and the key for another tokenizer model,
+  /// missing or mistyped keys, arrays of different lengths or an id outside the vocabulary.
+  static WordPieceTokenizer from_gguf(const GgufFile& file);
 
   /// Token ids of `text`, mirroring HF `Tokenizer.encode(text, add_special_tokens).ids` with no
   /// truncation and no padding: [CLS] ... [SEP] when add_special_tokens.
