@@ -34,9 +34,9 @@ def checkpoint():
     header = json.loads(raw[8:8 + n])
     out = {}
     for name, info in header.items():
-        if name == "__metadata__":
+        if name == "__metadata__" or name.endswith("position_ids"):  # an i64 buffer, unused
             continue
-        assert info["dtype"] == "F32"
+        assert info["dtype"] == "F32", name
         a, b = info["data_offsets"]
         out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], np.float32).reshape(info["shape"])
     return out
@@ -148,14 +148,15 @@ def test_gguf_reader_reads_minilm(fmt, quantized, minilm_ckpt):
             np.testing.assert_array_equal(np.asarray(t.data).view(np.uint8).ravel(),
                                           want_bytes.view(np.uint8).ravel())
         else:
-            # Q4_K (no numpy quantizer): within the format's error of the f32 source. A 4-bit
-            # super-block of 8 sub-blocks, each with a 6-bit scale and min: at most ~1/15 of a
-            # sub-block's range, |err| < range/15 + the scale rounding; checked as relative RMS.
+            # Q4_K (no numpy quantizer): within the format's error of the f32 source. Rounding to
+            # a 4-bit grid of step = range / 15 per 32-element sub-block errs by step / sqrt(12)
+            # RMS; a Gaussian sub-block spans about 4 sigma, so the relative RMS error is about
+            # 4 / 15 / sqrt(12) = 0.077 (measured 0.074 ... 0.078; make_qkx2_quants clips
+            # outliers, so no per-element bound holds). Unbiased: the mean error is ~0.
             err = deq - src
-            assert np.sqrt(np.mean(err ** 2)) / np.sqrt(np.mean(src ** 2)) < 0.12, name
-            blocks = src.reshape(-1, 32)
-            rng = (blocks.max(1) - blocks.min(1))[:, None]
-            assert np.all(np.abs(err.reshape(-1, 32)) <= rng / 15 * 1.5 + 1e-6), name
+            rms = np.sqrt(np.mean(src ** 2))
+            assert np.sqrt(np.mean(err ** 2)) / rms < 0.085, name
+            assert abs(np.mean(err)) < 0.01 * rms, name
     assert summary["fallbacks"] == fallbacks
 
 
@@ -169,11 +170,12 @@ def min_cosine(got, want):
     return cos.min()
 
 
-# The bounds of the C++ --quantize tests (tests/models/embedder_test.cc: measured minima, Q8_0
-# 0.99848, Q6_K 0.99761, Q4_K 0.96123, Q4_0 0.90725, rounded down), the f32 parity bound of
-# test_models.py, and f16 (11-bit significands) close to f32.
-BOUNDS = {"f32": 0.99999, "f16": 0.9999, "q8_0": 0.998, "q6_k": 0.997, "q4_k": 0.955,
-          "q4_0": 0.90}
+# The bounds of the C++ --quantize tests (tests/models/embedder_test.cc: measured minima there
+# Q8_0 0.99848, Q4_K 0.96123; here, with token_embd quantized too, 0.99830 and 0.96172) and the
+# f32 parity bound of test_models.py.
+# f16, q6_k and q4_0 were measured too (README: 1.00000, 0.99754, 0.90318) but are not run
+# here, to keep the suite short.
+BOUNDS = {"f32": 0.99999, "q8_0": 0.998, "q4_k": 0.955}
 
 
 @needs_minilm
@@ -181,18 +183,19 @@ BOUNDS = {"f32": 0.99999, "f16": 0.9999, "q8_0": 0.998, "q6_k": 0.997, "q4_k": 0
 def test_gguf_embedder_stays_close(fmt, quantized):
     path, _ = quantized(fmt)
     texts, want = ref_embeddings()
-    e = rlx.models.SentenceEmbedder(path, batch_size=32)
+    # A GGUF has no max_seq_length: truncate as sentence_bert_config.json (256) did for the
+    # reference, not at bert.context_length (512), which one 256-token reference text exceeds.
+    e = rlx.models.SentenceEmbedder(path, batch_size=32, max_length=256)
     got = e.encode(texts)
     assert got.shape == want.shape
     cos = min_cosine(got, want)
     print(f"{fmt}: {path.stat().st_size} bytes, min cosine {cos:.5f}, "
           f"resident weights {e.weight_bytes} bytes")
     assert cos >= BOUNDS[fmt], f"{fmt}: min cosine {cos}"
-    if fmt != "f32":
-        # Weights stay packed: token_embd and the 36 Linear weights.
-        assert len(e.weight_formats) == 37
-        f32 = rlx.models.SentenceEmbedder(model_dir(), batch_size=32)
-        assert e.weight_bytes < f32.weight_bytes
+    # Weights stay packed (token_embd and the 36 Linear weights): what stays resident is no
+    # more than the file's bytes.
+    assert len(e.weight_formats) == (0 if fmt == "f32" else 37)
+    assert e.weight_bytes <= path.stat().st_size
 
 
 def smollm2_path():

@@ -256,7 +256,8 @@ TEST(Cli, MistypedOrMissingSubcommand) {
   r = run_rlx({"xyzzy"});
   expect_error(r, 2, "unknown subcommand 'xyzzy' (subcommands: ");
   r = run_rlx({});
-  expect_error(r, 2, "a subcommand is required: demo, check, opt, ops, embed, tokenize, devices, ");
+  expect_error(r, 2,
+               "a subcommand is required: demo, check, opt, ops, embed, quantize, tokenize, ");
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos);
 }
 
