@@ -182,6 +182,12 @@ PoolingOptions read_pooling_options(const std::string& dir) {
   return pooling;
 }
 
+bool is_ignored_checkpoint_tensor(std::string_view name) {
+  if (name.rfind("bert.", 0) == 0) name.remove_prefix(5);
+  return name.rfind("pooler.", 0) == 0 || name.rfind("cls.", 0) == 0 ||
+         name == "embeddings.position_ids";
+}
+
 bool is_transposed_linear_weight(const std::string& name) {
   auto ends_with = [&](std::string_view suffix) {
     return name.size() >= suffix.size() &&

@@ -249,11 +249,7 @@ QuantizeSummary quantize_bert_dir(const std::string& dir, const std::string& out
   }
   std::vector<std::string> unused;
   for (const std::string& key : st.names()) {
-    std::string_view k = key;
-    if (k.rfind("bert.", 0) == 0) k.remove_prefix(5);
-    const bool ignored =
-        k.rfind("pooler.", 0) == 0 || k.rfind("cls.", 0) == 0 || k == "embeddings.position_ids";
-    if (!used.count(key) && !ignored) unused.push_back(key);
+    if (!used.count(key) && !is_ignored_checkpoint_tensor(key)) unused.push_back(key);
   }
   if (!unused.empty())
     throw Error(st_path + ": " + std::to_string(unused.size()) + " tensor(s) not used by the " +

@@ -48,14 +48,6 @@ std::optional<GgufFile> open_if_gguf(const std::string& path) {
   return GgufFile::open(path);
 }
 
-// Checkpoint tensors the encoder never reads by design: BertModel's pooler and the
-// pre-training heads (sentence-transformers runs neither) and the position_ids buffer.
-bool ignored_checkpoint_tensor(std::string_view name) {
-  if (name.rfind("bert.", 0) == 0) name.remove_prefix(5);
-  return name.rfind("pooler.", 0) == 0 || name.rfind("cls.", 0) == 0 ||
-         name == "embeddings.position_ids";
-}
-
 // "[i, j, ...]": the multi-index of flat element `flat` of a row-major `shape`.
 std::string index_text(int64_t flat, const Shape& shape) {
   std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
@@ -364,7 +356,7 @@ struct SentenceEmbedder::Impl {
     if (options.allow_unused_weights) return;
     std::vector<std::string> unused;
     for (const std::string& key : st.names())
-      if (!used.count(key) && !ignored_checkpoint_tensor(key)) unused.push_back(key);
+      if (!used.count(key) && !is_ignored_checkpoint_tensor(key)) unused.push_back(key);
     if (unused.empty()) return;
     const std::string list = unused_names(unused);
     throw Error(path + ": " + unused_count(unused) + " not used by the " +

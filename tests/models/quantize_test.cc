@@ -115,6 +115,11 @@ TEST(QuantizeErrors, BadInputsNameTheFileAndWhatWasExpected) {
              "not a BERT model directory (no config.json)");
   EXPECT_FALSE(fs::exists(out));  // nothing written on failure
 
+  rlx::testing::TinyBertOptions two_layers;
+  two_layers.checkpoint_layers = 2;
+  msg = error(write_tiny_bert(tmp.path() / "two", two_layers), QuantFormat::kF16);
+  EXPECT_HAS(msg, "16 tensor(s) not used by the 1-layer encoder");
+  EXPECT_HAS(msg, "config.json does not match the checkpoint");
   edit_json(fs::path(dir) / "config.json", [](nlohmann::json& j) { j["hidden_act"] = "relu"; });
   EXPECT_HAS(error(dir, QuantFormat::kF16), "hidden_act 'relu' cannot be written as a BERT GGUF");
   edit_json(fs::path(dir) / "config.json", [](nlohmann::json& j) { j["hidden_act"] = "gelu"; });

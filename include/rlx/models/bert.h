@@ -119,6 +119,11 @@ Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling = {},
                          const std::map<std::string, QuantFormat>& weight_formats = {});
 
+/// True for the checkpoint tensors a sentence embedder never reads by design (with or without a
+/// "bert." prefix): BertModel's pooler.*, the pre-training heads cls.* (sentence-transformers
+/// runs neither) and the embeddings.position_ids buffer.
+bool is_ignored_checkpoint_tensor(std::string_view name);
+
 /// True when graph param `name` is a Linear weight that build_bert_encoder declares transposed
 /// relative to the checkpoint.
 bool is_transposed_linear_weight(const std::string& name);
