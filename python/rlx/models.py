@@ -120,6 +120,8 @@ class LLM:
             raise TypeError(f"LLM.logits: ids must be integers, got {arr.dtype}")
         if arr.ndim not in (1, 2):
             raise ValueError(f"LLM.logits: ids must be 1-D [S] or 2-D [B, S], got shape {arr.shape}")
+        if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
+            raise ValueError("LLM.logits: token ids must fit in int32")
         batched = np.ascontiguousarray(arr.reshape(1, -1) if arr.ndim == 1 else arr, dtype=np.int32)
         out = self._impl.logits(batched)
         return out[0] if arr.ndim == 1 else out

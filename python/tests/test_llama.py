@@ -364,6 +364,8 @@ def test_errors(tmp_path):
         llm.logits([1, 48])
     with pytest.raises(TypeError, match="integers"):
         llm.logits([0.5])
+    with pytest.raises(ValueError, match="int32"):
+        llm.logits(np.array([2**32 + 1]))
     with pytest.raises(rlx.Error, match="tokenizer.ggml.model"):
         llm.tokenize("hi")
     w = gguf.GGUFWriter(str(tmp_path / "arch.gguf"), "mamba")
