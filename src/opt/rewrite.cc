@@ -22,7 +22,8 @@ void RewriteContext::replace_uses(Value src, Value replacement) {
   m[static_cast<size_t>(src.index)] = replacement;
 }
 
-Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live) {
+Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live,
+              const LeafFn& leaf_fn) {
   Graph dst(src.name());
   std::vector<std::vector<Value>> map(src.nodes().size());
   RewriteContext ctx(dst, src, map);
@@ -30,7 +31,12 @@ Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* li
     const Node& n = src.nodes()[i];
     ctx.id = static_cast<int32_t>(i);
     if (n.op == OpKind::Input || n.op == OpKind::Param) {
-      map[i] = {dst.add_leaf(n.op, n.name, n.results[0])};
+      std::optional<Value> v;
+      if (leaf_fn) v = leaf_fn(dst, n);
+      check(!v || dst.type(*v) == n.results[0],
+            "rewrite of leaf %" + n.name + " replaced its type " + n.results[0].to_string() +
+                " with " + (v ? dst.type(*v).to_string() : std::string()));
+      map[i] = {v ? *v : dst.add_leaf(n.op, n.name, n.results[0])};
       continue;
     }
     if (live && !(*live)[i]) continue;

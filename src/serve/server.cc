@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,9 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// Connections the kernel queues for accept() (nginx's and llama-server's order of magnitude).
+constexpr int kListenBacklog = 1024;
 
 // A failed request: its status and OpenAI's error object.
 struct ApiError {
@@ -108,6 +113,7 @@ struct Server::Impl {
   std::vector<Route> routes;
   Metrics metrics;
   int port = -1;
+  socket_t listen_sock = INVALID_SOCKET;  ///< the last socket cpp-httplib created to bind
   std::atomic<bool> stopping{false};
   std::mutex run_mu, stop_mu;
   std::condition_variable stop_cv;
@@ -242,10 +248,12 @@ struct Server::Impl {
       metrics.request(label, res.status, seconds);
     });
     // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, under which a second server
-    // on the same port would bind and silently share its connections.
-    http.set_socket_options([](socket_t sock) {
+    // on the same port would bind and silently share its connections. The socket is kept for
+    // bind(), which raises its listen backlog.
+    http.set_socket_options([this](socket_t sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_sock = sock;
     });
     http.set_payload_max_length(options.max_body_bytes);
     http.set_keep_alive_timeout(options.keep_alive_s);
@@ -532,6 +540,14 @@ int Server::bind() {
   if (impl_->port < 0)
     throw Error("rlx serve: cannot listen on " + o.host + ":" + std::to_string(o.port) +
                 " (address in use, or not an address of this machine)");
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of more clients than that overflows
+  // the accept queue, and the kernel drops their handshakes (a 1 s SYN retry at best, a reset
+  // connection at worst). listen() again on the bound socket only resizes its queue (Linux,
+  // POSIX); the kernel caps it at net.core.somaxconn.
+  if (::listen(impl_->listen_sock, kListenBacklog) != 0)
+    throw Error("rlx serve: cannot listen on " + o.host + ":" + std::to_string(impl_->port) +
+                " with a backlog of " + std::to_string(kListenBacklog) + ": " +
+                std::strerror(errno));
   return impl_->port;
 }
 

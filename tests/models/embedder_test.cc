@@ -126,10 +126,10 @@ TEST(MiniLM, Bf16PolicyStaysClose) {
 }
 
 // Linear weights quantized at load (EmbedderOptions::quantize) against the f32
-// sentence-transformers reference: min cosine over the 69 sentences >= `bound`. The CPU
-// quant_matmul kernel also rounds activations to int8 blocks (as ggml does), which costs Q8_0 about
-// 0.001: min 0.99848 measured (0.99955 with the weights alone, i.e. dequantize + f32 matmul), so
-// Q8_0 is held to 0.998, not 0.999.
+// sentence-transformers reference: min cosine over the 69 sentences >= `bound`. The batches have
+// >= 32 token rows, where the CPU's quant_matmul dequantizes panels of the weight and runs f32
+// sgemm (kDequantGemmRows), so only the weights are rounded; the int8-activation kernel (ggml's
+// scheme, used for fewer rows) had cost Q8_0 0.001 (min 0.99848).
 void expect_quantized_close(const char* format, double bound) {
   REQUIRE_MODEL(dir);
   EmbedderOptions o;
@@ -142,12 +142,12 @@ void expect_quantized_close(const char* format, double bound) {
   EXPECT_GE(a.min_cosine, bound);
 }
 
-// Bounds: measured minima on all-MiniLM-L6-v2 (Q8_0 0.99848, Q6_K 0.99761 with its Q8_0
-// fallback on the 384-wide layers, Q4_K 0.96123 with its Q5_0 fallback, Q4_0 0.90725), rounded
+// Bounds: measured minima on all-MiniLM-L6-v2 (Q8_0 0.99955, Q6_K 0.99876 with its Q8_0
+// fallback on the 384-wide layers, Q4_K 0.96240 with its Q5_0 fallback, Q4_0 0.90710), rounded
 // down.
-TEST(MiniLM, Q8_0LinearWeightsStayClose) { expect_quantized_close("q8_0", 0.998); }
-TEST(MiniLM, Q6_KLinearWeightsStayClose) { expect_quantized_close("q6_k", 0.997); }
-TEST(MiniLM, Q4_KLinearWeightsStayClose) { expect_quantized_close("q4_k", 0.955); }
+TEST(MiniLM, Q8_0LinearWeightsStayClose) { expect_quantized_close("q8_0", 0.999); }
+TEST(MiniLM, Q6_KLinearWeightsStayClose) { expect_quantized_close("q6_k", 0.998); }
+TEST(MiniLM, Q4_KLinearWeightsStayClose) { expect_quantized_close("q4_k", 0.96); }
 TEST(MiniLM, Q4_0LinearWeightsStayClose) { expect_quantized_close("q4_0", 0.90); }
 
 TEST(MiniLMErrors, QuantizeWithoutAFittingFormatNamesTheTensor) {

@@ -19,12 +19,20 @@ struct RewriteContext;
 using RewriteFn = std::function<std::optional<std::vector<Value>>(
     RewriteContext& ctx, const Node& node, std::span<const Value> operands)>;
 
-/// Rebuilds `src` into a new graph: leaves keep their names and types, copied nodes keep their
-/// names where free, graph outputs are mapped. An empty `fn` copies every node. When `live` is
-/// given, nodes with live[i] == false are dropped (they must have no live user and not be a
-/// graph output; inputs and params are always kept). `src` is unchanged. Throws rlx::Error if a
-/// replacement has the wrong count or types, or a dropped node is still used (naming the node).
-Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live = nullptr);
+/// Called for each leaf (input or param) of the source graph in order. Return the value that
+/// stands for it in `dst` (of the leaf's type) after adding the leaf and whatever is needed, e.g.
+/// a param of another type and the ops that bring it back to the declared one, or nullopt to
+/// copy the leaf as is.
+using LeafFn = std::function<std::optional<Value>(Graph& dst, const Node& leaf)>;
+
+/// Rebuilds `src` into a new graph: leaves keep their names and types (unless `leaf_fn` replaces
+/// them), copied nodes keep their names where free, graph outputs are mapped. An empty `fn`
+/// copies every node. When `live` is given, nodes with live[i] == false are dropped (they must
+/// have no live user and not be a graph output; inputs and params are always kept). `src` is
+/// unchanged. Throws rlx::Error if a replacement has the wrong count or types, or a dropped node
+/// is still used (naming the node).
+Graph rewrite(const Graph& src, const RewriteFn& fn, const std::vector<bool>* live = nullptr,
+              const LeafFn& leaf_fn = {});
 
 /// What a RewriteFn sees of the rebuild in progress.
 struct RewriteContext {
@@ -39,7 +47,7 @@ struct RewriteContext {
   void replace_uses(Value src, Value replacement);
 
  private:
-  friend Graph rewrite(const Graph&, const RewriteFn&, const std::vector<bool>*);
+  friend Graph rewrite(const Graph&, const RewriteFn&, const std::vector<bool>*, const LeafFn&);
   RewriteContext(Graph& d, const Graph& s, std::vector<std::vector<Value>>& m)
       : dst(d), src_(s), map_(m) {}
   const Graph& src_;

@@ -1,8 +1,9 @@
 // The fused quantized matmul (src/backends/cpu/kernels/quant_matmul.h): every format x
 // M {1, 2, 4, 5, 8 (GEMV path), 9, 37 (GEMM path)} x K {one block, several} x every dispatch target
 // this CPU has, against dequantize_row (bit-exact with gguf-py, tests/ir/quant_test.cc) followed by
-// a matmul in double, within the bound the int8 activation rounding allows; the SIMD targets
-// against the scalar target; threads; errors.
+// a matmul in double, within the bound the int8 activation rounding allows; dequant_sgemm (the
+// op's path for many rows) within f32 error; the SIMD targets against the scalar target;
+// threads; errors.
 #include "../../../src/backends/cpu/kernels/quant_matmul.h"
 
 #include <gtest/gtest.h>
@@ -212,6 +213,60 @@ TEST(QuantMatmul, TargetFromEnvironment) {
   }
 }
 
+// dequant_sgemm (what the op runs from kDequantGemmRows rows): no activation rounding, so only
+// f32 error: each dequantized weight scale * q + offset within a few roundoffs of the 32-block's
+// largest |weight| (the offset is at most about that large), and the sgemm's sums (a chain of at
+// most K additions). N = 67 splits into several panels per thread with a short last one.
+TEST(QuantMatmul, DequantSgemmMatchesDequantizeThenMatmulInF32) {
+  for (const QuantFormatInfo& info : quant_formats()) {
+    for (int64_t M : {1, 32, 40}) {
+      const int64_t K = test_k(info.format), N = 67;
+      const Problem p = make_problem(info.format, M, K, N, uint32_t(M * 77 + K + info.ggml_type));
+      for (QuantTarget t : supported_quant_targets()) {
+        SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " target " +
+                     std::string(quant_target_name(t)));
+        std::vector<float> y(static_cast<size_t>(M * N), std::nanf(""));
+        dequant_sgemm(info.format, p.x.data(), M, K, p.w.data(), N, y.data(), t);
+        int bad = 0;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double ref = 0, abs_sum = 0, weight_err = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const double x = p.x[size_t(m * K + k)], w = p.wd[size_t(n * K + k)];
+              ref += x * w;
+              abs_sum += std::fabs(x * w);
+              double block_max = 0;
+              for (int64_t j = k / 32 * 32; j < std::min(K, k / 32 * 32 + 32); ++j)
+                block_max = std::max(block_max, std::fabs(double(p.wd[size_t(n * K + j)])));
+              weight_err += std::fabs(x) * 4 * kEps * block_max;
+            }
+            const double err = std::fabs(double(y[size_t(m * N + n)]) - ref);
+            const double tol = double(K + 16) * kEps * abs_sum + weight_err + 1e-30;
+            if (!(err <= tol) && bad++ < 3)
+              ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)]
+                            << ", reference " << ref << ", error " << err << " > " << tol;
+          }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+// quant_matmul_auto: the int8 kernel below kDequantGemmRows rows, dequant_sgemm from there.
+TEST(QuantMatmul, AutoSwitchesToDequantSgemmAtTheThreshold) {
+  const QuantFormat f = QuantFormat::kQ4_K;
+  const QuantTarget t = default_quant_target();
+  for (int64_t M : {kDequantGemmRows - 1, kDequantGemmRows}) {
+    const Problem p = make_problem(f, M, 512, 19, uint32_t(M));
+    std::vector<float> got(size_t(M * 19)), int8(got.size()), deq(got.size());
+    quant_matmul_auto(f, p.x.data(), M, 512, p.w.data(), 19, got.data(), t);
+    quant_matmul(f, p.x.data(), M, 512, p.w.data(), 19, int8.data(), t);
+    dequant_sgemm(f, p.x.data(), M, 512, p.w.data(), 19, deq.data(), t);
+    EXPECT_EQ(got, M < kDequantGemmRows ? int8 : deq) << "M = " << M;
+    EXPECT_NE(int8, deq) << "M = " << M << ": the two paths should round differently";
+  }
+}
+
 TEST(QuantMatmul, Errors) {
   std::vector<float> x(512), y(16);
   std::vector<uint8_t> w(4096);
@@ -221,6 +276,11 @@ TEST(QuantMatmul, Errors) {
   EXPECT_EQ(testing::error_of(
                 [&] { quant_matmul(QuantFormat::kQ8_0, x.data(), -1, 32, w.data(), 1, y.data()); }),
             "quant_matmul: negative size (M -1, K 32, N 1)");
+  EXPECT_EQ(testing::error_of([&] {
+              dequant_sgemm(QuantFormat::kQ4_K, x.data(), 40, 100, w.data(), 1, y.data(),
+                            QuantTarget::kScalar);
+            }),
+            "dequant_sgemm: K = 100 is not a multiple of the q4_K block size 256");
   for (QuantTarget t : {QuantTarget::kAvx2, QuantTarget::kAvx512Vnni}) {
     if (quant_target_supported(t)) continue;
     EXPECT_EQ(testing::error_of([&] {

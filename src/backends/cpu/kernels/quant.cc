@@ -1,6 +1,7 @@
 // CPU kernels of the quantized-weight ops: dequantize (dequantize_row per packed row, parallel
-// over rows) and quant_matmul on the fused int8 kernel of quant_matmul.h. Both read the packed
-// weight where it lives (a param's or constant's bytes): nothing is expanded at compile time.
+// over rows) and quant_matmul (quant_matmul_auto of quant_matmul.h: the fused int8 kernel for
+// few rows, dequantize + sgemm panel by panel for many). Both read the packed weight where it
+// lives (a param's or constant's bytes): nothing is expanded at compile time.
 #include "rlx/ir/quant.h"
 
 #include <algorithm>
@@ -46,7 +47,8 @@ Kernel quant_matmul_kernel(const Graph& g, const Node& node) {
       std::memset(io.output<float>(0), 0, static_cast<size_t>(m * n) * sizeof(float));
     };
   return [f, k, m, n, target](const KernelIO& io) {
-    quant_matmul(f, io.input<float>(0), m, k, io.input<uint8_t>(1), n, io.output<float>(0), target);
+    quant_matmul_auto(f, io.input<float>(0), m, k, io.input<uint8_t>(1), n, io.output<float>(0),
+                      target);
   };
 }
 

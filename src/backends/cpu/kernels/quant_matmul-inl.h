@@ -304,6 +304,44 @@ inline void unpack_row(const uint8_t* w, int64_t K, uint8_t* q, float* sc, float
   }
 }
 
+// `rows` weight rows of K elements to f32 (dequant_sgemm's panels): weight = scale * q (+ coef
+// for the unsigned formats), per 16 elements, the GEMM path's unpacking.
+template <class F>
+inline void dequant_rows(const uint8_t* w, int64_t rows, int64_t K, float* out) {
+  constexpr int64_t kBlock = 32 * F::kSub;
+  const int64_t row_bytes = K / kBlock * F::kBytes;
+  alignas(32) uint8_t q[32];
+  float sc[2 * F::kSub], cf[2 * F::kSub];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < K / kBlock; ++b) {
+      const uint8_t* blk = w + r * row_bytes + b * F::kBytes;
+      F::scales(blk, sc, cf);
+      for (int s = 0; s < F::kSub; ++s) {
+        float* o = out + r * K + b * kBlock + 32 * s;
+#if RLX_QM_LEVEL >= 1
+        st(q, F::sub(blk, s));
+        for (int j = 0; j < 4; ++j) {
+          const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * j));
+          const __m256 v =
+              _mm256_cvtepi32_ps(F::kSigned ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8));
+          const __m256 a = _mm256_set1_ps(sc[2 * s + j / 2]);
+          _mm256_storeu_ps(o + 8 * j,
+                           F::kSigned ? _mm256_mul_ps(a, v)
+                                      : _mm256_fmadd_ps(a, v, _mm256_set1_ps(cf[2 * s + j / 2])));
+        }
+#else
+        for (int i = 0; i < 32; ++i) q[i] = F::elem(blk, s, i);
+        for (int i = 0; i < 32; ++i) {
+          const float a = sc[2 * s + i / 16];
+          o[i] =
+              F::kSigned ? a * float(int8_t(q[i])) : std::fma(a, float(q[i]), cf[2 * s + i / 16]);
+        }
+#endif
+      }
+    }
+  }
+}
+
 // ---- f32 dot product (offset terms, float weight formats)
 inline float dot_f32(const float* a, const float* b, int64_t n) {
 #if RLX_QM_LEVEL >= 1
@@ -691,6 +729,16 @@ inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
     parallel_for(0, tiles, 8,
                  [&](int64_t b, int64_t e) { block_format_tiles<F>(act, M, K, w, N, y, b, e); });
   });
+}
+
+// dequant_rows for block format f; the float formats as ir's dequantize_row.
+inline void dequantize(QuantFormat f, const uint8_t* w, int64_t rows, int64_t K, float* out) {
+  if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16) {
+    const int64_t rb = quant_row_bytes(f, K);
+    for (int64_t r = 0; r < rows; ++r) dequantize_row(f, w + r * rb, out + r * K, K);
+    return;
+  }
+  with_block_format(f, [&]<class F>() { dequant_rows<F>(w, rows, K, out); });
 }
 
 // NOLINTEND(readability-function-size)

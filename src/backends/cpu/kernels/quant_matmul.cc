@@ -7,6 +7,7 @@
 // (one instruction for u8 x s8 -> i32 instead of two) and 32 registers (a 4 x 4 tile).
 #include "quant_matmul.h"
 
+#include <dnnl.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "rlx/ir/dtype.h"
 #include "rlx/ir/error.h"
@@ -93,21 +95,71 @@ QuantTarget default_quant_target() {
               "' is not a target; expected scalar, avx2 or avx512vnni");
 }
 
-void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                  float* y, QuantTarget t) {
+namespace {
+
+// The sizes quant_matmul and dequant_sgemm accept. False when there is nothing to multiply (y is
+// then filled: zeros for K == 0).
+bool check_sizes(const char* what, QuantFormat f, int64_t M, int64_t K, int64_t N, float* y) {
   const QuantFormatInfo& info = quant_format_info(f);
-  check(M >= 0 && N >= 0 && K >= 0, "quant_matmul: negative size (M " + std::to_string(M) + ", K " +
-                                        std::to_string(K) + ", N " + std::to_string(N) + ")");
+  check(M >= 0 && N >= 0 && K >= 0, std::string(what) + ": negative size (M " + std::to_string(M) +
+                                        ", K " + std::to_string(K) + ", N " + std::to_string(N) +
+                                        ")");
   check(K % info.block_size == 0 && (info.block_size == 1 || K % 32 == 0),
-        "quant_matmul: K = " + std::to_string(K) + " is not a multiple of the " +
+        std::string(what) + ": K = " + std::to_string(K) + " is not a multiple of the " +
             std::string(info.name) + " block size " + std::to_string(info.block_size));
-  check(quant_target_supported(t), "quant_matmul: target " + std::string(quant_target_name(t)) +
-                                       " is not supported by this CPU");
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0) return false;
   if (K == 0) {
     std::fill_n(y, M * N, 0.0f);
-    return;
+    return false;
   }
+  return true;
+}
+
+// f32 bytes of one dequantized panel of W at most (about half a 2 MiB / 1 MiB L2).
+constexpr int64_t kPanelBytes = int64_t{512} << 10;
+
+}  // namespace
+
+void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                   float* y, QuantTarget t) {
+  check(quant_target_supported(t), "dequant_sgemm: target " + std::string(quant_target_name(t)) +
+                                       " is not supported by this CPU");
+  if (!check_sizes("dequant_sgemm", f, M, K, N, y)) return;
+  const int64_t rb = quant_row_bytes(f, K);
+  // Panels of W small enough to stay in L2 between their dequantization and the sgemm that
+  // reads them, and at least two per thread so that a late worker delays little.
+  const int64_t threads = num_threads();
+  const int64_t rows = std::clamp<int64_t>(
+      std::min(kPanelBytes / (K * 4), (N + 2 * threads - 1) / (2 * threads)), 1, N);
+  parallel_for(0, (N + rows - 1) / rows, 1, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> buffer;
+    buffer.resize(static_cast<size_t>(rows * K));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * rows, n = std::min(rows, N - n0);
+      switch (t) {
+        case QuantTarget::kScalar:
+          quant_scalar::dequantize(f, w + n0 * rb, n, K, buffer.data());
+          break;
+        case QuantTarget::kAvx2:
+          quant_avx2::dequantize(f, w + n0 * rb, n, K, buffer.data());
+          break;
+        case QuantTarget::kAvx512Vnni:
+          quant_vnni::dequantize(f, w + n0 * rb, n, K, buffer.data());
+          break;
+      }
+      // One thread's sgemm (oneDNN runs sequentially inside a parallel region). Arguments are
+      // valid by construction (sizes >= 1, leading dims >= row widths), the only failure
+      // dnnl_sgemm reports, so its status is not checked.
+      dnnl_sgemm('N', 'T', M, n, K, 1.0f, x, K, buffer.data(), K, 0.0f, y + n0, N);
+    }
+  });
+}
+
+void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                  float* y, QuantTarget t) {
+  check(quant_target_supported(t), "quant_matmul: target " + std::string(quant_target_name(t)) +
+                                       " is not supported by this CPU");
+  if (!check_sizes("quant_matmul", f, M, K, N, y)) return;
   switch (t) {
     case QuantTarget::kScalar:
       quant_scalar::matmul(f, x, M, K, w, N, y);
@@ -121,9 +173,17 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
   }
 }
 
+void quant_matmul_auto(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                       int64_t N, float* y, QuantTarget t) {
+  if (M >= kDequantGemmRows)
+    dequant_sgemm(f, x, M, K, w, N, y, t);
+  else
+    quant_matmul(f, x, M, K, w, N, y, t);
+}
+
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y) {
-  quant_matmul(f, x, M, K, w, N, y, default_quant_target());
+  quant_matmul_auto(f, x, M, K, w, N, y, default_quant_target());
 }
 
 }  // namespace rlx::cpu

@@ -12,7 +12,9 @@
 // unpacked once to bytes with one f32 scale and offset coefficient per 16 elements and reused
 // by every activation row. F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products).
 // Every format runs on every target; the scalar target computes the same sums in plain C++
-// and is what the SIMD targets are tested against.
+// and is what the SIMD targets are tested against. The op itself (quant_matmul_auto) takes
+// dequant_sgemm instead from kDequantGemmRows rows on: there the work is compute-bound, oneDNN's
+// f32 GEMM outruns the int8 tiles, and the activations are not rounded to 8 bits.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,26 @@ QuantTarget default_quant_target();
 /// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y, QuantTarget t);
-/// As above on default_quant_target().
+/// From this many rows of x the quant_matmul op runs dequant_sgemm instead of the int8 kernel:
+/// there the product is compute-bound and oneDNN's f32 sgemm on L2-resident dequantized panels
+/// matches or beats the int8 tiles (bench/quant_bench.cc `gemm`: on a 2-core AVX2 EPYC, 1
+/// thread, 4096 x 4096 q8_0, int8 / dequant+sgemm GFLOP/s 25.9 / 16.3 at M = 16, 26.9 / 26.4 at
+/// 32, 25.8 / 36.6 at 128), and it is exact (no 8-bit activation rounding).
+inline constexpr int64_t kDequantGemmRows = 32;
+
+/// y = x . dequant(W)^T in f32: each thread dequantizes panels of W on target `t` (at most
+/// 512 KiB of f32 each, so a weight is never expanded whole: weight = scale * q + offset per 16
+/// elements, ggml's values up to f32 rounding) and multiplies them by oneDNN's sgemm.
+/// No activation rounding: y is the f32 product of the dequantized weights up to summation
+/// order. Same layouts, sizes and errors as quant_matmul; runs on the runtime's thread pool.
+void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                   float* y, QuantTarget t);
+
+/// What the quant_matmul op runs: dequant_sgemm when M >= kDequantGemmRows, else the int8
+/// kernel above on `t`.
+void quant_matmul_auto(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                       int64_t N, float* y, QuantTarget t);
+/// As quant_matmul_auto on default_quant_target().
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y);
 

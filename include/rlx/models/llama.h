@@ -1,0 +1,169 @@
+// Llama-family decoders (llama, qwen2, qwen3) read from a GGUF file: the config from its
+// metadata, the full-sequence forward graph (token ids -> logits) over the file's packed
+// weights, and LlamaModel, which owns the mapping, the tokenizer and the compiled executables.
+//
+// Source followed: llama.cpp's llm_build_llama / llm_build_qwen2 / llm_build_qwen3
+// (src/llama-model.cpp) and its GGUF key and tensor names (gguf-py's constants.py). No KV
+// cache yet: every call runs the whole sequence.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+#include "rlx/ir/quant.h"
+#include "rlx/ir/tensor.h"
+#include "rlx/opt/precision.h"
+#include "rlx/runtime/device.h"
+
+namespace rlx {
+class GgufFile;
+class BpeTokenizer;
+}  // namespace rlx
+
+namespace rlx::models {
+
+/// The hyper-parameters of a Llama-family decoder, read from GGUF metadata keys
+/// `<arch>.<name>` (arch = general.architecture).
+struct LlamaConfig {
+  /// general.architecture: "llama", "qwen2" or "qwen3".
+  std::string architecture;
+  int64_t block_count = 0;           ///< <arch>.block_count (required)
+  int64_t embedding_length = 0;      ///< <arch>.embedding_length (required): hidden size H
+  int64_t feed_forward_length = 0;   ///< <arch>.feed_forward_length (required)
+  int64_t head_count = 0;            ///< <arch>.attention.head_count (required)
+  int64_t head_count_kv = 0;         ///< <arch>.attention.head_count_kv (default head_count)
+  int64_t key_length = 0;            ///< <arch>.attention.key_length (default H / head_count)
+  int64_t value_length = 0;          ///< <arch>.attention.value_length (default key_length)
+  int64_t rope_dimension_count = 0;  ///< <arch>.rope.dimension_count (default key_length)
+  double rope_freq_base = 10000.0;   ///< <arch>.rope.freq_base (default 10000)
+  /// <arch>.rope.scaling.type: "none" (default) or "linear" (positions divided by the factor,
+  /// llama.cpp's freq_scale = 1 / factor). Llama 3's frequency scaling reaches GGUF as the
+  /// tensor rope_freqs.weight, which the builder applies when the file has it.
+  std::string rope_scaling_type = "none";
+  double rope_scaling_factor = 1.0;  ///< <arch>.rope.scaling.factor (default 1)
+  double rms_epsilon = 0;            ///< <arch>.attention.layer_norm_rms_epsilon (required)
+  int64_t context_length = 0;        ///< <arch>.context_length (required)
+  /// Rows of token_embd.weight; when the file has tokenizer.ggml.tokens, its length, which
+  /// must agree.
+  int64_t vocab_size = 0;
+  /// RoPE pairing: "gptj" (adjacent pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM, the
+  /// `llama` architecture, whose converter permutes Q/K rows to match HF) or "neox" (pairs
+  /// (i, i + R/2): qwen2, qwen3).
+  std::string rope_layout = "gptj";
+  bool qkv_bias = false;  ///< attn_{q,k,v}.bias per layer (qwen2)
+  bool qk_norm = false;   ///< attn_{q,k}_norm.weight per layer, RMSNorm over each head (qwen3)
+
+  /// Reads the config of `file`. Integer keys may have any GGUF integer type, float keys f32
+  /// or f64. Throws rlx::Error naming the file and the key for a missing required key, a key
+  /// of the wrong type or a non-positive size, an architecture other than llama/qwen2/qwen3
+  /// (naming it), a rope scaling type other than none/linear, head_count not a multiple of
+  /// head_count_kv, rope.dimension_count odd or above key_length, and a token list whose
+  /// length differs from token_embd's rows (or a missing token_embd.weight).
+  static LlamaConfig from_gguf(const GgufFile& file);
+};
+
+/// How the builder declares each weight: the ggml format (QuantFormat, F32/F16/BF16 included)
+/// of every 2-D weight by GGUF tensor name, plus whether the file has a separate output head.
+struct LlamaWeightLayout {
+  /// token_embd.weight, output.weight (when present), blk.N.attn_{q,k,v,output}.weight,
+  /// blk.N.ffn_{gate,up,down}.weight -> format.
+  std::map<std::string, QuantFormat> formats;
+  /// output.weight is present; otherwise the head reuses token_embd.weight (tied).
+  bool separate_output = false;
+};
+
+/// Builds the full-sequence forward pass for fixed [batch, seq]:
+/// - input "ids": i32[batch, seq] (positions 0..seq-1 in every row; ids are clamped into the
+///   vocabulary by gather, so callers check them);
+/// - output "logits": f32[batch, seq, vocab_size];
+/// - params named as the GGUF tensors. Each 2-D weight is u8[rows, quant_row_bytes(format,
+///   cols)], the file's packed bytes as they are, read by quant_matmul (ggml's [out, in]
+///   layout): resident weight memory is the file's tensor bytes, never an f32 expansion.
+///   Norm scales (attn_norm, ffn_norm, output_norm, attn_{q,k}_norm) and qwen2's biases are
+///   f32 vectors.
+/// - the embedding gathers the packed rows of token_embd (u8[batch, seq, row bytes]) and
+///   dequantizes only those: the table stays packed (and, tied, is the output head's weight).
+/// Per layer (llama.cpp's llm_build_llama): h = x + attn_output(attention(rope(q), rope(k), v,
+/// causal, GQA, scale 1/sqrt(key_length))) with q/k/v = attn_{q,k,v}(rms_norm(x, attn_norm))
+/// (+ bias for qwen2; per-head rms_norm with attn_{q,k}_norm before RoPE for qwen3); then
+/// x' = h + ffn_down(silu(ffn_gate(n)) * ffn_up(n)), n = rms_norm(h, ffn_norm). Finally
+/// logits = output(rms_norm(x, output_norm)), output = token_embd when tied. RoPE angle of
+/// position p and pair i: p / scaling_factor * freq_base^(-2i/R) / rope_freq_factors[i] (the
+/// factors of the file's rope_freqs.weight, Llama 3 scaling; empty: all 1), tables computed in
+/// f64 and stored as f32 constants [seq, R/2]. Throws rlx::Error for a non-positive batch or
+/// seq, seq above context_length, a weight missing from `layout`, or rope_freq_factors of
+/// another length than R/2.
+Graph build_llama_decoder(const LlamaConfig& config, const LlamaWeightLayout& layout, int64_t batch,
+                          int64_t seq, std::span<const double> rope_freq_factors = {});
+
+/// Options of LlamaModel.
+struct LlamaOptions {
+  Device device = Device::cpu();
+  /// Precision policy of every compile; absent: RLX_PRECISION when set, else always-f32.
+  std::optional<PrecisionPolicy> precision;
+  /// Sequence lengths are padded up to a multiple of this (at most context_length) with token
+  /// 0 at the end, so prompts of different lengths share compiled executables; causal
+  /// attention keeps the padding from reaching the real positions. 1: exact lengths.
+  int64_t bucket = 16;
+};
+
+/// Counters of a LlamaModel.
+struct LlamaStats {
+  int64_t compiles = 0;        ///< executables compiled (one per (batch, padded seq))
+  double compile_seconds = 0;  ///< total compile wall time
+  int64_t runs = 0;            ///< executable calls
+};
+
+/// A Llama-family decoder loaded from a GGUF file: the memory-mapped weights (bound to every
+/// executable zero-copy), the byte-level BPE tokenizer when the file has one, and the
+/// executables compiled so far, one per (batch, bucketed seq). Not thread-safe: logits()
+/// compiles and caches.
+class LlamaModel {
+ public:
+  /// Opens and validates `path`: the config (LlamaConfig::from_gguf), every tensor the
+  /// decoder needs present with its shape (token_embd [vocab, H], attn_q [head_count *
+  /// key_length, H], attn_k/attn_v [head_count_kv * key/value_length, H], attn_output [H,
+  /// head_count * value_length], ffn_gate/up [FFN, H], ffn_down [H, FFN], norms [H] or
+  /// [key_length], biases [rows]) and a format rlx can run (the block formats of quant.h;
+  /// norms and biases F32, F16 or BF16, converted to f32), and the tokenizer
+  /// (BpeTokenizer::from_gguf) when tokenizer.ggml.model is present. Throws rlx::Error naming
+  /// the file and the tensor (expected and found shape or type) or key.
+  static LlamaModel load(const std::string& path, const LlamaOptions& options = {});
+  ~LlamaModel();
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+
+  const LlamaConfig& config() const;
+  const std::string& path() const;
+  /// Whether the file has a tokenizer (tokenizer.ggml.model present).
+  bool has_tokenizer() const;
+  /// The file's tokenizer. Throws rlx::Error naming the file when it has none.
+  const BpeTokenizer& tokenizer() const;
+
+  /// Logits f32[batch, seq, vocab_size] of `ids` (row-major i32[batch, seq]; every row at
+  /// positions 0..seq-1). Runs one executable call at [batch, bucketed seq] and drops the
+  /// padded positions. Throws rlx::Error when batch or seq is not positive, seq exceeds
+  /// context_length, ids.size() != batch * seq, or an id is outside [0, vocab_size) (naming
+  /// row, position and id), and when a logit is not finite.
+  Tensor logits(std::span<const int32_t> ids, int64_t batch, int64_t seq);
+
+  /// The layout the builder declares the weights with.
+  const LlamaWeightLayout& layout() const;
+  /// Bytes of the weights bound to the executables (the packed file bytes of every matrix,
+  /// plus the f32 norms and biases).
+  int64_t weight_bytes() const;
+  LlamaStats stats() const;
+
+ private:
+  struct Impl;
+  explicit LlamaModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx::models
