@@ -275,8 +275,7 @@ TEST(Slice, Errors) {
   EXPECT_NE(e.find("start [0] must have one entry per dim (2), got 1"), std::string::npos) << e;
 }
 
-// ---------------------------------------------------------------- dynamic_slice,
-// dynamic_update_slice
+// ---------------------------------------------------------------- dynamic slices
 
 // Values worked out by hand with the StableHLO rule start = clamp(start, 0, dim - size) (the
 // lax primitive's; the lax.dynamic_slice wrapper would first wrap negative starts like numpy).

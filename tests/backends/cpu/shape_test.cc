@@ -375,10 +375,9 @@ TEST(CpuShapeKernels, ScatterAddDuplicatesAndDroppedIndices) {
   }
 }
 
-// ---------------------------------------------------------------- dynamic_slice,
-// dynamic_update_slice
+// ---------------------------------------------------------------- dynamic slices
 
-// Random blocks of random shapes with starts in [-3, dim + 3] (clamped by the op), every dtype
+// Random blocks of random shapes with starts in [-3, dim + 3) (clamped by the op), every dtype
 // and index dtype, as a standalone op (x is an input, so dynamic_update_slice copies x first).
 TEST(CpuShapeKernels, DynamicSliceAndUpdateEveryDtypeAndIndexType) {
   std::mt19937_64 rng(21);
@@ -393,9 +392,7 @@ TEST(CpuShapeKernels, DynamicSliceAndUpdateEveryDtypeAndIndexType) {
         std::vector<Value> ds_starts, dus_starts;
         for (int k = 0; k < s.rank(); ++k) {
           std::string name = "s" + std::to_string(k);
-          int64_t lo = it == DType::u8 ? 0 : -3;
-          int64_t v = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(s[k] + 4 - lo));
-          feeds[name] = Tensor::from_ints(it, {}, std::vector<int64_t>{v});
+          feeds[name] = random_indices(it, {}, s[k], rng);
           ds_starts.push_back(ds.input(name, it, {}));
           dus_starts.push_back(dus.input(name, it, {}));
         }

@@ -497,8 +497,7 @@ Kernel make_pad(const Graph& g, const Node& node) {
   };
 }
 
-// ---------------------------------------------------------------- dynamic_slice,
-// dynamic_update_slice
+// ---------------------------------------------------------------- dynamic slices
 
 // Element offset in x of a dynamic block: the start-index operands [first, first + rank) of
 // dtype `index` read at run time, each clamped to [0, x.dim - block.dim] (lax semantics).
