@@ -52,6 +52,30 @@ Value operand(const GraphPtr& g, Value like, const py::handle& other) {
   return g->constant(to_tensor(other, std::nullopt, "constant operand").clone());
 }
 
+// Start indices of dynamic_slice / dynamic_update_slice: Values or Python ints; an int becomes
+// a scalar of the first Value's dtype (i32 when all are ints), as lax accepts both.
+std::vector<Value> start_indices_of(const GraphPtr& g, const py::sequence& starts) {
+  std::vector<py::object> items;
+  for (size_t i = 0; i < starts.size(); ++i) items.push_back(starts[i]);
+  DType t = DType::i32;
+  for (const py::object& s : items)
+    if (py::isinstance<PyValue>(s)) {
+      t = g->dtype(own(g, s.cast<const PyValue&>()));
+      break;
+    }
+  std::vector<Value> out;
+  for (const py::object& s : items) {
+    if (py::isinstance<PyValue>(s))
+      out.push_back(own(g, s.cast<const PyValue&>()));
+    else if (py::isinstance<py::int_>(s) && !py::isinstance<py::bool_>(s))
+      out.push_back(g->scalar(s.cast<double>(), t));
+    else
+      throw Error("start indices must be rlx Values or ints, got " +
+                  std::string(py::str(py::type::of(s).attr("__name__"))));
+  }
+  return out;
+}
+
 py::object wrap(const GraphPtr& g, Value v) { return py::cast(PyValue{g, v}); }
 py::object wrap_all(const GraphPtr& g, const std::vector<Value>& vs) {
   if (vs.size() == 1) return wrap(g, vs[0]);
@@ -611,6 +635,19 @@ void bind_graph(py::module_& m) {
             return PyValue{g, g->scatter_add(own(g, x), own(g, i), own(g, u), axis)};
           },
           py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("axis") = 0)
+      .def(
+          "dynamic_slice",
+          [](const GraphPtr& g, const PyValue& x, const py::sequence& starts, const Ints& sizes) {
+            return PyValue{g, g->dynamic_slice(own(g, x), start_indices_of(g, starts), sizes)};
+          },
+          py::arg("x"), py::arg("start_indices"), py::arg("slice_sizes"))
+      .def(
+          "dynamic_update_slice",
+          [](const GraphPtr& g, const PyValue& x, const PyValue& u, const py::sequence& starts) {
+            return PyValue{
+                g, g->dynamic_update_slice(own(g, x), own(g, u), start_indices_of(g, starts))};
+          },
+          py::arg("x"), py::arg("update"), py::arg("start_indices"))
       .def(
           "reverse",
           [](const GraphPtr& g, const PyValue& x, const py::object& axes) {

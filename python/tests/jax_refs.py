@@ -206,6 +206,19 @@ def scatter_add(attrs, x, i, u):
     return jnp.asarray(x).at[tuple(sl)].add(u, mode="drop")
 
 
+def dynamic_slice(attrs, x, *starts):
+    """The lax primitive, whose starts are clamped to [0, dim - size] as StableHLO's (and rlx's);
+    the lax.dynamic_slice wrapper would first wrap negative starts around like numpy."""
+    return lax.dynamic_slice_p.bind(jnp.asarray(x), *map(jnp.asarray, starts),
+                                    slice_sizes=tuple(attrs["slice_sizes"]))
+
+
+def dynamic_update_slice(attrs, x, u, *starts):
+    """The lax primitive (clamped starts; see dynamic_slice)."""
+    return lax.dynamic_update_slice_p.bind(jnp.asarray(x), jnp.asarray(u),
+                                           *map(jnp.asarray, starts))
+
+
 def layer_norm(attrs, x, s, b):
     ax = tuple(range(attrs["axis"] % x.ndim, x.ndim))
     m = jnp.mean(x, axis=ax, keepdims=True)
@@ -404,6 +417,7 @@ REFS = {
                                    list(zip(a["low"], a["high"],
                                             a["interior"] or [0] * np.ndim(x)))),
     "gather": gather, "take_along_axis": take_along_axis, "scatter_add": scatter_add,
+    "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
     "reverse": lambda a, x: lax.rev(x, tuple(d % np.ndim(x) for d in a["axes"])),
     "squeeze": lambda a, x: lax.squeeze(x, tuple(d % np.ndim(x) for d in a["axes"])),
     "expand_dims": lambda a, x: jnp.expand_dims(x, tuple(a["axes"])),

@@ -435,3 +435,63 @@ def test_every_op_has_a_builder():
     missing = [o["name"] for o in rlx.ops()
                if not hasattr(rlx.Graph, BUILDER_NAME.get(o["name"], o["name"]))]
     assert not missing, f"ops of ops.def without a Graph method: {missing}"
+
+
+# ---------------------------------------------------------------- dynamic slices
+
+
+def _lax_dynamic(name, *args, **kw):
+    """The lax primitive: starts clamped to [0, dim - size] (StableHLO, rlx). The
+    lax.dynamic_slice wrapper would first wrap a negative start around (start + dim)."""
+    from jax import lax
+    return np.asarray(getattr(lax, name + "_p").bind(*map(jnp.asarray, args), **kw))
+
+
+@pytest.mark.parametrize("starts", [(1, 2), (-1, 3), (-100, -2), (7, 100), (2, -9)])
+@pytest.mark.parametrize("index", ["i32", "i64"])
+def test_dynamic_slice_and_update_clamp_like_lax(starts, index):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    u = rng.standard_normal((2, 3)).astype(np.float32)
+    dt = np.dtype(np.int32 if index == "i32" else np.int64)
+    g = rlx.Graph()
+    xv, uv = g.input("x", (5, 7)), g.input("u", (2, 3))
+    r, c = g.input("r", (), index), g.input("c", (), index)
+    ds = g.dynamic_slice(xv, [r, c], [3, 4])
+    dus = g.dynamic_update_slice(xv, uv, [r, c])
+    # Python ints as starts take the dtype of the first Value (i32 when there is none).
+    mixed = g.dynamic_slice(xv, [r, starts[1]], [3, 4])
+    const = g.dynamic_update_slice(xv, uv, list(starts))
+    assert ds.shape == (3, 4) and dus.shape == (5, 7) and const.dtype == "f32"
+    g.outputs(ds, dus, mixed, const)
+    feeds = {"x": x, "u": u, "r": dt.type(starts[0]), "c": dt.type(starts[1])}
+    got = rlx.Session().compile(g).run(feeds)
+    s = [dt.type(v) for v in starts]
+    want_ds = _lax_dynamic("dynamic_slice", x, *s, slice_sizes=(3, 4))
+    want_dus = _lax_dynamic("dynamic_update_slice", x, u, *s)
+    np.testing.assert_array_equal(got[0], want_ds)
+    np.testing.assert_array_equal(got[1], want_dus)
+    np.testing.assert_array_equal(got[2], want_ds)
+    np.testing.assert_array_equal(got[3], want_dus)
+    if starts[0] >= 0 and starts[1] >= 0:  # the lax wrappers agree where nothing is negative
+        from jax import lax
+        np.testing.assert_array_equal(got[0], lax.dynamic_slice(x, s, (3, 4)))
+
+
+def test_dynamic_slice_zero_size_and_errors():
+    g = rlx.Graph()
+    x = g.input("x", (4, 6), "i8")
+    u = g.input("u", (0, 6), "i8")
+    i = g.input("i", (), "i32")
+    g.outputs(g.dynamic_slice(x, [i, 0], [0, 6]), g.dynamic_update_slice(x, u, [i, 0]))
+    xs = np.arange(24, dtype=np.int8).reshape(4, 6)
+    out = rlx.Session().compile(g).run(x=xs, u=np.zeros((0, 6), np.int8), i=np.int32(3))
+    assert out[0].shape == (0, 6)
+    np.testing.assert_array_equal(out[1], xs)
+    with pytest.raises(RuntimeError, match="start index 1 .* has dtype i64, but start index 0 "
+                                           "has i32"):
+        g.dynamic_slice(x, [i, g.input("j", (), "i64")], [1, 1])
+    with pytest.raises(RuntimeError, match=r"update \[5,6\] is larger than x \[4,6\] in dim 0"):
+        g.dynamic_update_slice(x, g.input("big", (5, 6), "i8"), [0, 0])
+    with pytest.raises(RuntimeError, match="must be rlx Values or ints, got float"):
+        g.dynamic_slice(x, [0, 1.5], [1, 1])

@@ -170,6 +170,29 @@ Grads vjp_scatter_add(C& c) {
   return out;
 }
 
+// The start-index operands [first, end) of a dynamic_slice / dynamic_update_slice node.
+std::vector<Value> start_indices(const C& c, size_t first) {
+  return {c.operands.begin() + static_cast<std::ptrdiff_t>(first), c.operands.end()};
+}
+
+// dynamic_slice: ct written into zeros at the same (clamped) starts (lax's transpose rule).
+Grads vjp_dynamic_slice(C& c) {
+  Grads out(c.operands.size());
+  out[0] = c.g.dynamic_update_slice(zeros(c.g, c.operand_type(0)), c.ct(), start_indices(c, 1));
+  return out;
+}
+
+// dynamic_update_slice: x gets ct with the overwritten block zeroed, the update gets that
+// block of ct.
+Grads vjp_dynamic_update_slice(C& c) {
+  Graph& g = c.g;
+  std::vector<Value> starts = start_indices(c, 2);
+  Grads out(c.operands.size());
+  if (c.wants[0]) out[0] = g.dynamic_update_slice(c.ct(), zeros(g, c.operand_type(1)), starts);
+  if (c.wants[1]) out[1] = g.dynamic_slice(c.ct(), starts, c.operand_type(1).shape.dims());
+  return out;
+}
+
 }  // namespace
 
 void register_vjp_shape() {
@@ -183,6 +206,8 @@ void register_vjp_shape() {
   set_vjp(OpKind::Concatenate, vjp_concatenate);
   set_vjp(OpKind::Pad, vjp_pad);
   set_vjp(OpKind::Reverse, vjp_reverse);
+  set_vjp(OpKind::DynamicSlice, vjp_dynamic_slice);
+  set_vjp(OpKind::DynamicUpdateSlice, vjp_dynamic_update_slice);
   set_vjp(OpKind::Gather, vjp_gather);
   set_vjp(OpKind::TakeAlongAxis, vjp_take_along_axis);
   set_vjp(OpKind::ScatterAdd, vjp_scatter_add);

@@ -180,6 +180,57 @@ std::optional<std::vector<BVal>> batch_scatter_add(BatchContext& ctx) {
   return std::vector<BVal>{{move_axis(g, unfold_batch(g, r, ctx.size), 1, axis + 1), true}};
 }
 
+// Example b of `v`: v itself when unbatched, else row b of its leading batch dim.
+Value example(Graph& g, const BVal& v, int64_t b) {
+  if (!v.batched) return v.v;
+  std::vector<int64_t> dims = g.shape(v.v).dims(), start(dims.size(), 0), limit = dims;
+  start[0] = b;
+  limit[0] = b + 1;
+  dims.erase(dims.begin());
+  return g.reshape(g.slice(v.v, start, limit), dims);
+}
+
+bool any_batched(const BatchContext& ctx, size_t first) {
+  for (size_t i = first; i < ctx.in.size(); ++i)
+    if (ctx.in[i].batched) return true;
+  return false;
+}
+
+// dynamic_slice / dynamic_update_slice (start indices from operand `first`). Shared starts: the
+// op on the batched operands with a start of 0 and the whole batch along the new leading dim.
+// Per-example starts (lax turns them into a gather / scatter): the op once per example on its
+// row of every batched operand, the results stacked along a new leading dim; the graph grows
+// by O(batch) nodes, which suits the small batches vmap sees here.
+std::optional<std::vector<BVal>> batch_dynamic(BatchContext& ctx, size_t first) {
+  Graph& g = ctx.g;
+  if (!any_batched(ctx, first)) {
+    std::vector<Value> ops;
+    for (size_t i = 0; i < first; ++i) ops.push_back(ctx.batched(i));
+    // The batch dim's start, in the starts' dtype (i32 for a rank-0 x, which has none).
+    ops.push_back(g.scalar(0.0, ctx.in.size() > first ? g.dtype(ctx.in[first].v) : DType::i32));
+    for (size_t i = first; i < ctx.in.size(); ++i) ops.push_back(ctx.in[i].v);
+    AttrMap a = ctx.node.attrs;
+    if (ctx.node.op == OpKind::DynamicSlice)
+      a.set("slice_sizes", prepend(ctx.size, a.get_ints("slice_sizes")));
+    return ctx.emit_batched(ops, a);
+  }
+  std::vector<Value> rows;
+  for (int64_t b = 0; b < ctx.size; ++b) {
+    std::vector<Value> ops;
+    for (const BVal& v : ctx.in) ops.push_back(example(g, v, b));
+    rows.push_back(g.expand_dims(g.emit1(ctx.node.op, ops, ctx.node.attrs), {0}));
+  }
+  return std::vector<BVal>{{g.concatenate(rows, 0), true}};
+}
+
+std::optional<std::vector<BVal>> batch_dynamic_slice(BatchContext& ctx) {
+  return batch_dynamic(ctx, 1);
+}
+
+std::optional<std::vector<BVal>> batch_dynamic_update_slice(BatchContext& ctx) {
+  return batch_dynamic(ctx, 2);
+}
+
 }  // namespace
 
 void register_batch_shape() {
@@ -196,6 +247,8 @@ void register_batch_shape() {
   set_batch_rule(OpKind::Gather, batch_gather);
   set_batch_rule(OpKind::TakeAlongAxis, batch_take_along_axis);
   set_batch_rule(OpKind::ScatterAdd, batch_scatter_add);
+  set_batch_rule(OpKind::DynamicSlice, batch_dynamic_slice);
+  set_batch_rule(OpKind::DynamicUpdateSlice, batch_dynamic_update_slice);
 }
 
 }  // namespace rlx::autodiff::vmap_detail

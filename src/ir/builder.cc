@@ -152,6 +152,15 @@ Value Graph::take_along_axis(Value x, Value indices, int64_t axis) {
 Value Graph::scatter_add(Value x, Value indices, Value updates, int64_t axis) {
   return emit1(OpKind::ScatterAdd, {x, indices, updates}, {{"axis", axis}});
 }
+Value Graph::dynamic_slice(Value x, std::vector<Value> start_indices, Ints slice_sizes) {
+  start_indices.insert(start_indices.begin(), x);
+  return emit1(OpKind::DynamicSlice, std::move(start_indices),
+               {{"slice_sizes", std::move(slice_sizes)}});
+}
+Value Graph::dynamic_update_slice(Value x, Value update, std::vector<Value> start_indices) {
+  start_indices.insert(start_indices.begin(), {x, update});
+  return emit1(OpKind::DynamicUpdateSlice, std::move(start_indices), {});
+}
 Value Graph::reverse(Value x, Ints axes) {
   return emit1(OpKind::Reverse, {x}, {{"axes", std::move(axes)}});
 }

@@ -154,6 +154,20 @@ bool reads_in_step(const Graph& g, const Liveness& live, const Node& n, size_t r
   return any;
 }
 
+// Whether result `r` of node `n` may be written over `root`'s storage (which dies at `n`): an
+// elementwise result reading it in step, or dynamic_update_slice's result over its x (operand
+// 0, read whole) when no other operand of the node reads that storage; its kernel then writes
+// only the update.
+bool may_overwrite(const Graph& g, const Liveness& live, const Node& n, size_t r, Value root) {
+  if (op_info(n.op).has(kElementwise)) return reads_in_step(g, live, n, r, root);
+  if (n.op != OpKind::DynamicUpdateSlice) return false;
+  const ValueInfo& x = live.at(n.operands[0]);
+  if (!(x.root == root) || x.view_offset != 0 || x.bytes != live.at(root).bytes) return false;
+  for (size_t i = 1; i < n.operands.size(); ++i)
+    if (live.at(n.operands[i]).root == root) return false;
+  return true;
+}
+
 // A value by node id and result index, as MemoryPlan::to_string prints it ("n3#0").
 std::string id_name(Value v) {
   return "n" + std::to_string(v.node) + "#" + std::to_string(v.index);
@@ -202,14 +216,14 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
       const ValueInfo& vi = live.at(Value{static_cast<int32_t>(i), static_cast<int32_t>(r)});
       if (vi.external || vi.is_view) continue;
       int slot = -1;
-      if (op_info(n.op).has(kElementwise)) {
+      if (op_info(n.op).has(kElementwise) || n.op == OpKind::DynamicUpdateSlice) {
         for (Value u : n.operands) {
           Value root = live.at(u).root;
           const ValueInfo& ri = live.at(root);
           if (ri.external || ri.last != node || ri.bytes != vi.bytes) continue;
           int s = slot_of[static_cast<size_t>(root.node)][static_cast<size_t>(root.index)];
           if (slots[static_cast<size_t>(s)].handed_on_at == node) continue;
-          if (!reads_in_step(g, live, n, r, root)) continue;
+          if (!may_overwrite(g, live, n, r, root)) continue;
           slot = s;
           break;
         }
@@ -396,14 +410,13 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
   // written in place over `earlier`, which dies at that node.
   auto handed_on = [&](const BufferAssignment& earlier, const BufferAssignment& later) {
     const Node& n = g.node(later.value);
-    if (later.is_view || later.first_use != later.value.node ||
-        earlier.last_use != later.first_use || !op_info(n.op).has(kElementwise))
+    if (later.is_view || later.first_use != later.value.node || earlier.last_use != later.first_use)
       return false;
     Value root = live.at(earlier.value).root;
     int src = buffer_of[static_cast<size_t>(root.node)][static_cast<size_t>(root.index)];
     return src >= 0 && plan.buffers[static_cast<size_t>(src)].offset == later.offset &&
            live.at(root).last == later.first_use &&
-           reads_in_step(g, live, n, static_cast<size_t>(later.value.index), root);
+           may_overwrite(g, live, n, static_cast<size_t>(later.value.index), root);
   };
   for (size_t a = 0; a < plan.buffers.size(); ++a) {
     if (!in_arena[a]) continue;

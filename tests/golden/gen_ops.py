@@ -1506,9 +1506,49 @@ def gen_quant():
              note="the CPU kernel rounds x to int8 blocks of 32 (quant_matmul.h): ~1/254 of max|x| per block")
 
 
+def _dyn_slice(sizes):
+    """The lax primitive: starts clamped to [0, dim - size] (StableHLO, rlx); the
+    lax.dynamic_slice wrapper would first wrap negative starts around like numpy."""
+    return lambda x, *s: lax.dynamic_slice_p.bind(x, *s, slice_sizes=tuple(sizes))
+
+
+def _dyn_update(x, u, *s):
+    return lax.dynamic_update_slice_p.bind(x, u, *s)
+
+
+def gen_dynamic_slice():
+    """dynamic_slice / dynamic_update_slice in every dtype, every index dtype, with starts that
+    are in range, negative and past the end (all clamped), zero-size blocks and rank 0."""
+    for dt in ALL:
+        x = vals(dt, (4, 5))
+        s = [("i32", arr("i32", 1)), ("i32", arr("i32", 2))]
+        case(f"dynamic_slice/{dt}", "dynamic_slice", [(dt, x)] + s, _dyn_slice([2, 3]),
+             {"slice_sizes": [2, 3]})
+        case(f"dynamic_update_slice/{dt}", "dynamic_update_slice", [(dt, x), (dt, vals(dt, (2, 3)))] + s,
+             _dyn_update)
+    x = rand("f32", (4, 5))
+    for it, starts in (("i32", [-3, 9]), ("i64", [7, -1]), ("u8", [200, 1]), ("i8", [-128, 127])):
+        s = [(it, arr(it, v)) for v in starts]
+        case(f"dynamic_slice/f32/clamp_{it}", "dynamic_slice", [("f32", x)] + s, _dyn_slice([3, 2]),
+             {"slice_sizes": [3, 2]}, note=f"starts {starts} clamped to [0, dim - size]")
+        case(f"dynamic_update_slice/f32/clamp_{it}", "dynamic_update_slice",
+             [("f32", x), ("f32", rand("f32", (3, 2)))] + s, _dyn_update,
+             note=f"starts {starts} clamped to [0, dim - size]")
+    s = [("i32", arr("i32", 3)), ("i32", arr("i32", 4))]
+    case("dynamic_slice/f32/size0", "dynamic_slice", [("f32", x)] + s, _dyn_slice([0, 2]),
+         {"slice_sizes": [0, 2]})
+    case("dynamic_update_slice/f32/size0", "dynamic_update_slice",
+         [("f32", x), ("f32", np.zeros((2, 0), np.float32))] + s, _dyn_update)
+    case("dynamic_update_slice/f32/whole", "dynamic_update_slice",
+         [("f32", x), ("f32", rand("f32", (4, 5)))] + s, _dyn_update, note="every start clamps to 0")
+    case("dynamic_slice/f32/rank0", "dynamic_slice", [("f32", rand("f32", ()))], _dyn_slice([]),
+         {"slice_sizes": []})
+
+
 def main():
     for i, gen in enumerate([gen_leaves, gen_unary, gen_convert, gen_activations, gen_binary, gen_linalg,
-                             gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused, gen_quant]):
+                             gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused, gen_quant,
+                             gen_dynamic_slice]):
         reseed(i)
         gen()
     reseed(100)

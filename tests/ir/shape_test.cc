@@ -275,6 +275,101 @@ TEST(Slice, Errors) {
   EXPECT_NE(e.find("start [0] must have one entry per dim (2), got 1"), std::string::npos) << e;
 }
 
+// ---------------------------------------------------------------- dynamic slices
+
+// Values worked out by hand with the StableHLO rule start = clamp(start, 0, dim - size) (the
+// lax primitive's; the lax.dynamic_slice wrapper would first wrap negative starts like numpy).
+TEST(DynamicSlice, ClampedStarts) {
+  Tensor x = ints(DType::i32, {3, 4}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  auto at = [&](DType t, int64_t r, int64_t c, Ints sizes) {
+    return run(OpKind::DynamicSlice, {x, ints(t, {}, {r}), ints(t, {}, {c})},
+               {{"slice_sizes", sizes}});
+  };
+  EXPECT_TENSOR_EQ(at(DType::i32, 1, 1, {2, 2}), ints(DType::i32, {2, 2}, {11, 12, 21, 22}));
+  // 5 -> 3 - 2 = 1 rows, -3 -> 0 columns.
+  EXPECT_TENSOR_EQ(at(DType::i64, 5, -3, {2, 3}),
+                   ints(DType::i32, {2, 3}, {10, 11, 12, 20, 21, 22}));
+  // u8 255 is 255 (unsigned), clamped to 4 - 1 = 3; i8 -128 clamps to 0.
+  EXPECT_TENSOR_EQ(at(DType::u8, 0, 255, {3, 1}), ints(DType::i32, {3, 1}, {3, 13, 23}));
+  EXPECT_TENSOR_EQ(at(DType::i8, -128, 1, {1, 3}), ints(DType::i32, {1, 3}, {1, 2, 3}));
+  EXPECT_EQ(at(DType::i32, 2, 2, {0, 4}).type(), (TensorType{DType::i32, {0, 4}}));
+  Tensor s = reals(DType::f64, {}, {2.5});
+  EXPECT_TENSOR_EQ(run(OpKind::DynamicSlice, {s}, {{"slice_sizes", Ints{}}}), s);
+}
+
+TEST(DynamicUpdateSlice, ClampedStartsAndEmptyUpdate) {
+  Tensor x = reals(DType::f32, {2, 4}, {0, 1, 2, 3, 4, 5, 6, 7});
+  Tensor u = reals(DType::f32, {1, 2}, {-1, -2});
+  auto at = [&](const Tensor& upd, int64_t r, int64_t c) {
+    return run(OpKind::DynamicUpdateSlice,
+               {x, upd, ints(DType::i32, {}, {r}), ints(DType::i32, {}, {c})}, {});
+  };
+  EXPECT_TENSOR_EQ(at(u, 1, 1), reals(DType::f32, {2, 4}, {0, 1, 2, 3, 4, -1, -2, 7}));
+  // 9 -> 2 - 1 = 1, 9 -> 4 - 2 = 2; -4 -> 0 both.
+  EXPECT_TENSOR_EQ(at(u, 9, 9), reals(DType::f32, {2, 4}, {0, 1, 2, 3, 4, 5, -1, -2}));
+  EXPECT_TENSOR_EQ(at(u, -4, -4), reals(DType::f32, {2, 4}, {-1, -2, 2, 3, 4, 5, 6, 7}));
+  EXPECT_TENSOR_EQ(at(Tensor(DType::f32, {0, 2}), 1, 1), x);
+  // The whole of x: every start clamps to 0.
+  Tensor all = reals(DType::f32, {2, 4}, {9, 9, 9, 9, 9, 9, 9, 9});
+  EXPECT_TENSOR_EQ(at(all, 1, 3), all);
+}
+
+TEST(DynamicSlice, Errors) {
+  const TensorType i32{DType::i32, {}};
+  auto sizes = [](Ints s) { return AttrMap{{"slice_sizes", s}}; };
+  std::string e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32}, sizes({2, 2}));
+  EXPECT_NE(e.find("op 'dynamic_slice' (node %"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs x and one start index per dim of x [4,5]: 3 operands, got 2"),
+            std::string::npos)
+      << e;
+  e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32, {DType::i32, {1}}},
+                  sizes({2, 2}));
+  EXPECT_NE(e.find("start index 1 (operand 2) must be a scalar, got shape [1]"), std::string::npos)
+      << e;
+  e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32, {DType::f32, {}}},
+                  sizes({2, 2}));
+  EXPECT_NE(e.find("start index 1 (operand 2) must be an integer dtype"), std::string::npos) << e;
+  e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32, {DType::i64, {}}},
+                  sizes({2, 2}));
+  EXPECT_NE(e.find("start index 1 (operand 2) has dtype i64, but start index 0 has i32"),
+            std::string::npos)
+      << e;
+  e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32, i32}, sizes({2, 6}));
+  EXPECT_NE(e.find("slice_sizes [2,6] must satisfy 0 <= size <= dim, but dim 1 of x [4,5] has "
+                   "size 5 and the slice 6"),
+            std::string::npos)
+      << e;
+  e = infer_error(OpKind::DynamicSlice, {{DType::f32, {4, 5}}, i32, i32}, sizes({2}));
+  EXPECT_NE(e.find("slice_sizes [2] must have one entry per dim (2), got 1"), std::string::npos)
+      << e;
+}
+
+TEST(DynamicUpdateSlice, Errors) {
+  const TensorType i32{DType::i32, {}};
+  std::string e = infer_error(OpKind::DynamicUpdateSlice,
+                              {{DType::f32, {4, 5}}, {DType::f16, {2, 2}}, i32, i32}, {});
+  EXPECT_NE(e.find("op 'dynamic_update_slice' (node %"), std::string::npos) << e;
+  EXPECT_NE(e.find("update dtype f16 must equal x's f32"), std::string::npos) << e;
+  e = infer_error(OpKind::DynamicUpdateSlice,
+                  {{DType::f32, {4, 5}}, {DType::f32, {2, 6}}, i32, i32}, {});
+  EXPECT_NE(e.find("update [2,6] is larger than x [4,5] in dim 1"), std::string::npos) << e;
+  e = infer_error(OpKind::DynamicUpdateSlice, {{DType::f32, {4, 5}}, {DType::f32, {5}}, i32, i32},
+                  {});
+  EXPECT_NE(e.find("update [5] must have x's rank 2 (x is [4,5])"), std::string::npos) << e;
+  e = infer_error(OpKind::DynamicUpdateSlice, {{DType::f32, {4, 5}}, {DType::f32, {2, 2}}, i32},
+                  {});
+  EXPECT_NE(e.find("needs x, update and one start index per dim of x [4,5]: 4 operands, got 3"),
+            std::string::npos)
+      << e;
+  e = infer_error(OpKind::DynamicUpdateSlice,
+                  {{DType::f32, {4, 5}}, {DType::f32, {2, 2}}, i32, {DType::bool_, {}}}, {});
+  EXPECT_NE(e.find("start index 1 (operand 3) must be an integer dtype"), std::string::npos) << e;
+  e = infer_error(OpKind::DynamicUpdateSlice, {{DType::f32, {4, 5}}}, {});
+  EXPECT_NE(e.find("needs x, update and one start index per dim of x, got 1 operands"),
+            std::string::npos)
+      << e;
+}
+
 // ---------------------------------------------------------------- concatenate
 
 TEST(Concatenate, AlongNegativeDimension) {

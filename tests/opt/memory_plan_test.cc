@@ -139,6 +139,68 @@ TEST(MemoryPlan, NoInPlaceOverBroadcastOperand) {
 }
 
 // Two results of one elementwise node never take the same dying storage.
+// A KV-cache write: dynamic_update_slice's result takes over the storage of its x when x dies
+// at it (the kernel then writes only the update); not when x lives on, is an input, or when
+// the update reads the same storage.
+TEST(MemoryPlan, DynamicUpdateSliceInPlaceOverDyingCache) {
+  Graph g("kv");
+  Value x = g.input("x", DType::f32, {8, 16});
+  Value row = g.input("row", DType::f32, {1, 16});
+  Value pos = g.input("pos", DType::i32, {});
+  Value zero = g.scalar(0, DType::i32);
+  Value cache = g.cumsum(x, 0);
+  Value out = g.dynamic_update_slice(cache, row, {pos, zero});
+  g.set_outputs({out});
+  MemoryPlan plan = plan_memory(g);
+  EXPECT_TRUE(validate_plan(g, plan).empty()) << plan.to_string();
+  EXPECT_EQ(buffer(plan, out).offset, buffer(plan, cache).offset);
+  EXPECT_EQ(plan.arena_bytes, 512);
+  for (int32_t p : {-3, 0, 5, 7, 100}) {
+    SCOPED_TRACE(p);
+    expect_runs_like_evaluator(
+        g, plan,
+        {{"x", random_tensor(DType::f32, {8, 16}, 3)},
+         {"row", random_tensor(DType::f32, {1, 16}, 4)},
+         {"pos", Tensor::from_ints(DType::i32, {}, std::vector<int64_t>{p})}});
+  }
+}
+
+TEST(MemoryPlan, DynamicUpdateSliceNotInPlaceWhenTheCacheIsReadLater) {
+  Graph g("kv_read_later");
+  Value x = g.input("x", DType::f32, {8, 16});
+  Value row = g.input("row", DType::f32, {1, 16});
+  Value zero = g.scalar(0, DType::i32);
+  Value cache = g.cumsum(x, 0);
+  Value out = g.dynamic_update_slice(cache, row, {zero, zero});
+  g.set_outputs({g.add(out, cache)});
+  MemoryPlan plan = plan_memory(g);
+  EXPECT_TRUE(validate_plan(g, plan).empty()) << plan.to_string();
+  EXPECT_NE(buffer(plan, out).offset, buffer(plan, cache).offset);
+  // The validator rejects the in-place layout the planner refused.
+  buffer(plan, out).offset = buffer(plan, cache).offset;
+  EXPECT_TRUE(has_violation(validate_plan(g, plan), "overlaps"));
+}
+
+TEST(MemoryPlan, DynamicUpdateSliceNotInPlaceOverInputsOrItsOwnUpdate) {
+  Graph g("kv_input");
+  Value x = g.input("x", DType::f32, {8, 16});
+  Value zero = g.scalar(0, DType::i32);
+  Value one = g.scalar(1, DType::i32);
+  Value a = g.dynamic_update_slice(x, g.input("row", DType::f32, {1, 16}), {one, zero});
+  // The update is a view of the cache (its first row): writing over the cache while copying
+  // from it is refused.
+  Value cache = g.cumsum(a, 0);
+  Value b = g.dynamic_update_slice(cache, g.slice(cache, {0, 0}, {1, 16}), {one, zero});
+  g.set_outputs({b});
+  MemoryPlan plan = plan_memory(g);
+  EXPECT_TRUE(validate_plan(g, plan).empty()) << plan.to_string();
+  EXPECT_FALSE(buffer(plan, a).is_view);
+  EXPECT_NE(buffer(plan, b).offset, buffer(plan, cache).offset);
+  expect_runs_like_evaluator(g, plan,
+                             {{"x", random_tensor(DType::f32, {8, 16}, 5)},
+                              {"row", random_tensor(DType::f32, {1, 16}, 6)}});
+}
+
 TEST(MemoryPlan, RegionResultsTakeDistinctStorage) {
   Graph body("body");
   Value p = body.input("p", DType::f32, {8});

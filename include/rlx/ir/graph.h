@@ -226,6 +226,13 @@ class Graph {
   /// Adjoint of gather: x with updates (shape x.shape[:axis] + indices.shape +
   /// x.shape[axis+1:]) added at the indexed positions; out-of-range indices are dropped.
   Value scatter_add(Value x, Value indices, Value updates, int64_t axis);
+  /// lax.dynamic_slice: the [slice_sizes] block of x starting at `start_indices` (one rank-0
+  /// integer Value per dim of x, all of one dtype), each start clamped to [0, dim - size] so
+  /// the block fits; 0 <= slice_sizes[i] <= x.dim[i]. Result: x's dtype, shape slice_sizes.
+  Value dynamic_slice(Value x, std::vector<Value> start_indices, std::vector<int64_t> slice_sizes);
+  /// lax.dynamic_update_slice: x with `update` (x's dtype and rank, update.dim[i] <= x.dim[i])
+  /// written at `start_indices` (as dynamic_slice's, clamped to [0, x.dim - update.dim]).
+  Value dynamic_update_slice(Value x, Value update, std::vector<Value> start_indices);
   /// lax.rev: reverse element order along `axes`.
   Value reverse(Value x, std::vector<int64_t> axes);
   /// Remove the listed size-1 dims (lax.squeeze).

@@ -1,5 +1,5 @@
 // Static memory planning: liveness over the node order, one arena with offset reuse, in-place
-// elementwise results and zero-copy views.
+// elementwise and dynamic_update_slice results and zero-copy views.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,11 @@ struct MemoryPlan {
 ///   an operand that dies at this node when the operand has the result's element count and
 ///   element size and covers its whole storage (not an offset slice); each storage is taken by
 ///   at most one result. Elementwise kernels read element i of every operand before writing
-///   element i of the results, so this is safe.
+///   element i of the results, so this is safe. Likewise the result of dynamic_update_slice
+///   takes over the storage of its x (operand 0) when x dies at this node, covers that whole
+///   storage and no other operand (update, start indices) reads it: the kernel then writes
+///   only the update's elements, so a KV-cache write costs O(update), not O(cache). An x that
+///   is an input, param or constant (or is read later) is copied first.
 /// - Offsets: "greedy by size" (TFLite GPU delegate, memory_management/
 ///   greedy_by_size_assignment.cc; Pisarchyk & Lee, "Efficient Memory Management for Deep
 ///   Neural Net Inference", 2020): buffers (an in-place chain counts as one) sorted by size,
@@ -79,7 +83,8 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
 /// arena (or a leaf view outside its leaf); a view not at its source's offset plus its byte
 /// offset; and two buffers live at the same node whose byte ranges overlap, unless they share
 /// storage (one is a view of the other, or both views of one value) or the later one is an
-/// elementwise result written in place over an operand that dies at that node.
+/// elementwise or dynamic_update_slice result written in place over an operand that dies at
+/// that node (the in-place rule of plan_memory).
 std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan);
 
 }  // namespace rlx

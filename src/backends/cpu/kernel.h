@@ -16,7 +16,8 @@ namespace rlx::cpu {
 /// Pointers of one node's operands (in operand order) and results (in result order), resolved
 /// per run. Operand memory may be read-only (params, constants, caller inputs). A result may
 /// share storage with an operand only for elementwise ops (the memory plan's in-place rule),
-/// so elementwise kernels must read element i of every operand before writing element i.
+/// so elementwise kernels must read element i of every operand before writing element i, and
+/// for dynamic_update_slice, whose result may be operand 0's storage (out[0] == in[0]).
 struct KernelIO {
   const std::byte* const* in;
   std::byte* const* out;

@@ -1,4 +1,5 @@
-// Reference kernels for shape and data-movement ops (reshape ... expand_dims).
+// Reference kernels for shape and data-movement ops (reshape ... expand_dims, dynamic_slice,
+// dynamic_update_slice).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -204,6 +205,44 @@ std::vector<Tensor> eval_scatter_add(const EvalContext& ctx) {
   return {out};
 }
 
+// Start of a dynamic_slice / dynamic_update_slice block in each dim: operand first + k, clamped
+// to [0, dim - size] so the block fits (lax / StableHLO).
+Ints clamped_starts(const EvalContext& ctx, size_t first, const Shape& x, const Shape& block) {
+  Ints start;
+  for (int k = 0; k < x.rank(); ++k)
+    start.push_back(std::clamp<int64_t>(ctx.operands[first + static_cast<size_t>(k)].get_i64(0), 0,
+                                        x[k] - block[k]));
+  return start;
+}
+
+std::vector<Tensor> eval_dynamic_slice(const EvalContext& ctx) {
+  const Tensor& x = ctx.operands[0];
+  Tensor out = result_tensor(ctx);
+  Ints start = clamped_starts(ctx, 1, x.shape(), out.shape());
+  Ints in_idx(start.size());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Ints idx = unravel(i, out.shape());
+    for (size_t k = 0; k < start.size(); ++k) in_idx[k] = start[k] + idx[k];
+    copy_elem(out, i, x, ravel(in_idx, x.shape()));
+  }
+  return {out};
+}
+
+std::vector<Tensor> eval_dynamic_update_slice(const EvalContext& ctx) {
+  const Tensor& x = ctx.operands[0];
+  const Tensor& update = ctx.operands[1];
+  Tensor out = result_tensor(ctx);
+  if (out.nbytes() > 0) std::memcpy(out.data(), x.data(), out.nbytes());
+  Ints start = clamped_starts(ctx, 2, x.shape(), update.shape());
+  Ints out_idx(start.size());
+  for (int64_t i = 0; i < update.numel(); ++i) {
+    Ints idx = unravel(i, update.shape());
+    for (size_t k = 0; k < start.size(); ++k) out_idx[k] = start[k] + idx[k];
+    copy_elem(out, ravel(out_idx, out.shape()), update, i);
+  }
+  return {out};
+}
+
 std::vector<Tensor> eval_reverse(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   int rank = x.shape().rank();
@@ -234,6 +273,8 @@ void register_eval_shape() {
   set_eval(OpKind::Gather, eval_gather);
   set_eval(OpKind::TakeAlongAxis, eval_take_along_axis);
   set_eval(OpKind::ScatterAdd, eval_scatter_add);
+  set_eval(OpKind::DynamicSlice, eval_dynamic_slice);
+  set_eval(OpKind::DynamicUpdateSlice, eval_dynamic_update_slice);
   set_eval(OpKind::Reverse, eval_reverse);
   set_eval(OpKind::Squeeze, eval_flat_copy);
   set_eval(OpKind::ExpandDims, eval_flat_copy);

@@ -1,4 +1,5 @@
-// Shape and data-movement ops (reshape ... expand_dims): attribute schemas and shape inference.
+// Shape and data-movement ops (reshape ... expand_dims, dynamic_slice, dynamic_update_slice):
+// attribute schemas and shape inference.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -286,6 +287,64 @@ std::vector<TensorType> infer_scatter_add(const InferContext& ctx) {
   return {x};
 }
 
+// The start-index operands [first, first + rank) of dynamic_slice / dynamic_update_slice: one
+// rank-0 integer per dim of x, all of one dtype (as StableHLO requires; lax converts them).
+void check_start_indices(const InferContext& ctx, size_t first, const char* layout) {
+  const TensorType& x = ctx.operands[0];
+  const size_t rank = static_cast<size_t>(x.shape.rank());
+  if (ctx.operands.size() != first + rank)
+    ctx.fail("needs " + std::string(layout) + " and one start index per dim of x " +
+             x.shape.to_string() + ": " + std::to_string(first + rank) + " operands, got " +
+             std::to_string(ctx.operands.size()));
+  for (size_t i = first; i < ctx.operands.size(); ++i) {
+    const TensorType& s = ctx.operands[i];
+    std::string what =
+        "start index " + std::to_string(i - first) + " (operand " + std::to_string(i) + ")";
+    if (s.shape.rank() != 0) ctx.fail(what + " must be a scalar, got shape " + s.shape.to_string());
+    require_dtype(ctx, s.dtype, is_integer(s.dtype), "an integer dtype (i8, u8, i32, i64)", what);
+    if (s.dtype != ctx.operands[first].dtype)
+      ctx.fail(what + " has dtype " + std::string(dtype_name(s.dtype)) +
+               ", but start index 0 has " + std::string(dtype_name(ctx.operands[first].dtype)) +
+               " (all start indices share one dtype)");
+  }
+}
+
+std::vector<TensorType> infer_dynamic_slice(const InferContext& ctx) {
+  if (ctx.operands.empty()) ctx.fail("needs x and one start index per dim of x, got no operands");
+  const TensorType& x = ctx.operands[0];
+  check_start_indices(ctx, 1, "x");
+  const Ints& sizes = ctx.attrs.get_ints("slice_sizes");
+  require_length(ctx, "slice_sizes", sizes, x.shape.rank());
+  for (int i = 0; i < x.shape.rank(); ++i) {
+    int64_t n = sizes[static_cast<size_t>(i)];
+    if (n < 0 || n > x.shape[i])
+      ctx.fail("slice_sizes " + ints_to_string(sizes) + " must satisfy 0 <= size <= dim, but dim " +
+               std::to_string(i) + " of x " + x.shape.to_string() + " has size " +
+               std::to_string(x.shape[i]) + " and the slice " + std::to_string(n));
+  }
+  return {{x.dtype, Shape(sizes)}};
+}
+
+std::vector<TensorType> infer_dynamic_update_slice(const InferContext& ctx) {
+  if (ctx.operands.size() < 2)
+    ctx.fail("needs x, update and one start index per dim of x, got " +
+             std::to_string(ctx.operands.size()) + " operands");
+  const TensorType& x = ctx.operands[0];
+  const TensorType& u = ctx.operands[1];
+  if (u.dtype != x.dtype)
+    ctx.fail("update dtype " + std::string(dtype_name(u.dtype)) + " must equal x's " +
+             std::string(dtype_name(x.dtype)));
+  if (u.shape.rank() != x.shape.rank())
+    ctx.fail("update " + u.shape.to_string() + " must have x's rank " +
+             std::to_string(x.shape.rank()) + " (x is " + x.shape.to_string() + ")");
+  for (int i = 0; i < x.shape.rank(); ++i)
+    if (u.shape[i] > x.shape[i])
+      ctx.fail("update " + u.shape.to_string() + " is larger than x " + x.shape.to_string() +
+               " in dim " + std::to_string(i));
+  check_start_indices(ctx, 2, "x, update");
+  return {x};
+}
+
 std::vector<TensorType> infer_reverse(const InferContext& ctx) {
   const TensorType& x = ctx.operands[0];
   normalize_axes(ctx, ctx.attrs.get_ints("axes"), x.shape.rank());
@@ -345,6 +404,8 @@ void register_shape_ops() {
   define_op(OpKind::Gather, {req("axis", AttrType::Int)}, infer_gather);
   define_op(OpKind::TakeAlongAxis, {req("axis", AttrType::Int)}, infer_take_along_axis);
   define_op(OpKind::ScatterAdd, {req("axis", AttrType::Int)}, infer_scatter_add);
+  define_op(OpKind::DynamicSlice, {req("slice_sizes", AttrType::Ints)}, infer_dynamic_slice);
+  define_op(OpKind::DynamicUpdateSlice, {}, infer_dynamic_update_slice);
   define_op(OpKind::Reverse, {req("axes", AttrType::Ints)}, infer_reverse);
   define_op(OpKind::Squeeze, {req("axes", AttrType::Ints)}, infer_squeeze);
   define_op(OpKind::ExpandDims, {req("axes", AttrType::Ints)}, infer_expand_dims);

@@ -375,6 +375,71 @@ TEST(CpuShapeKernels, ScatterAddDuplicatesAndDroppedIndices) {
   }
 }
 
+// ---------------------------------------------------------------- dynamic slices
+
+// Random blocks of random shapes with starts in [-3, dim + 3) (clamped by the op), every dtype
+// and index dtype, as a standalone op (x is an input, so dynamic_update_slice copies x first).
+TEST(CpuShapeKernels, DynamicSliceAndUpdateEveryDtypeAndIndexType) {
+  std::mt19937_64 rng(21);
+  for (DType t : kAll) {
+    for (DType it : kIndex) {
+      for (int trial = 0; trial < 6; ++trial) {
+        Shape s = random_shape(rng, 0, 4);
+        Ints block;
+        for (int64_t d : s.dims()) block.push_back(static_cast<int64_t>(rng() % (d + 1)));
+        TensorMap feeds{{"x", random_of(t, s, rng)}, {"u", random_of(t, Shape(block), rng)}};
+        Graph ds("dynamic_slice"), dus("dynamic_update_slice");
+        std::vector<Value> ds_starts, dus_starts;
+        for (int k = 0; k < s.rank(); ++k) {
+          std::string name = "s" + std::to_string(k);
+          feeds[name] = random_indices(it, {}, s[k], rng);
+          ds_starts.push_back(ds.input(name, it, {}));
+          dus_starts.push_back(dus.input(name, it, {}));
+        }
+        ds.set_outputs({ds.dynamic_slice(ds.input("x", t, s), ds_starts, block)});
+        dus.set_outputs({dus.dynamic_update_slice(dus.input("x", t, s),
+                                                  dus.input("u", t, Shape(block)), dus_starts)});
+        std::string what = describe(t, s) + " block " + Shape(block).to_string() + " starts " +
+                           std::string(dtype_name(it));
+        TensorMap ds_feeds = feeds;
+        ds_feeds.erase("u");
+        check(ds, ds_feeds, what);
+        check(dus, feeds, what);
+      }
+    }
+  }
+}
+
+// The KV-cache pattern: the cache is computed in the graph and dies at the write, so the plan
+// puts the result in the cache's storage and the kernel writes only the row.
+TEST(CpuShapeKernels, DynamicUpdateSliceInPlace) {
+  for (DType t : {DType::f32, DType::bf16, DType::i8}) {
+    Graph g("kv_write");
+    Value cache = g.reverse(g.input("x", t, {64, 40}), {0});
+    Value row = g.input("row", t, {3, 40});
+    Value out = g.dynamic_update_slice(cache, row,
+                                       {g.input("pos", DType::i32, {}), g.scalar(0, DType::i32)});
+    g.set_outputs({out});
+    auto exe = session().compile(g);
+    const Graph& cg = exe->compiled_graph();
+    const MemoryPlan& plan = exe->memory_plan();
+    int64_t dus_offset = -1, cache_offset = -2;
+    for (const BufferAssignment& b : plan.buffers) {
+      if (cg.node(b.value).op == OpKind::DynamicUpdateSlice) dus_offset = b.offset;
+      if (cg.node(b.value).op == OpKind::Reverse) cache_offset = b.offset;
+    }
+    EXPECT_EQ(dus_offset, cache_offset) << plan.to_string();
+    for (int32_t pos : {-5, 0, 17, 61, 62, 1000}) {
+      TensorMap feeds{{"x", random_tensor(t, {64, 40}, 30 + pos)},
+                      {"row", random_tensor(t, {3, 40}, 31)},
+                      {"pos", Tensor::from_ints(DType::i32, {}, std::vector<int64_t>{pos})}};
+      std::vector<Tensor> want = evaluate(g, feeds);
+      std::vector<Tensor> got = exe->run(feeds);
+      EXPECT_TRUE(got[0].bitwise_equal(want[0])) << dtype_name(t) << " pos " << pos;
+    }
+  }
+}
+
 // Sizes large enough for every kernel to split its work over the pool (4 threads here, whatever
 // the machine): the results must not change.
 TEST(CpuShapeKernels, ParallelSplitsAgreeWithReference) {

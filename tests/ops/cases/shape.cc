@@ -1,5 +1,6 @@
 // Op cases of the shape / data-movement family: reshape, transpose, broadcast_in_dim, expand,
-// slice, concatenate, pad, gather, take_along_axis, scatter_add, reverse, squeeze, expand_dims.
+// slice, concatenate, pad, gather, take_along_axis, scatter_add, reverse, squeeze, expand_dims,
+// dynamic_slice, dynamic_update_slice.
 #include "common.h"
 
 namespace rlx::testing {
@@ -166,12 +167,78 @@ void add_indexing(CaseList& cs) {
       .only(kSizedSuites, kSizedWhy);
 }
 
+// dynamic_slice / dynamic_update_slice: each start is a scalar operand; out-of-range and
+// negative starts are clamped to [0, dim - size] so the block fits.
+void add_dynamic_slicing(CaseList& cs) {
+  // x (and the update) followed by fixed rank-0 starts of dtype t.
+  auto with_starts = [](std::vector<Operand> ops, DType t, std::vector<double> starts) {
+    for (double v : starts) ops.push_back(fixed(t, {}, {v}));
+    return ops;
+  };
+  auto sizes = [](Ints s) { return AttrMap{{"slice_sizes", s}}; };
+  cs.add(OpKind::DynamicSlice, "basic")
+      .sample(with_starts({T({5, 7})}, DType::i32, {1, 2}), sizes({3, 4}))
+      .sample(with_starts({T({2, 3, 4})}, DType::i64, {1, 0, 2}), sizes({1, 3, 2}));
+  cs.add(OpKind::DynamicSlice, "specials")
+      .sample(with_starts({T({2, 3, 4}, specials())}, DType::i64, {1, 0, 2}), sizes({1, 3, 2}));
+  cs.add(OpKind::DynamicSlice, "clamped")
+      .sample(with_starts({T({5, 7})}, DType::i32, {-2, 100}), sizes({3, 4}))
+      .sample(with_starts({T({5, 7})}, DType::i64, {4, -1}), sizes({2, 7}))
+      .sample(with_starts({T({5, 7})}, DType::u8, {200, 3}), sizes({5, 2}))
+      .sample(with_starts({T({5, 7})}, DType::i8, {-128, 127}), sizes({1, 1}))
+      .sample({T({4, 6}), typed(DType::i32, {}, ints(-6, 9)), typed(DType::i32, {}, ints(-6, 9))},
+              sizes({2, 3}));
+  cs.add(OpKind::DynamicSlice, "zero_size")
+      .sample(with_starts({T({5, 7})}, DType::i32, {2, 9}), sizes({0, 4}))
+      .sample(with_starts({T({0, 3})}, DType::i32, {1, 1}), sizes({0, 2}))
+      .sample({T({})}, sizes({}));
+  cs.add(OpKind::DynamicSlice, "sized")
+      .sample(with_starts({T({7, 33, 5})}, DType::i32, {2, 5, 1}), sizes({3, 20, 4}))
+      .sample(with_starts({T({7, 33, 5})}, DType::i64, {3, -4, 0}), sizes({1, 33, 5}))
+      .sample(with_starts({T({1031})}, DType::i32, {1000}), sizes({517}))
+      .only(kSizedSuites, kSizedWhy);
+
+  cs.add(OpKind::DynamicUpdateSlice, "basic")
+      .sample(with_starts({T({5, 7}), T({2, 3})}, DType::i32, {1, 2}))
+      .sample(with_starts({T({2, 3, 4}), T({1, 3, 2})}, DType::i64, {1, 0, 2}));
+  cs.add(OpKind::DynamicUpdateSlice, "specials")
+      .sample(
+          with_starts({T({2, 3, 4}, specials()), T({1, 3, 2}, specials())}, DType::i64, {1, 0, 2}));
+  cs.add(OpKind::DynamicUpdateSlice, "clamped")
+      .sample(with_starts({T({5, 7}), T({3, 4})}, DType::i32, {-2, 100}))
+      .sample(with_starts({T({5, 7}), T({2, 7})}, DType::i64, {4, -1}))
+      .sample(with_starts({T({5, 7}), T({5, 2})}, DType::u8, {200, 3}))
+      .sample(with_starts({T({5, 7}), T({1, 1})}, DType::i8, {-128, 127}))
+      .sample(with_starts({T({5, 7}), T({5, 7})}, DType::i32, {3, 3}))
+      .sample({T({4, 6}), T({2, 3}), typed(DType::i32, {}, ints(-6, 9)),
+               typed(DType::i32, {}, ints(-6, 9))});
+  cs.add(OpKind::DynamicUpdateSlice, "zero_size")
+      .sample(with_starts({T({5, 7}), T({0, 3})}, DType::i32, {2, 9}))
+      .sample(with_starts({T({5, 7}), T({2, 0})}, DType::i32, {2, 9}))
+      .sample({T({}), T({})});
+  // A KV-cache write: one row into a cache that a computed value holds, so the memory plan
+  // writes the update in place (the CPU kernel's no-copy path).
+  cs.add(OpKind::DynamicUpdateSlice, "in_place")
+      .sample({T({6, 8}), T({1, 8}), typed(DType::i32, {}, ints(-2, 7))},
+              [](Graph& g, auto& in, DType) {
+                Value cache = g.reverse(in[0], {0});
+                Value zero = g.scalar(0, DType::i32);
+                return std::vector<Value>{g.dynamic_update_slice(cache, in[1], {in[2], zero})};
+              });
+  cs.add(OpKind::DynamicUpdateSlice, "sized")
+      .sample(with_starts({T({7, 33, 5}), T({3, 20, 4})}, DType::i32, {2, 5, 1}))
+      .sample(with_starts({T({7, 33, 5}), T({1, 33, 5})}, DType::i64, {3, -4, 0}))
+      .sample(with_starts({T({1031}), T({517})}, DType::i32, {1000}))
+      .only(kSizedSuites, kSizedWhy);
+}
+
 }  // namespace
 
 void add_shape_cases(CaseList& cs) {
   add_layout_ops(cs);
   add_concatenate_pad(cs);
   add_indexing(cs);
+  add_dynamic_slicing(cs);
 }
 
 }  // namespace rlx::testing

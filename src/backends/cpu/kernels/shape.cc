@@ -497,6 +497,63 @@ Kernel make_pad(const Graph& g, const Node& node) {
   };
 }
 
+// ---------------------------------------------------------------- dynamic slices
+
+// Element offset in x of a dynamic block: the start-index operands [first, first + rank) of
+// dtype `index` read at run time, each clamped to [0, x.dim - block.dim] (lax semantics).
+int64_t dynamic_offset(const KernelIO& io, size_t first, DType index, const Ints& x_dims,
+                       const Ints& x_strides, const Ints& block) {
+  int64_t offset = 0;
+  with_index(index, [&](auto tag) {
+    using I = decltype(tag);
+    for (size_t k = 0; k < x_dims.size(); ++k) {
+      const auto s = static_cast<int64_t>(*io.input<I>(first + k));
+      offset += std::clamp<int64_t>(s, 0, x_dims[k] - block[k]) * x_strides[k];
+    }
+  });
+  return offset;
+}
+
+// The dtype of the start indices from operand `first` (i32 when x is rank 0 and has none).
+DType index_dtype(const Graph& g, const Node& node, size_t first) {
+  return node.operands.size() > first ? g.dtype(node.operands[first]) : DType::i32;
+}
+
+// The block is copied row by row (one copy plan over the block's dims, built at compile time;
+// only its base offset in x is known at run time).
+Kernel make_dynamic_slice(const Graph& g, const Node& node) {
+  const TensorType& t = g.type(node.operands[0]);
+  const Shape& out = node.results[0].shape;
+  const int esize = dtype_size(t.dtype);
+  const Ints xs = t.shape.strides();
+  CopyPlan plan = make_copy_plan(esize, out.dims(), xs, out.strides());
+  if (!plan_fits(plan)) return {};
+  return [plan = std::move(plan), esize, xs, x_dims = t.shape.dims(), block = out.dims(),
+          index = index_dtype(g, node, 1)](const KernelIO& io) {
+    const int64_t offset = dynamic_offset(io, 1, index, x_dims, xs, block);
+    run_copy(plan, io.in[0] + offset * esize, io.out[0]);
+  };
+}
+
+// x copied to the result, then the update's rows written over it. When the memory plan puts
+// the result in x's storage (x dies here, see plan_memory), the first copy is skipped, so
+// the kernel moves only the update's bytes.
+Kernel make_dynamic_update_slice(const Graph& g, const Node& node) {
+  const TensorType& t = g.type(node.operands[0]);
+  const Shape& upd = g.shape(node.operands[1]);
+  const int esize = dtype_size(t.dtype);
+  const Ints xs = t.shape.strides();
+  CopyPlan plan = make_copy_plan(esize, upd.dims(), upd.strides(), xs);
+  if (!plan_fits(plan)) return {};
+  CopyPlan whole = make_copy_plan(esize, {t.shape.numel()}, {1}, {1});
+  return [plan = std::move(plan), whole = std::move(whole), esize, xs, x_dims = t.shape.dims(),
+          block = upd.dims(), index = index_dtype(g, node, 2)](const KernelIO& io) {
+    if (io.out[0] != io.in[0]) run_copy(whole, io.in[0], io.out[0]);
+    const int64_t offset = dynamic_offset(io, 2, index, x_dims, xs, block);
+    run_copy(plan, io.in[1], io.out[0] + offset * esize);
+  };
+}
+
 // ---------------------------------------------------------------- gather, take_along_axis
 
 // jnp.take(x, indices, axis) with clamped indices: x as [outer, n, inner], the result as
@@ -739,6 +796,8 @@ void register_shape_kernels() {
   register_native(OpKind::Reverse, make_reverse, too_many);
   register_native(OpKind::Concatenate, make_concatenate, too_many);
   register_native(OpKind::Pad, make_pad, too_many);
+  register_native(OpKind::DynamicSlice, make_dynamic_slice, too_many);
+  register_native(OpKind::DynamicUpdateSlice, make_dynamic_update_slice, too_many);
   register_native(OpKind::Gather, make_gather);
   register_native(OpKind::TakeAlongAxis, make_take_along_axis, "a rank above 17");
   register_native(OpKind::ScatterAdd, make_scatter_add);

@@ -1,5 +1,6 @@
 // StableHLO lowerings of the shape and data-movement ops: reshape, transpose, broadcast_in_dim,
-// slice, concatenate, pad, reverse, gather (jnp.take), take_along_axis and scatter_add.
+// slice, concatenate, pad, reverse, gather (jnp.take), take_along_axis, scatter_add,
+// dynamic_slice and dynamic_update_slice.
 #include "lower.h"
 
 namespace rlx::pjrt::lower {
@@ -131,6 +132,29 @@ Operand clamp_index(Emitter& e, const Operand& i, int64_t len) {
           i.type};
 }
 
+// The start-index operands [first, end) of n as i64 scalars (StableHLO wants one integer
+// type for all; converting first keeps u8 starts unsigned). StableHLO clamps each start to
+// [0, dim - size] itself, which is rlx's rule.
+std::vector<Operand> start_operands(Emitter& e, const Node& n, size_t first) {
+  std::vector<Operand> starts;
+  for (size_t i = first; i < n.operands.size(); ++i)
+    starts.push_back(index_i64(e, e.operand(n, i), Shape{}, {}));
+  return starts;
+}
+
+std::vector<std::string> dynamic_slice(Emitter& e, const Node& n) {
+  std::vector<Operand> ops{e.operand(n, 0)};
+  for (Operand& s : start_operands(e, n, 1)) ops.push_back(std::move(s));
+  return {e.emit("stablehlo.dynamic_slice", ops,
+                 "slice_sizes = " + i64_array(n.attrs.get_ints("slice_sizes")), n.results[0])};
+}
+
+std::vector<std::string> dynamic_update_slice(Emitter& e, const Node& n) {
+  std::vector<Operand> ops{e.operand(n, 0), e.operand(n, 1)};
+  for (Operand& s : start_operands(e, n, 2)) ops.push_back(std::move(s));
+  return {e.emit("stablehlo.dynamic_update_slice", ops, "", n.results[0])};
+}
+
 // Dimension numbers of a gather (or scatter) of single elements of a rank-r operand at full
 // coordinates stored along `index_vector_dim`.
 std::string point_dims(bool gather, int64_t r, int64_t index_vector_dim) {
@@ -220,6 +244,8 @@ void register_shape_lowerings(OpTable<LowerFn>& t) {
   t.set(OpKind::Gather, gather);
   t.set(OpKind::TakeAlongAxis, take_along_axis);
   t.set(OpKind::ScatterAdd, scatter_add);
+  t.set(OpKind::DynamicSlice, dynamic_slice);
+  t.set(OpKind::DynamicUpdateSlice, dynamic_update_slice);
 }
 
 }  // namespace rlx::pjrt::lower
