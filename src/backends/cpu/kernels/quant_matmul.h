@@ -52,9 +52,10 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
                   float* y, QuantTarget t);
 /// From this many rows of x the quant_matmul op runs dequant_sgemm instead of the int8 kernel:
 /// there the product is compute-bound and oneDNN's f32 sgemm on L2-resident dequantized panels
-/// matches or beats the int8 tiles (bench/quant_bench.cc `gemm`: on a 2-core AVX2 EPYC, 1
-/// thread, 4096 x 4096 q8_0, int8 / dequant+sgemm GFLOP/s 25.9 / 16.3 at M = 16, 26.9 / 26.4 at
-/// 32, 25.8 / 36.6 at 128), and it is exact (no 8-bit activation rounding).
+/// matches or beats the int8 tiles (bench/quant_bench.cc `gemm`, 4096 x 4096, 2-core AVX2 EPYC,
+/// 2 threads, idle; int8 / dequant+sgemm GFLOP/s: q8_0 71 / 54 at M = 16, 70 / 74 at 32, 61 / 145
+/// at 128; q4_0 114 / 151 and q4_K 112 / 149 at 128), and it is exact (no 8-bit activation
+/// rounding).
 inline constexpr int64_t kDequantGemmRows = 32;
 
 /// y = x . dequant(W)^T in f32: each thread dequantizes panels of W on target `t` (at most
