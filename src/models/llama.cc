@@ -14,6 +14,7 @@
 #include "rlx/models/bpe_tokenizer.h"
 #include "rlx/opt/precision.h"
 #include "rlx/runtime/session.h"
+#include "weight_format.h"
 
 namespace rlx::models {
 namespace {
@@ -296,14 +297,7 @@ struct LlamaModel::Impl {
 
   void matrix(const std::string& name, int64_t rows, int64_t cols) {
     const GgufTensorInfo& info = expect(name, {rows, cols});
-    QuantFormat format;
-    try {
-      format = quant_format_from_ggml_type(static_cast<int>(info.type));
-    } catch (const Error&) {
-      throw Error(path + ": tensor '" + name + "' has ggml type " +
-                  std::string(ggml_type_info(info.type).name) +
-                  ", which rlx cannot run (block formats of rlx/ir/quant.h, F32, F16, BF16)");
-    }
+    const QuantFormat format = gguf_tensor_format(info.type, path + ": tensor '" + name + "'");
     GgufTensorBytes bytes = file.tensor_bytes(name);
     layout.formats[name] = format;
     weights.emplace(name, Tensor::view_of(DType::u8, Shape{rows, quant_row_bytes(format, cols)},

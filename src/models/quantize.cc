@@ -297,13 +297,7 @@ QuantizeSummary requantize_gguf(const std::string& in, const std::string& out, Q
       outs.add_view(t.name, t.type, t.shape, bytes.bytes);
       continue;
     }
-    QuantFormat source = QuantFormat::kF32;
-    try {
-      source = quant_format_from_ggml_type(static_cast<int>(t.type));
-    } catch (const Error&) {
-      throw Error(what + " has ggml type " + std::string(ggml_type_info(t.type).name) +
-                  ", which rlx cannot dequantize (expected F32, F16, BF16, Q4_0 ... Q8_K, IQ4_NL)");
-    }
+    const QuantFormat source = gguf_tensor_format(t.type, what);
     std::vector<float> values(static_cast<size_t>(t.numel()));
     const auto* src = reinterpret_cast<const uint8_t*>(bytes.data());
     const int64_t src_row_bytes = quant_row_bytes(source, row);

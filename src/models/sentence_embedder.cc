@@ -234,14 +234,7 @@ struct SentenceEmbedder::Impl {
       check(info->shape == shape.dims(), dir + ": tensor '" + key + "': expected shape " +
                                              shape.to_string() + ", found " +
                                              Shape(info->shape).to_string());
-      const GgmlTypeInfo& type = ggml_type_info(info->type);
-      QuantFormat format = QuantFormat::kF32;
-      try {
-        format = quant_format_from_ggml_type(static_cast<int>(info->type));
-      } catch (const Error&) {
-        throw Error(dir + ": tensor '" + key + "' has ggml type " + std::string(type.name) +
-                    ", which rlx cannot compute (expected F32, F16, BF16, Q4_0 ... Q8_K)");
-      }
+      const QuantFormat format = gguf_tensor_format(info->type, dir + ": tensor '" + key + "'");
       GgufTensorBytes bytes = gguf->tensor_bytes(key);
       const int64_t row = shape[shape.rank() - 1], rows = shape.numel() / row;
       Tensor t;

@@ -1,12 +1,13 @@
 // Which ggml format a weight matrix gets when a format is asked for: llama.cpp's fallback for
-// rows that do not fill its blocks (private to rlx_models: the embedder's load-time
-// quantization and rlx quantize share it).
+// rows that do not fill its blocks, and the format of a GGUF tensor (private to rlx_models: the
+// embedder, the Llama loader and rlx quantize share them).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "rlx/io/gguf.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/quant.h"
 
@@ -42,6 +43,18 @@ inline QuantFormat fitting_quant_format(QuantFormat requested, int64_t row,
             std::string(quant_format_info(requested).name) + " block size " +
             std::to_string(quant_format_info(requested).block_size));
   return *fallback;
+}
+
+/// The rlx format of a GGUF tensor of ggml type `type` (F32, F16, BF16 and the block formats of
+/// rlx/ir/quant.h). Throws rlx::Error "<what> has ggml type IQ2_XXS, which rlx cannot dequantize
+/// (...)" for any other type; `what` names the file and the tensor.
+inline QuantFormat gguf_tensor_format(GgmlType type, const std::string& what) {
+  try {
+    return quant_format_from_ggml_type(static_cast<int>(type));
+  } catch (const Error&) {
+    throw Error(what + " has ggml type " + std::string(ggml_type_info(type).name) +
+                ", which rlx cannot dequantize (expected F32, F16, BF16, Q4_0 ... Q8_K, IQ4_NL)");
+  }
 }
 
 }  // namespace rlx::models
