@@ -170,8 +170,7 @@ TEST(SmolLm2CacheExact, DecodeStepsEqualFullForward) {
   LlamaOptions o;
   o.ctx = 64;
   LlamaModel m = LlamaModel::load(default_llm_gguf_path(), o);
-  const std::vector<int32_t> ids =
-      m.tokenizer().encode("The quick brown fox jumps over");
+  const std::vector<int32_t> ids = m.tokenizer().encode("The quick brown fox jumps over");
   // Prefill all but the last three tokens, then three decode steps: every step dequantizes
   // all 30 layers' weights on this path, so more steps only cost time.
   double worst = check_steps_match_full_forward(m, ids, ids.size() - 3, 2e-3);
