@@ -143,6 +143,8 @@ ModelInfo summarize(const Model::Impl& m) {
   }
   for (auto& [k, u] : missing) info.unsupported.push_back(std::move(u));
   auto check_type = [&](const std::string& what, const ::onnx::TypeProto& t) {
+    if (t.value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return;  // undeclared
+    if (t.has_tensor_type() && t.tensor_type().elem_type() == ::onnx::TensorProto::UNDEFINED) return;
     if (!t.has_tensor_type() || !dtype_of(t.tensor_type().elem_type()))
       info.unsupported_types.emplace_back(what, type_string(t));
   };
