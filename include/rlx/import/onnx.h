@@ -152,10 +152,11 @@ std::string onnx_type_name(DType dtype);
 
 /// An onnxruntime-style session: run(output_names, feeds) imports and compiles the model once
 /// per distinct set of input shapes (the graph and executable are cached by those shapes), so
-/// inputs with symbolic dims may change shape between runs. A scalar input, or an integer or
-/// bool input of at most kMaxValueInputElements elements, whose value a node needs at import time (the model
-/// computes a shape, axes or K from it: InputValuesRequired) is bound by value: such inputs
-/// are part of the cache key, so each distinct value compiles once. Not thread-safe.
+/// inputs with symbolic dims may change shape between runs. An input whose value a node needs
+/// at import time (the model computes a shape, axes, pads, K or Resize's scales from it:
+/// InputValuesRequired) is bound by value when it is small (integer or bool: at most
+/// kMaxValueInputElements elements; float: at most kMaxValueInputFloats): such inputs are part
+/// of the cache key, so each distinct value compiles once. Not thread-safe.
 class InferenceSession {
  public:
   /// Compiles for `device` through an rlx::Session (so RLX_PRECISION etc. apply as there) with
@@ -179,8 +180,9 @@ class InferenceSession {
   /// The imported graph run() uses for `feeds` (imported and compiled on first use).
   const ImportedGraph& graph_for(const std::map<std::string, Tensor>& feeds);
 
-  /// The most elements an input bound by value may have.
+  /// The most elements an integer / bool (float) input bound by value may have.
   static constexpr int64_t kMaxValueInputElements = 1024;
+  static constexpr int64_t kMaxValueInputFloats = 16;
 
  private:
   struct Compiled {

@@ -480,6 +480,8 @@ const ConverterTable& converters() {
     add_index_converters(t);
     add_reduce_converters(t);
     add_nn_converters(t);
+    add_attention_converters(t);
+    add_resize_converters(t);
     add_contrib_converters(t);
     return t;
   }();

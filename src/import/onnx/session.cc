@@ -38,11 +38,12 @@ InferenceSession::Compiled& InferenceSession::compiled_for(
       // Bind the inputs the model needs by value, when they are small integer tensors.
       for (const std::string& name : e.inputs()) {
         const Tensor& t = feeds.at(name);
-        const bool small = is_float(t.dtype()) ? t.numel() == 1 : t.numel() <= kMaxValueInputElements;
+        const bool small = t.numel() <= (is_float(t.dtype()) ? kMaxValueInputFloats : kMaxValueInputElements);
         if (!small || o.input_values.count(name))
-          throw Error(std::string(e.what()) + " (input '" + name + "' is " +
-                      t.type().to_string() + "; only scalars and integer or bool inputs of at most " +
-                      std::to_string(kMaxValueInputElements) + " elements are bound by value)");
+          throw Error(std::string(e.what()) + " (input '" + name + "' is " + t.type().to_string() +
+                      "; only integer or bool inputs of at most " +
+                      std::to_string(kMaxValueInputElements) + " elements and float inputs of at most " +
+                      std::to_string(kMaxValueInputFloats) + " are bound by value)");
         o.input_values.emplace(name, t);
         value_inputs_.push_back(name);
         key.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
