@@ -63,6 +63,7 @@ class Importer {
 
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<int32_t, Tensor> leaf_data_;  // param node -> its initializer
+  std::unordered_map<std::string, Tensor> param_data_;  // the same by param name (DCE renumbers)
   // Import-time values per node: absent = not computed yet; nullopt = not static.
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
   std::unordered_map<int32_t, std::string> input_names_;  // input node -> ONNX name
@@ -84,6 +85,7 @@ Value Importer::value(const std::string& name, const NodeContext* ctx) {
     for (int k = 1; g.find(pname) >= 0; ++k) pname = rlx_name(name) + "_" + std::to_string(k);
     v = g.param(pname, t.dtype(), t.shape());
     leaf_data_[v.node] = t;
+    param_data_[pname] = t;
   } else {
     v = g.constant(t, rlx_name(name));
   }
@@ -308,7 +310,7 @@ ImportedGraph Importer::run() {
   }
   g.set_outputs(outs);
   create_dce_pass()->run(g);
-  for (int32_t id : g.params()) out.params.emplace_back(g.node(id).name, leaf_data_.at(id));
+  for (int32_t id : g.params()) out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
   out.graph = std::move(g);
   return out;
 }
