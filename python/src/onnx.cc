@@ -1,10 +1,11 @@
 // Bindings of the ONNX importer: _OnnxModel (parse, info, import_graph) and _OnnxSession (the
 // C++ InferenceSession); python/rlx/onnx.py builds onnxruntime's API on them.
+#include "rlx/import/onnx.h"
+
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "convert.h"
-#include "rlx/import/onnx.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::py_bind {

@@ -18,15 +18,16 @@ struct NpyType {
   const char* descr;  // without the byte-order character
   DType dtype;
 };
-constexpr NpyType kTypes[] = {{"f4", DType::f32}, {"f2", DType::f16}, {"f8", DType::f64},
-                              {"i1", DType::i8},  {"u1", DType::u8},  {"i4", DType::i32},
+constexpr NpyType kTypes[] = {{"f4", DType::f32}, {"f2", DType::f16},  {"f8", DType::f64},
+                              {"i1", DType::i8},  {"u1", DType::u8},   {"i4", DType::i32},
                               {"i8", DType::i64}, {"b1", DType::bool_}};
 
 // The value text of `key` in the header dict ("'descr': '<f4', ..." -> "'<f4'").
 std::string_view field(std::string_view header, std::string_view key, const std::string& what) {
   std::string quoted = "'" + std::string(key) + "'";
   size_t at = header.find(quoted);
-  if (at == std::string_view::npos) throw Error(what + ": .npy header has no '" + std::string(key) + "'");
+  if (at == std::string_view::npos)
+    throw Error(what + ": .npy header has no '" + std::string(key) + "'");
   at = header.find(':', at + quoted.size());
   if (at == std::string_view::npos) throw Error(what + ": malformed .npy header");
   std::string_view rest = header.substr(at + 1);
@@ -44,11 +45,13 @@ Tensor parse_npy(std::string_view bytes, const std::string& what) {
   const auto major = static_cast<uint8_t>(bytes[6]);
   size_t header_len = 0, offset = 0;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    header_len =
+        static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) throw Error(what + ": truncated .npy header");
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
     offset = 12;
   } else {
     throw Error(what + ": unsupported .npy format version " + std::to_string(major));

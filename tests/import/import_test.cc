@@ -43,9 +43,7 @@ struct Builder {
         dim->set_dim_param(d);
     }
   }
-  void output(const std::string& name) {
-    m.mutable_graph()->add_output()->set_name(name);
-  }
+  void output(const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
   NodeProto* node(const std::string& op, const std::vector<std::string>& in,
                   const std::vector<std::string>& out, const std::string& name = "") {
     NodeProto* n = m.mutable_graph()->add_node();
@@ -55,7 +53,8 @@ struct Builder {
     for (const auto& o : out) n->add_output(o);
     return n;
   }
-  TensorProto* initializer(const std::string& name, int32_t type, const std::vector<int64_t>& dims) {
+  TensorProto* initializer(const std::string& name, int32_t type,
+                           const std::vector<int64_t>& dims) {
     TensorProto* t = m.mutable_graph()->add_initializer();
     t->set_name(name);
     t->set_data_type(type);
@@ -209,8 +208,9 @@ TEST(OnnxImport, InputNeededAsValueIsNamedAndCanBeBound) {
     EXPECT_NE(std::string(e.what()).find("node 'sum' (ReduceSum, opset 13)"), std::string::npos);
   }
   InferenceSession s(m);
-  std::vector<Tensor> y = s.run({}, {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
-                                     {"axes", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{1})}});
+  std::vector<Tensor> y =
+      s.run({}, {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
+                 {"axes", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{1})}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0].shape(), (Shape{2, 1}));
   EXPECT_EQ(y[0].get_f64(1), 15.0);
@@ -259,8 +259,9 @@ TEST(OnnxImport, MalformedFilesGiveErrorsNamingTheProblem) {
   b.output("y");
   const std::string bytes = b.m.SerializeAsString();
   // Truncated protobuf.
-  EXPECT_NE(error_of([&] { Model::from_bytes(bytes.substr(0, bytes.size() - 3), "", "t.onnx"); })
-                .find("t.onnx: not a valid ONNX model"),
+  EXPECT_NE(error_of([&] {
+              Model::from_bytes(bytes.substr(0, bytes.size() - 3), "", "t.onnx");
+            }).find("t.onnx: not a valid ONNX model"),
             std::string::npos);
   EXPECT_NE(error_of([&] { Model::from_bytes("garbage!", "", "t.onnx"); }).find("not a valid"),
             std::string::npos);
@@ -291,8 +292,9 @@ TEST(OnnxImport, MalformedFilesGiveErrorsNamingTheProblem) {
     a->set_type(::onnx::AttributeProto::FLOAT);
     a->set_f(1);
     d.output("y");
-    EXPECT_NE(error_of([&] { d.model().import_graph(); })
-                  .find("node 't' (Transpose, opset 17): attribute 'perm' must be a list of ints"),
+    EXPECT_NE(error_of([&] {
+                d.model().import_graph();
+              }).find("node 't' (Transpose, opset 17): attribute 'perm' must be a list of ints"),
               std::string::npos);
   }
   // Huge declared dims: of an input, and of an initializer without the data.
@@ -332,12 +334,17 @@ TEST(OnnxImport, SessionChecksFeeds) {
   b.node("Relu", {"x"}, {"y"});
   b.output("y");
   InferenceSession s(b.model());
-  EXPECT_NE(error_of([&] { s.run({}, {{"z", floats({1}, {1})}}); }).find("unknown input 'z' (inputs: x)"),
+  EXPECT_NE(error_of([&] {
+              s.run({}, {{"z", floats({1}, {1})}});
+            }).find("unknown input 'z' (inputs: x)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { s.run({}, {{"x", Tensor(DType::i32, Shape{1})}}); })
-                .find("input 'x' must be tensor(float), got tensor(int32)"),
+  EXPECT_NE(error_of([&] {
+              s.run({}, {{"x", Tensor(DType::i32, Shape{1})}});
+            }).find("input 'x' must be tensor(float), got tensor(int32)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { s.run({"q"}, {{"x", floats({1}, {1})}}); }).find("unknown output 'q'"),
+  EXPECT_NE(error_of([&] {
+              s.run({"q"}, {{"x", floats({1}, {1})}});
+            }).find("unknown output 'q'"),
             std::string::npos);
   // Two shapes of the symbolic dim: two imports, both right.
   EXPECT_EQ(s.run({}, {{"x", floats({3}, {-1, 0, 2})}})[0].get_f64(2), 2.0);

@@ -5,10 +5,10 @@
 // bools exactly, NaN where NaN is expected). Two dtypes need a wider rtol, stated here: f16
 // outputs 2e-3 and bf16 outputs 1e-2 (about 4 and 2.5 ulps of the dtype): rlx's kernels compute
 // 16-bit ops in f32 and round once, while onnx's numpy reference rounds every intermediate
-// (e.g. each matmul and softmax of Attention) to the 16-bit dtype. The failures are listed by name with their reason
-// in tests/import/onnx_node_failures.txt; the test fails when that list is not current (a new
-// failure, or a listed case that now passes) or when fewer than 95 % of the implemented cases
-// pass. RLX_UPDATE_ONNX_FAILURES=1 rewrites the list.
+// (e.g. each matmul and softmax of Attention) to the 16-bit dtype. The failures are listed by name
+// with their reason in tests/import/onnx_node_failures.txt; the test fails when that list is not
+// current (a new failure, or a listed case that now passes) or when fewer than 95 % of the
+// implemented cases pass. RLX_UPDATE_ONNX_FAILURES=1 rewrites the list.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,9 +73,9 @@ std::string compare(const Tensor& got, const Tensor& want, double rtol, double a
 }
 
 struct Outcome {
-  bool ops_known = false;  // every op type has a converter
+  bool ops_known = false;    // every op type has a converter
   bool implemented = false;  // ... and every value's type is an rlx dtype
-  std::string failure;  // empty: passed
+  std::string failure;       // empty: passed
 };
 
 Outcome run_case(const fs::path& dir) {
@@ -134,8 +134,8 @@ std::map<std::string, std::string> read_expected() {
 TEST(OnnxNodeCases, PassRateAndFailureList) {
   fs::path dir = cases_dir();
   if (!fs::exists(dir / "complete")) {
-    std::string cmd = std::string("python3 '") + RLX_ONNX_NODE_CASES_SCRIPT + "' --out '" +
-                      dir.string() + "'";
+    std::string cmd =
+        std::string("python3 '") + RLX_ONNX_NODE_CASES_SCRIPT + "' --out '" + dir.string() + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << "could not write the node cases: " << cmd;
   }
   std::vector<fs::path> cases;
@@ -156,18 +156,21 @@ TEST(OnnxNodeCases, PassRateAndFailureList) {
     else
       failures[c.filename().string()] = o.failure;
   }
-  const double rate = implemented ? 100.0 * static_cast<double>(passed) / static_cast<double>(implemented) : 0;
-  std::printf("ONNX node cases (onnx 1.23.2): %zu in all, %lld with every op converted, of "
-              "which %lld use only rlx dtypes (implemented): %lld pass (%.1f %% of implemented, "
-              "%.1f %% of those with every op converted)\n",
-              cases.size(), static_cast<long long>(ops_known), static_cast<long long>(implemented),
-              static_cast<long long>(passed), rate,
-              ops_known ? 100.0 * static_cast<double>(passed) / static_cast<double>(ops_known) : 0.0);
+  const double rate =
+      implemented ? 100.0 * static_cast<double>(passed) / static_cast<double>(implemented) : 0;
+  std::printf(
+      "ONNX node cases (onnx 1.23.2): %zu in all, %lld with every op converted, of "
+      "which %lld use only rlx dtypes (implemented): %lld pass (%.1f %% of implemented, "
+      "%.1f %% of those with every op converted)\n",
+      cases.size(), static_cast<long long>(ops_known), static_cast<long long>(implemented),
+      static_cast<long long>(passed), rate,
+      ops_known ? 100.0 * static_cast<double>(passed) / static_cast<double>(ops_known) : 0.0);
 
   if (const char* u = std::getenv("RLX_UPDATE_ONNX_FAILURES"); u && std::string(u) == "1") {
     std::ofstream f(kFailuresFile);
     f << "# ONNX backend node cases (onnx 1.23.2) whose ops rlx implements but which fail, with\n"
-         "# the reason. Kept current by tests/import/onnx_node_test.cc (RLX_UPDATE_ONNX_FAILURES=1\n"
+         "# the reason. Kept current by tests/import/onnx_node_test.cc "
+         "(RLX_UPDATE_ONNX_FAILURES=1\n"
          "# rewrites it). "
       << cases.size() << " cases, " << ops_known << " with every op converted, " << implemented
       << " of them with only rlx dtypes (implemented), " << passed << " pass.\n";
@@ -178,7 +181,8 @@ TEST(OnnxNodeCases, PassRateAndFailureList) {
     EXPECT_TRUE(expected.count(name)) << "new failure: " << name << ": " << why;
   for (const auto& [name, why] : expected)
     EXPECT_TRUE(failures.count(name)) << "listed as failing but passes (or is no longer "
-                                         "implemented): " << name;
+                                         "implemented): "
+                                      << name;
   EXPECT_GE(rate, 95.0);
 }
 

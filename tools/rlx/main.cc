@@ -426,9 +426,10 @@ int run(int argc, char** argv) {
       CompileOptions options;
       if (!compile_precision.empty()) options.precision = parse_precision_policy(compile_precision);
       // The module a Session would compile: RLX_KERNEL_DISPATCH / RLX_PRECISION apply.
-      const bool is_onnx = compile_path.size() > 5 &&
-                           compile_path.compare(compile_path.size() - 5, 5, ".onnx") == 0;
-      Graph g = is_onnx ? tools::import_onnx_graph(compile_path, compile_dims) : load_graph(compile_path);
+      const bool is_onnx =
+          compile_path.size() > 5 && compile_path.compare(compile_path.size() - 5, 5, ".onnx") == 0;
+      Graph g =
+          is_onnx ? tools::import_onnx_graph(compile_path, compile_dims) : load_graph(compile_path);
       std::cout << pjrt::lower_to_stablehlo(g, resolve_environment(options));
       return 0;
     }

@@ -33,7 +33,9 @@ std::string dims_text(const onnx::TensorInfo& t) {
   std::string s = "[";
   for (size_t i = 0; i < t.dims->size(); ++i) {
     const onnx::Dim& d = (*t.dims)[i];
-    s += (i ? "," : "") + (d.value >= 0 ? std::to_string(d.value) : d.param.empty() ? "?" : d.param);
+    s += (i ? "," : "") + (d.value >= 0      ? std::to_string(d.value)
+                           : d.param.empty() ? "?"
+                                             : d.param);
   }
   return s + "]";
 }
@@ -69,7 +71,8 @@ Shape declared_shape(const onnx::TensorInfo& info, const std::map<std::string, i
 // Random values of `info`'s declared shape.
 Tensor random_input(const onnx::TensorInfo& info, const std::map<std::string, int64_t>& dims,
                     std::mt19937_64& rng) {
-  if (!info.dtype) throw Error("input '" + info.name + "' has type " + info.type + ", which rlx lacks");
+  if (!info.dtype)
+    throw Error("input '" + info.name + "' has type " + info.type + ", which rlx lacks");
   Tensor t(*info.dtype, declared_shape(info, dims));
   std::uniform_real_distribution<double> real(-1.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
@@ -125,7 +128,8 @@ int run_onnx_run(const OnnxRunArgs& a) {
   for (const onnx::TensorInfo& in : model.info().inputs)
     if (!feeds.count(in.name)) {
       feeds[in.name] = random_input(in, dims, rng);
-      std::printf("input %s: random %s\n", in.name.c_str(), feeds[in.name].type().to_string().c_str());
+      std::printf("input %s: random %s\n", in.name.c_str(),
+                  feeds[in.name].type().to_string().c_str());
     }
   onnx::InferenceSession session(model, Device::parse(a.device));
   std::vector<Tensor> outs = session.run({}, feeds);
@@ -141,7 +145,8 @@ int run_onnx_run(const OnnxRunArgs& a) {
     std::printf("output %s: %s sum=%.9g abs_sum=%.9g\n", name.c_str(),
                 outs[i].type().to_string().c_str(), sum, abs_sum);
     if (!a.output_dir.empty())
-      write_npy((std::filesystem::path(a.output_dir) / (file_name(name) + ".npy")).string(), outs[i]);
+      write_npy((std::filesystem::path(a.output_dir) / (file_name(name) + ".npy")).string(),
+                outs[i]);
   }
   return 0;
 }
@@ -150,7 +155,8 @@ Graph import_onnx_graph(const std::string& path, const std::vector<std::string>&
   onnx::Model model = onnx::Model::load(path);
   std::map<std::string, int64_t> dims = parse_dims(dim_items);
   onnx::ImportOptions o;
-  for (const onnx::TensorInfo& in : model.info().inputs) o.input_shapes[in.name] = declared_shape(in, dims);
+  for (const onnx::TensorInfo& in : model.info().inputs)
+    o.input_shapes[in.name] = declared_shape(in, dims);
   return model.import_graph(o).graph;
 }
 
@@ -161,7 +167,8 @@ int run_onnx_info(const std::string& path) {
   if (!info.producer.empty()) std::printf(", producer %s", info.producer.c_str());
   std::printf("\nopsets:");
   for (const onnx::OpsetId& o : info.opsets)
-    std::printf(" %s %lld", o.domain.empty() ? "ai.onnx" : o.domain.c_str(), static_cast<long long>(o.version));
+    std::printf(" %s %lld", o.domain.empty() ? "ai.onnx" : o.domain.c_str(),
+                static_cast<long long>(o.version));
   std::printf("\ninputs:\n");
   for (const onnx::TensorInfo& t : info.inputs)
     std::printf("  %s: %s %s\n", t.name.c_str(), t.type.c_str(), dims_text(t).c_str());
@@ -170,15 +177,17 @@ int run_onnx_info(const std::string& path) {
     std::printf("  %s: %s %s\n", t.name.c_str(), t.type.c_str(), dims_text(t).c_str());
   std::printf("nodes: %lld, initializers: %lld\nops:\n", static_cast<long long>(info.num_nodes),
               static_cast<long long>(info.num_initializers));
-  for (const auto& [op, n] : info.op_histogram) std::printf("  %6lld %s\n", static_cast<long long>(n), op.c_str());
+  for (const auto& [op, n] : info.op_histogram)
+    std::printf("  %6lld %s\n", static_cast<long long>(n), op.c_str());
   if (info.unsupported.empty() && info.unsupported_types.empty()) {
     std::printf("rlx converts every op of this model\n");
     return 0;
   }
   std::printf("not supported by rlx:\n");
   for (const onnx::UnsupportedOp& u : info.unsupported)
-    std::printf("  op %s%s (opset %lld): %zu node(s), first '%s'\n", u.domain.empty() ? "" : (u.domain + ".").c_str(),
-                u.op_type.c_str(), static_cast<long long>(u.opset), u.nodes.size(), u.nodes.front().c_str());
+    std::printf("  op %s%s (opset %lld): %zu node(s), first '%s'\n",
+                u.domain.empty() ? "" : (u.domain + ".").c_str(), u.op_type.c_str(),
+                static_cast<long long>(u.opset), u.nodes.size(), u.nodes.front().c_str());
   for (const auto& [what, type] : info.unsupported_types)
     std::printf("  type %s of %s\n", type.c_str(), what.c_str());
   return 0;

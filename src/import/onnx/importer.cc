@@ -1,10 +1,11 @@
 // ONNX graph -> rlx Graph: binds the inputs to concrete shapes, turns initializers into params
 // or constants, runs each node's converter in topological order and folds values known at
 // import time (shapes and what is computed from them) with the reference evaluator.
+#include "importer.h"
+
 #include <algorithm>
 #include <unordered_set>
 
-#include "importer.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/passes.h"
@@ -38,7 +39,9 @@ constexpr int64_t kParamMinElements = 16;
 class Importer {
  public:
   Importer(const Model::Impl& model, const ImportOptions& options)
-      : model_(model), options_(options), g(rlx_name(model.proto->graph().name().empty() ? "onnx" : model.proto->graph().name())) {}
+      : model_(model),
+        options_(options),
+        g(rlx_name(model.proto->graph().name().empty() ? "onnx" : model.proto->graph().name())) {}
 
   ImportedGraph run();
 
@@ -62,7 +65,7 @@ class Importer {
   void check_supported();
 
   std::unordered_map<std::string, Value> values_;
-  std::unordered_map<int32_t, Tensor> leaf_data_;  // param node -> its initializer
+  std::unordered_map<int32_t, Tensor> leaf_data_;       // param node -> its initializer
   std::unordered_map<std::string, Tensor> param_data_;  // the same by param name (DCE renumbers)
   // Import-time values per node: absent = not computed yet; nullopt = not static.
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
@@ -107,8 +110,8 @@ std::optional<Tensor> Importer::static_value(Value v) {
   std::vector<int32_t> stack{v.node};
   auto note_input = [&](int32_t id) {
     auto name = input_names_.find(id);
-    if (name != input_names_.end() &&
-        std::find(missing_inputs_.begin(), missing_inputs_.end(), name->second) == missing_inputs_.end())
+    if (name != input_names_.end() && std::find(missing_inputs_.begin(), missing_inputs_.end(),
+                                                name->second) == missing_inputs_.end())
       missing_inputs_.push_back(name->second);
   };
   while (!stack.empty()) {
@@ -126,8 +129,8 @@ std::optional<Tensor> Importer::static_value(Value v) {
     }
     if (n.op == OpKind::Param || n.op == OpKind::Constant) {
       auto data = leaf_data_.find(id);
-      folded_[id] = std::vector<Tensor>{n.op == OpKind::Param ? data->second
-                                                               : n.attrs.get_tensor("value")};
+      folded_[id] =
+          std::vector<Tensor>{n.op == OpKind::Param ? data->second : n.attrs.get_tensor("value")};
       stack.pop_back();
       continue;
     }
@@ -150,8 +153,7 @@ std::optional<Tensor> Importer::static_value(Value v) {
     if (!ready) continue;
     stack.pop_back();
     int64_t bytes = 0;
-    for (const TensorType& r : n.results)
-      bytes += r.shape.numel() * dtype_size(r.dtype);
+    for (const TensorType& r : n.results) bytes += r.shape.numel() * dtype_size(r.dtype);
     if (bytes > options_.fold_limit_bytes) {
       folded_[id] = std::nullopt;
       continue;
@@ -192,7 +194,8 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
         dims.push_back(d.dim_value());
         continue;
       }
-      auto p = d.has_dim_param() ? options_.dim_params.find(d.dim_param()) : options_.dim_params.end();
+      auto p =
+          d.has_dim_param() ? options_.dim_params.find(d.dim_param()) : options_.dim_params.end();
       if (p == options_.dim_params.end())
         throw Error(what + ": dim " + std::to_string(dims.size()) + " is symbolic ('" +
                     d.dim_param() + "'); give the input's shape or the dim's size");
@@ -231,8 +234,8 @@ void Importer::bind_inputs(ImportedGraph& out) {
     if (bound != options_.input_values.end()) {
       const Tensor& t = bound->second;
       if (t.dtype() != *dt)
-        throw Error(what + ": the value bound to it is " + t.type().to_string() + ", the model declares " +
-                    onnx_elem_name(v.type().tensor_type().elem_type()));
+        throw Error(what + ": the value bound to it is " + t.type().to_string() +
+                    ", the model declares " + onnx_elem_name(v.type().tensor_type().elem_type()));
       ImportOptions shape_only;
       shape_only.input_shapes.emplace(v.name(), t.shape());
       Importer check(model_, shape_only);
@@ -287,7 +290,8 @@ ImportedGraph Importer::run() {
     std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
     auto opset = model_.opsets.find(domain);
     NodeContext ctx(*this, node, opset == model_.opsets.end() ? 0 : opset->second);
-    if (opset == model_.opsets.end()) ctx.fail("the model imports no opset of domain '" + domain + "'");
+    if (opset == model_.opsets.end())
+      ctx.fail("the model imports no opset of domain '" + domain + "'");
     const ConvertFn* fn = find_converter(domain, node.op_type());
     try {
       (*fn)(ctx);
@@ -310,7 +314,8 @@ ImportedGraph Importer::run() {
   }
   g.set_outputs(outs);
   create_dce_pass()->run(g);
-  for (int32_t id : g.params()) out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
+  for (int32_t id : g.params())
+    out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
   out.graph = std::move(g);
   return out;
 }
@@ -435,8 +440,7 @@ std::vector<int64_t> NodeContext::attr_ints(std::string_view name, std::vector<i
   return {a->ints().begin(), a->ints().end()};
 }
 
-std::vector<double> NodeContext::attr_floats(std::string_view name,
-                                             std::vector<double> def) const {
+std::vector<double> NodeContext::attr_floats(std::string_view name, std::vector<double> def) const {
   const AT* a = attr(name);
   if (!a) return def;
   require(a->type() == AT::FLOATS || a->type() == AT::UNDEFINED,
@@ -446,7 +450,8 @@ std::vector<double> NodeContext::attr_floats(std::string_view name,
 
 Tensor NodeContext::attr_tensor(std::string_view name) const {
   const AT* a = attr(name);
-  require(a && a->type() == AT::TENSOR, "attribute '" + std::string(name) + "' (a tensor) is required");
+  require(a && a->type() == AT::TENSOR,
+          "attribute '" + std::string(name) + "' (a tensor) is required");
   return decode_tensor(a->t(), where() + ": attribute '" + std::string(name) + "'",
                        importer_.model_.proto, nullptr, "");
 }
@@ -462,7 +467,8 @@ void NodeContext::fail(const std::string& message) const {
 }
 
 Value NodeContext::ints(const std::vector<int64_t>& values) {
-  return g.constant(Tensor::from_ints(DType::i64, Shape{static_cast<int64_t>(values.size())}, values));
+  return g.constant(
+      Tensor::from_ints(DType::i64, Shape{static_cast<int64_t>(values.size())}, values));
 }
 
 int64_t NodeContext::axis(int64_t a, int64_t rank, const char* what) const {

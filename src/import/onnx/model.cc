@@ -27,8 +27,10 @@ std::string type_string(const ::onnx::TypeProto& t) {
       return "seq(" + type_string(t.sequence_type().elem_type()) + ")";
     case ::onnx::TypeProto::kOptionalType:
       return "optional(" + type_string(t.optional_type().elem_type()) + ")";
-    case ::onnx::TypeProto::kMapType: return "map";
-    default: return "unknown";
+    case ::onnx::TypeProto::kMapType:
+      return "map";
+    default:
+      return "unknown";
   }
 }
 
@@ -120,7 +122,8 @@ ModelInfo summarize(const Model::Impl& m) {
   const auto& p = *m.proto;
   ModelInfo info;
   info.ir_version = p.ir_version();
-  info.producer = p.producer_name() + (p.producer_version().empty() ? "" : " " + p.producer_version());
+  info.producer =
+      p.producer_name() + (p.producer_version().empty() ? "" : " " + p.producer_version());
   for (const auto& [d, v] : m.opsets) info.opsets.push_back({d, v});
   const auto& g = p.graph();
   for (const auto& i : g.input())
@@ -144,7 +147,8 @@ ModelInfo summarize(const Model::Impl& m) {
   for (auto& [k, u] : missing) info.unsupported.push_back(std::move(u));
   auto check_type = [&](const std::string& what, const ::onnx::TypeProto& t) {
     if (t.value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return;  // undeclared
-    if (t.has_tensor_type() && t.tensor_type().elem_type() == ::onnx::TensorProto::UNDEFINED) return;
+    if (t.has_tensor_type() && t.tensor_type().elem_type() == ::onnx::TensorProto::UNDEFINED)
+      return;
     if (!t.has_tensor_type() || !dtype_of(t.tensor_type().elem_type()))
       info.unsupported_types.emplace_back(what, type_string(t));
   };
@@ -177,9 +181,10 @@ ModelInfo summarize(const Model::Impl& m) {
 Model Model::from_bytes(std::string_view bytes, const std::string& external_data_dir,
                         const std::string& what) {
   if (bytes.size() > static_cast<size_t>(INT_MAX))
-    throw Error(what + ": " + std::to_string(bytes.size()) +
-                " bytes is over protobuf's 2 GiB message limit; models this large keep their "
-                "weights in external data files (onnx.save_model(..., save_as_external_data=True))");
+    throw Error(
+        what + ": " + std::to_string(bytes.size()) +
+        " bytes is over protobuf's 2 GiB message limit; models this large keep their "
+        "weights in external data files (onnx.save_model(..., save_as_external_data=True))");
   auto proto = std::make_shared<::onnx::ModelProto>();
   if (!proto->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw Error(what + ": not a valid ONNX model (truncated or malformed protobuf)");
@@ -206,7 +211,9 @@ Model Model::from_bytes(std::string_view bytes, const std::string& external_data
 Model Model::load(const std::string& path) {
   size_t size = 0;
   std::shared_ptr<const FileMapping> mapping = map_file(path, size);  // parsed in place
-  std::string_view bytes = mapping ? std::string_view(reinterpret_cast<const char*>(mapping->bytes()), size) : std::string_view();
+  std::string_view bytes =
+      mapping ? std::string_view(reinterpret_cast<const char*>(mapping->bytes()), size)
+              : std::string_view();
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   return from_bytes(bytes, dir, path);

@@ -27,10 +27,15 @@ Value position_bias(NodeContext& c, DType dt, int64_t q, int64_t kv, std::option
                     int64_t past, bool causal, int64_t left, int64_t right) {
   Graph& g = c.g;
   Value i = g.iota(DType::i64, Shape{q, kv}, 0), j = g.iota(DType::i64, Shape{q, kv}, 1);
-  Value pos = g.add(i, offset ? g.reshape(*offset, {-1, 1, 1, 1}) : g.scalar(static_cast<double>(past), DType::i64));
+  Value pos = g.add(i, offset ? g.reshape(*offset, {-1, 1, 1, 1})
+                              : g.scalar(static_cast<double>(past), DType::i64));
   Value allowed = causal ? g.le(j, pos) : g.eq(j, j);
-  if (left >= 0) allowed = g.logical_and(allowed, g.le(g.sub(pos, j), g.scalar(static_cast<double>(left), DType::i64)));
-  if (right >= 0) allowed = g.logical_and(allowed, g.le(g.sub(j, pos), g.scalar(static_cast<double>(right), DType::i64)));
+  if (left >= 0)
+    allowed = g.logical_and(allowed,
+                            g.le(g.sub(pos, j), g.scalar(static_cast<double>(left), DType::i64)));
+  if (right >= 0)
+    allowed = g.logical_and(allowed,
+                            g.le(g.sub(j, pos), g.scalar(static_cast<double>(right), DType::i64)));
   return g.select(allowed, g.scalar(0, dt), g.scalar(-kInf, dt));
 }
 
@@ -60,7 +65,8 @@ void convert_attention(NodeContext& c) {
   c.set_output(2, v);
   const int64_t sq = g.shape(q)[2], skv = g.shape(key)[2];
   const bool causal = c.attr_int("is_causal", 0) != 0;
-  const int64_t left = c.attr_int("left_window_size", -1), right = c.attr_int("right_window_size", -1);
+  const int64_t left = c.attr_int("left_window_size", -1),
+                right = c.attr_int("right_window_size", -1);
   std::optional<Value> nonpad;
   if (c.has_input(6)) nonpad = g.convert(c.input(6), DType::i64);
   // The mask as an additive bias, its last dim padded to the kv length (-inf / false).
@@ -124,13 +130,15 @@ void convert_attention(NodeContext& c) {
   Value sum = g.reduce_sum(e, {-1}, true);
   Value p = g.div(e, g.select(g.eq(sum, k(g, sum, 0)), k(g, sum, 1), sum));
   if (bias) {
-    Value bm = g.reduce_max(g.add(*bias, g.broadcast_in_dim(k(g, *bias, 0), g.shape(qk).dims(), {})), {-1}, true);
+    Value bm = g.reduce_max(
+        g.add(*bias, g.broadcast_in_dim(k(g, *bias, 0), g.shape(qk).dims(), {})), {-1}, true);
     p = g.select(g.eq(bm, k(g, bm, -kInf)), k(g, p, 0), p);
   }
   p = g.convert(p, dt);
   if (c.wants_output(3)) {
     Value out = mode == 1 ? qk : mode == 2 ? x : mode == 3 ? p : qk;
-    if (mode == 0 && softcap > 0) out = g.matmul(g.mul(q, s), g.transpose(g.mul(key, s), {0, 1, 3, 2}));
+    if (mode == 0 && softcap > 0)
+      out = g.matmul(g.mul(q, s), g.transpose(g.mul(key, s), {0, 1, 3, 2}));
     c.set_output(3, g.convert(out, dt));
   }
   Value y = g.matmul(p, v);
@@ -152,7 +160,8 @@ Value nll(NodeContext& c, Value input, Value target, std::optional<Value> weight
     ignored = g.eq(t, g.scalar(static_cast<double>(c.attr_int("ignore_index", 0)), DType::i64));
   if (ignored) t = g.select(*ignored, g.scalar(0, DType::i64), t);
   Value picked = g.squeeze(g.take_along_axis(input, g.expand_dims(t, {1}), 1), {1});
-  Value w = weight ? g.gather(*weight, t, 0) : g.broadcast_in_dim(g.scalar(1, dt), g.shape(t).dims(), {});
+  Value w =
+      weight ? g.gather(*weight, t, 0) : g.broadcast_in_dim(g.scalar(1, dt), g.shape(t).dims(), {});
   if (ignored) w = g.select(*ignored, g.scalar(0, dt), w);
   Value loss = g.neg(g.mul(picked, w));
   const std::string reduction = c.attr_string("reduction", "mean");

@@ -24,9 +24,11 @@ void convert_skip_layer_norm(NodeContext& c) {
   h = plus_optional_bias(c, h, 4);
   const int64_t hidden = g.shape(h).dims().back();
   Value gamma = c.input(2);
-  Value beta = c.has_input(3) ? c.input(3) : g.broadcast_in_dim(g.scalar(0, g.dtype(h)), {hidden}, {});
+  Value beta =
+      c.has_input(3) ? c.input(3) : g.broadcast_in_dim(g.scalar(0, g.dtype(h)), {hidden}, {});
   c.set_output(0, g.layer_norm(h, gamma, beta, -1, c.attr_float("epsilon", 1e-12)));
-  c.require(!c.wants_output(1) && !c.wants_output(2), "the mean and inv_std_var outputs are not supported");
+  c.require(!c.wants_output(1) && !c.wants_output(2),
+            "the mean and inv_std_var outputs are not supported");
   c.set_output(3, h);
 }
 
@@ -44,7 +46,7 @@ void convert_attention(NodeContext& c) {
   c.require(heads > 0 && hidden % heads == 0, "num_heads must divide the hidden size");
   const int64_t d = hidden / heads;
   Value qkv = plus_optional_bias(c, g.matmul(x, w), 2);  // [B, S, 3H]
-  auto head = [&](int64_t i) {  // [B, heads, S, D]
+  auto head = [&](int64_t i) {                           // [B, heads, S, D]
     Value part = g.slice(qkv, {0, 0, i * hidden}, {b, s, (i + 1) * hidden});
     return g.transpose(g.reshape(part, {b, s, heads, d}), {0, 2, 1, 3});
   };

@@ -154,7 +154,8 @@ const std::pair<const char*, Binary> kBinary[] = {
     {"LessOrEqual", [](Graph& g, Value a, Value b) { return g.le(a, b); }},
     {"Greater", [](Graph& g, Value a, Value b) { return g.gt(a, b); }},
     {"GreaterOrEqual", [](Graph& g, Value a, Value b) { return g.ge(a, b); }},
-    {"PRelu", [](Graph& g, Value x, Value slope) {  // x < 0 ? slope x : x
+    {"PRelu",
+     [](Graph& g, Value x, Value slope) {  // x < 0 ? slope x : x
        return g.select(g.lt(x, k(g, x, 0)), g.mul(x, slope), x);
      }},
 };

@@ -30,8 +30,8 @@ void convert_gather(NodeContext& c) {
     Tensor w(DType::i64, t->shape());
     for (int64_t i = 0; i < t->numel(); ++i) {
       int64_t v = t->get_i64(i);
-      c.require(v >= -n && v < n, "index " + std::to_string(v) + " is out of range for an axis of " +
-                                      std::to_string(n));
+      c.require(v >= -n && v < n, "index " + std::to_string(v) +
+                                      " is out of range for an axis of " + std::to_string(n));
       w.set_i64(i, v < 0 ? v + n : v);
     }
     idx = g.constant(w);
@@ -66,7 +66,8 @@ Value linear_index(Graph& g, Value idx, const std::vector<int64_t>& d) {
   const auto k = static_cast<int64_t>(d.size());
   std::vector<int64_t> strides(d.size(), 1);
   for (int64_t j = k - 2; j >= 0; --j)
-    strides[static_cast<size_t>(j)] = strides[static_cast<size_t>(j + 1)] * d[static_cast<size_t>(j + 1)];
+    strides[static_cast<size_t>(j)] =
+        strides[static_cast<size_t>(j + 1)] * d[static_cast<size_t>(j + 1)];
   Value dims = g.constant(Tensor::from_ints(DType::i64, Shape{k}, d));
   Value st = g.constant(Tensor::from_ints(DType::i64, Shape{k}, strides));
   idx = wrap_negative(g, idx, dims);
@@ -119,8 +120,9 @@ Value scatter_rows(NodeContext& c, Value flat, Value lin, Value updates) {
   const Shape& fs = g.shape(flat);
   Value zeros = g.broadcast_in_dim(g.scalar(0, g.dtype(flat)), fs.dims(), {});
   Value written = g.scatter_add(zeros, lin, updates, 0);
-  Value hits = g.scatter_add(g.broadcast_in_dim(g.scalar(0, DType::i32), {fs[0]}, {}), lin,
-                             g.broadcast_in_dim(g.scalar(1, DType::i32), g.shape(lin).dims(), {}), 0);
+  Value hits =
+      g.scatter_add(g.broadcast_in_dim(g.scalar(0, DType::i32), {fs[0]}, {}), lin,
+                    g.broadcast_in_dim(g.scalar(1, DType::i32), g.shape(lin).dims(), {}), 0);
   Value hit = g.broadcast_in_dim(g.gt(hits, g.scalar(0, DType::i32)), fs.dims(), {0});
   return g.select(hit, written, flat);
 }
@@ -139,8 +141,9 @@ void convert_scatter_elements(NodeContext& c) {
                     g.scalar(static_cast<double>(strides[static_cast<size_t>(axis)]), DType::i64));
   for (int i = 0; i < s.rank(); ++i)
     if (i != axis)
-      lin = g.add(lin, g.mul(g.iota(DType::i64, is, i),
-                             g.scalar(static_cast<double>(strides[static_cast<size_t>(i)]), DType::i64)));
+      lin = g.add(
+          lin, g.mul(g.iota(DType::i64, is, i),
+                     g.scalar(static_cast<double>(strides[static_cast<size_t>(i)]), DType::i64)));
   const int64_t m = is.numel();
   Value out = scatter_rows(c, g.reshape(x, {s.numel()}), g.reshape(lin, {m}), g.reshape(upd, {m}));
   c.set_output(0, g.reshape(out, s.dims()));

@@ -41,14 +41,17 @@ struct Window {
   std::vector<int64_t> kernel, strides, dilations, lo, hi;
 };
 
-Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& kernel, bool ceil_mode) {
+Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& kernel,
+                 bool ceil_mode) {
   const auto n = static_cast<int64_t>(kernel.size());
   Window w;
   w.kernel = kernel;
   w.strides = c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(n), 1));
   w.dilations = c.attr_ints("dilations", std::vector<int64_t>(static_cast<size_t>(n), 1));
-  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
-  c.require(static_cast<int64_t>(w.strides.size()) == n && static_cast<int64_t>(w.dilations.size()) == n &&
+  std::vector<int64_t> pads =
+      c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
+  c.require(static_cast<int64_t>(w.strides.size()) == n &&
+                static_cast<int64_t>(w.dilations.size()) == n &&
                 static_cast<int64_t>(pads.size()) == 2 * n,
             "strides, dilations and pads must match the kernel's rank");
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
@@ -66,7 +69,8 @@ Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& ker
     } else if (auto_pad == "VALID") {
       lo = hi = 0;
     } else {
-      c.require(auto_pad == "NOTSET", "auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+      c.require(auto_pad == "NOTSET",
+                "auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
     }
     if (ceil_mode) {
       // PyTorch's / onnx's rule: ceil the output count, but the last window must start inside
@@ -85,7 +89,8 @@ std::vector<int64_t> kernel_of(NodeContext& c, const Shape& x, std::optional<Sha
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
   if (kernel.empty() && weight) kernel.assign(weight->dims().begin() + 2, weight->dims().end());
   c.require(!kernel.empty(), "kernel_shape is required");
-  c.require(static_cast<int>(kernel.size()) + 2 == x.rank(), "kernel rank does not match the input");
+  c.require(static_cast<int>(kernel.size()) + 2 == x.rank(),
+            "kernel rank does not match the input");
   c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
                                     "-D windows are not supported (rlx's conv and pools are 1-D "
                                     "and 2-D)");
@@ -112,10 +117,14 @@ void convert_conv_transpose(NodeContext& c) {
   std::vector<int64_t> kernel = kernel_of(c, xs, ws);
   const auto n = static_cast<int64_t>(kernel.size());
   const int64_t groups = c.attr_int("group", 1);
-  std::vector<int64_t> strides = c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(n), 1));
-  std::vector<int64_t> dil = c.attr_ints("dilations", std::vector<int64_t>(static_cast<size_t>(n), 1));
-  std::vector<int64_t> out_pad = c.attr_ints("output_padding", std::vector<int64_t>(static_cast<size_t>(n), 0));
-  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
+  std::vector<int64_t> strides =
+      c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  std::vector<int64_t> dil =
+      c.attr_ints("dilations", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  std::vector<int64_t> out_pad =
+      c.attr_ints("output_padding", std::vector<int64_t>(static_cast<size_t>(n), 0));
+  std::vector<int64_t> pads =
+      c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
   std::vector<int64_t> out_shape = c.attr_ints("output_shape");
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
   c.require(strides.size() == kernel.size() && dil.size() == kernel.size() &&

@@ -41,19 +41,26 @@ struct ReduceRow {
 };
 
 const ReduceRow kReduce[] = {
-    {"ReduceSum", 13, [](Graph& g, Value x, const auto& a, bool k) { return g.reduce_sum(x, a, k); }},
+    {"ReduceSum", 13,
+     [](Graph& g, Value x, const auto& a, bool k) { return g.reduce_sum(x, a, k); }},
     {"ReduceMean", 18, reduce_mean},
     {"ReduceMax", 18,
-     [](Graph& g, Value x, const auto& a, bool k) { return bool_safe(g, x, &Graph::reduce_max, a, k); }},
+     [](Graph& g, Value x, const auto& a, bool k) {
+       return bool_safe(g, x, &Graph::reduce_max, a, k);
+     }},
     {"ReduceMin", 18,
-     [](Graph& g, Value x, const auto& a, bool k) { return bool_safe(g, x, &Graph::reduce_min, a, k); }},
-    {"ReduceProd", 18, [](Graph& g, Value x, const auto& a, bool k) { return g.reduce_prod(x, a, k); }},
+     [](Graph& g, Value x, const auto& a, bool k) {
+       return bool_safe(g, x, &Graph::reduce_min, a, k);
+     }},
+    {"ReduceProd", 18,
+     [](Graph& g, Value x, const auto& a, bool k) { return g.reduce_prod(x, a, k); }},
     {"ReduceL1", 18,
      [](Graph& g, Value x, const auto& a, bool k) { return g.reduce_sum(g.abs(x), a, k); }},
     {"ReduceL2", 18,
      [](Graph& g, Value x, const auto& a, bool k) {
        if (!is_float(g.dtype(x)))  // integer L2: sqrt in f64, truncated back
-         return g.convert(g.sqrt(g.reduce_sum(g.convert(g.mul(x, x), DType::f64), a, k)), g.dtype(x));
+         return g.convert(g.sqrt(g.reduce_sum(g.convert(g.mul(x, x), DType::f64), a, k)),
+                          g.dtype(x));
        return g.sqrt(g.reduce_sum(g.mul(x, x), a, k));
      }},
     {"ReduceSumSquare", 18,
@@ -93,10 +100,13 @@ void convert_arg(NodeContext& c, bool max) {
   if (c.attr_int("select_last_index", 0) != 0) {
     // The last extremum = n - 1 - the first one of the reversed axis.
     Value r = g.reverse(x, {axis});
-    Value i = max ? g.argmax(r, axis, keepdims, DType::i64) : g.argmin(r, axis, keepdims, DType::i64);
-    return c.set_output(0, g.sub(g.scalar(static_cast<double>(s[static_cast<int>(axis)] - 1), DType::i64), i));
+    Value i =
+        max ? g.argmax(r, axis, keepdims, DType::i64) : g.argmin(r, axis, keepdims, DType::i64);
+    return c.set_output(
+        0, g.sub(g.scalar(static_cast<double>(s[static_cast<int>(axis)] - 1), DType::i64), i));
   }
-  c.set_output(0, max ? g.argmax(x, axis, keepdims, DType::i64) : g.argmin(x, axis, keepdims, DType::i64));
+  c.set_output(
+      0, max ? g.argmax(x, axis, keepdims, DType::i64) : g.argmin(x, axis, keepdims, DType::i64));
 }
 
 }  // namespace

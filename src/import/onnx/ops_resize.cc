@@ -24,7 +24,8 @@ bool is_integer(double x) { return x == std::floor(x); }
 std::vector<double> coeffs(const ResizeAttrs& a, double ratio, double scale) {
   if (a.mode == "nearest") {
     if (is_integer(ratio)) return {0, 1};
-    if (a.nearest_mode == "round_prefer_ceil") return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+    if (a.nearest_mode == "round_prefer_ceil")
+      return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
     if (a.nearest_mode == "floor") return {1, 0};
     if (a.nearest_mode == "ceil") return {0, 1};
     return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};  // round_prefer_floor
@@ -73,7 +74,8 @@ double source_coord(NodeContext& c, const ResizeAttrs& a, double y, double scale
                     int64_t out, double roi_lo, double roi_hi, bool& outside) {
   const double out_w = scale * static_cast<double>(in);
   outside = false;
-  if (a.coord == "align_corners") return out_w == 1 ? 0 : y * static_cast<double>(in - 1) / (out_w - 1);
+  if (a.coord == "align_corners")
+    return out_w == 1 ? 0 : y * static_cast<double>(in - 1) / (out_w - 1);
   if (a.coord == "asymmetric") return y / scale;
   if (a.coord == "tf_crop_and_resize") {
     double x = out_w == 1 ? (roi_hi - roi_lo) * static_cast<double>(in - 1) / 2
@@ -85,7 +87,8 @@ double source_coord(NodeContext& c, const ResizeAttrs& a, double y, double scale
   if (a.coord == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
   if (a.coord == "half_pixel") return (y + 0.5) / scale - 0.5;
   if (a.coord == "half_pixel_symmetric") {
-    const double adjustment = static_cast<double>(out) / out_w, center = static_cast<double>(in) / 2;
+    const double adjustment = static_cast<double>(out) / out_w,
+                 center = static_cast<double>(in) / 2;
     return center * (1 - adjustment) + (y + 0.5) / scale - 0.5;
   }
   c.fail("coordinate_transformation_mode '" + a.coord + "' is not supported");
@@ -126,7 +129,8 @@ Value resize_axis(NodeContext& c, const ResizeAttrs& a, Value x, int64_t axis, d
     }
     for (int64_t t = 0; t < n; ++t) {
       idx.push_back(std::clamp<int64_t>(start + t, 0, in - 1));
-      w.push_back(a.exclude_outside && sum != 0 ? cf[static_cast<size_t>(t)] / sum : cf[static_cast<size_t>(t)]);
+      w.push_back(a.exclude_outside && sum != 0 ? cf[static_cast<size_t>(t)] / sum
+                                                : cf[static_cast<size_t>(t)]);
     }
   }
   std::vector<int64_t> gathered_shape = s.dims();
@@ -157,7 +161,8 @@ void convert_resize(NodeContext& c) {
   a.mode = c.attr_string("mode", "nearest");
   c.require(a.mode == "nearest" || a.mode == "linear" || a.mode == "cubic",
             "mode '" + a.mode + "' is not one of nearest, linear, cubic");
-  a.coord = c.attr_string("coordinate_transformation_mode", c.opset < 11 ? "asymmetric" : "half_pixel");
+  a.coord =
+      c.attr_string("coordinate_transformation_mode", c.opset < 11 ? "asymmetric" : "half_pixel");
   a.nearest_mode = c.attr_string("nearest_mode", c.opset < 11 ? "floor" : "round_prefer_floor");
   a.cubic_a = c.attr_float("cubic_coeff_a", -0.75);
   a.extrapolation = c.attr_float("extrapolation_value", 0.0);
@@ -170,8 +175,10 @@ void convert_resize(NodeContext& c) {
   const int scales_at = c.opset < 11 ? 1 : 2;
   if (c.has_input(scales_at) && c.input_shape(scales_at).numel() > 0)
     scales = c.static_doubles(scales_at, "scales");
-  if (c.opset >= 11 && c.has_input(3) && c.input_shape(3).numel() > 0) sizes = c.static_ints(3, "sizes");
-  if (c.opset >= 11 && c.has_input(1) && c.input_shape(1).numel() > 0) roi = c.static_doubles(1, "roi");
+  if (c.opset >= 11 && c.has_input(3) && c.input_shape(3).numel() > 0)
+    sizes = c.static_ints(3, "sizes");
+  if (c.opset >= 11 && c.has_input(1) && c.input_shape(1).numel() > 0)
+    roi = c.static_doubles(1, "roi");
   c.require(scales.empty() != sizes.empty(), "exactly one of scales and sizes must be given");
   std::vector<int64_t> axes = c.attr_ints("axes");
   if (axes.empty())
@@ -201,22 +208,25 @@ void convert_resize(NodeContext& c) {
   }
   const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
   if (!sizes.empty() && policy != "stretch") {
-    c.require(policy == "not_larger" || policy == "not_smaller",
-              "keep_aspect_ratio_policy '" + policy + "' is not one of stretch, not_larger, not_smaller");
+    c.require(
+        policy == "not_larger" || policy == "not_smaller",
+        "keep_aspect_ratio_policy '" + policy + "' is not one of stretch, not_larger, not_smaller");
     double pick = policy == "not_larger" ? 1e300 : 0;
     for (int64_t ax : axes)
       pick = policy == "not_larger" ? std::min(pick, scale[static_cast<size_t>(ax)])
                                     : std::max(pick, scale[static_cast<size_t>(ax)]);
     for (int64_t ax : axes) {
       scale[static_cast<size_t>(ax)] = pick;
-      out[static_cast<size_t>(ax)] = static_cast<int64_t>(pick * static_cast<double>(s[static_cast<int>(ax)]) + 0.5);
+      out[static_cast<size_t>(ax)] =
+          static_cast<int64_t>(pick * static_cast<double>(s[static_cast<int>(ax)]) + 0.5);
     }
   }
   const DType dt = g.dtype(x);
   Value y = is_float(dt) ? x : g.convert(x, DType::f64);
   for (int64_t ax : axes) {
     const auto u = static_cast<size_t>(ax);
-    if (std::fabs(scale[u] - 1.0) < 1e-9 && out[u] == s[static_cast<int>(ax)] && lo[u] == 0 && hi[u] == 1)
+    if (std::fabs(scale[u] - 1.0) < 1e-9 && out[u] == s[static_cast<int>(ax)] && lo[u] == 0 &&
+        hi[u] == 1)
       continue;
     y = resize_axis(c, a, y, ax, scale[u], out[u], lo[u], hi[u]);
   }

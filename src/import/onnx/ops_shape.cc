@@ -100,11 +100,12 @@ void convert_split(NodeContext& c) {
   if (c.opset < 13 && c.has_attr("split")) sizes = c.attr_ints("split");
   if (c.opset >= 13 && c.has_input(1)) sizes = c.static_ints(1, "split");
   if (sizes.empty()) {
-    int64_t n = c.opset >= 18 && c.has_attr("num_outputs") ? c.attr_int("num_outputs", 1)
-                                                            : c.num_outputs();
+    int64_t n =
+        c.opset >= 18 && c.has_attr("num_outputs") ? c.attr_int("num_outputs", 1) : c.num_outputs();
     c.require(n >= 1, "num_outputs must be >= 1");
     int64_t part = (dim + n - 1) / n;  // opset 18: the last chunk is smaller
-    for (int64_t i = 0, left = dim; i < n; ++i, left -= part) sizes.push_back(std::max<int64_t>(0, std::min(part, left)));
+    for (int64_t i = 0, left = dim; i < n; ++i, left -= part)
+      sizes.push_back(std::max<int64_t>(0, std::min(part, left)));
     if (c.opset < 18 || !c.has_attr("num_outputs"))
       c.require(dim % n == 0, "cannot split dim " + std::to_string(dim) + " into " +
                                   std::to_string(n) + " equal parts");
@@ -114,8 +115,8 @@ void convert_split(NodeContext& c) {
     c.require(v >= 0, "negative split size");
     total += v;
   }
-  c.require(total == dim, "split sizes sum to " + std::to_string(total) + ", the dim is " +
-                              std::to_string(dim));
+  c.require(total == dim,
+            "split sizes sum to " + std::to_string(total) + ", the dim is " + std::to_string(dim));
   c.require(static_cast<int64_t>(sizes.size()) == c.num_outputs(),
             std::to_string(sizes.size()) + " split sizes for " + std::to_string(c.num_outputs()) +
                 " outputs");
@@ -150,8 +151,8 @@ void convert_slice(NodeContext& c) {
   if (steps.empty()) steps.assign(starts.size(), 1);
   c.require(axes.size() == starts.size() && steps.size() == starts.size(),
             "starts, ends, axes and steps differ in length");
-  std::vector<int64_t> lo(static_cast<size_t>(s.rank()), 0), hi = s.dims(),
-      stride(static_cast<size_t>(s.rank()), 1);
+  std::vector<int64_t> lo(static_cast<size_t>(s.rank()), 0),
+      hi = s.dims(), stride(static_cast<size_t>(s.rank()), 1);
   std::vector<int64_t> reversed;
   for (size_t i = 0; i < starts.size(); ++i) {
     const auto a = static_cast<size_t>(c.axis(axes[i], s.rank()));
@@ -272,13 +273,16 @@ void convert_constant(NodeContext& c) {
   if (c.has_attr("value")) return c.set_output(0, g.constant(c.attr_tensor("value")));
   if (c.has_attr("value_float"))
     return c.set_output(0, g.scalar(c.attr_float("value_float", 0), DType::f32));
-  if (c.has_attr("value_floats")) return c.set_output(0, list(DType::f32, c.attr_floats("value_floats")));
+  if (c.has_attr("value_floats"))
+    return c.set_output(0, list(DType::f32, c.attr_floats("value_floats")));
   if (c.has_attr("value_int"))
-    return c.set_output(0, g.constant(Tensor::from_ints(DType::i64, Shape{},
-                                                        std::vector<int64_t>{c.attr_int("value_int", 0)})));
+    return c.set_output(
+        0, g.constant(Tensor::from_ints(DType::i64, Shape{},
+                                        std::vector<int64_t>{c.attr_int("value_int", 0)})));
   if (c.has_attr("value_ints")) return c.set_output(0, c.ints(c.attr_ints("value_ints")));
-  c.fail("needs one of the attributes value, value_float(s), value_int(s) (strings and sparse "
-         "tensors are not supported)");
+  c.fail(
+      "needs one of the attributes value, value_float(s), value_int(s) (strings and sparse "
+      "tensors are not supported)");
 }
 
 void convert_constant_of_shape(NodeContext& c) {
@@ -332,7 +336,8 @@ void convert_eye_like(NodeContext& c) {
     dt = *d;
   }
   int64_t k = c.attr_int("k", 0);
-  Value diag = g.logical_and(triangle_mask(g, s[0], s[1], k, true), triangle_mask(g, s[0], s[1], k, false));
+  Value diag =
+      g.logical_and(triangle_mask(g, s[0], s[1], k, true), triangle_mask(g, s[0], s[1], k, false));
   c.set_output(0, g.convert(diag, dt));
 }
 
@@ -344,7 +349,8 @@ void convert_depth_to_space(NodeContext& c) {
   const int64_t b = c.attr_int("blocksize", 0), n = s[0], ch = s[1], h = s[2], w = s[3];
   c.require(b > 0 && ch % (b * b) == 0, "channels must be a multiple of blocksize^2");
   const bool crd = c.attr_string("mode", "DCR") == "CRD";
-  Value r = crd ? c.g.reshape(x, {n, ch / (b * b), b, b, h, w}) : c.g.reshape(x, {n, b, b, ch / (b * b), h, w});
+  Value r = crd ? c.g.reshape(x, {n, ch / (b * b), b, b, h, w})
+                : c.g.reshape(x, {n, b, b, ch / (b * b), h, w});
   Value t = crd ? c.g.transpose(r, {0, 1, 4, 2, 5, 3}) : c.g.transpose(r, {0, 3, 4, 1, 5, 2});
   c.set_output(0, c.g.reshape(t, {n, ch / (b * b), h * b, w * b}));
 }
@@ -383,8 +389,8 @@ void add_shape_converters(ConverterTable& t) {
   t[{"", "DepthToSpace"}] = convert_depth_to_space;
   t[{"", "SpaceToDepth"}] = convert_space_to_depth;
   t[{"", "Size"}] = [](NodeContext& c) {
-    c.set_output(0, c.g.constant(Tensor::from_ints(DType::i64, Shape{},
-                                                   std::vector<int64_t>{c.input_shape(0).numel()})));
+    c.set_output(0, c.g.constant(Tensor::from_ints(
+                        DType::i64, Shape{}, std::vector<int64_t>{c.input_shape(0).numel()})));
   };
   t[{"", "Expand"}] = [](NodeContext& c) {
     c.set_output(0, c.g.expand(c.input(0), c.static_ints(1, "shape")));

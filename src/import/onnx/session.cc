@@ -1,7 +1,7 @@
 // InferenceSession: onnxruntime's run(output_names, feeds) over rlx. One import + compile per
 // distinct set of input shapes, cached; params bound from the model's initializers (views).
-#include "rlx/ir/error.h"
 #include "rlx/import/onnx.h"
+#include "rlx/ir/error.h"
 
 namespace rlx::onnx {
 
@@ -38,11 +38,13 @@ InferenceSession::Compiled& InferenceSession::compiled_for(
       // Bind the inputs the model needs by value, when they are small integer tensors.
       for (const std::string& name : e.inputs()) {
         const Tensor& t = feeds.at(name);
-        const bool small = t.numel() <= (is_float(t.dtype()) ? kMaxValueInputFloats : kMaxValueInputElements);
+        const bool small =
+            t.numel() <= (is_float(t.dtype()) ? kMaxValueInputFloats : kMaxValueInputElements);
         if (!small || o.input_values.count(name))
           throw Error(std::string(e.what()) + " (input '" + name + "' is " + t.type().to_string() +
                       "; only integer or bool inputs of at most " +
-                      std::to_string(kMaxValueInputElements) + " elements and float inputs of at most " +
+                      std::to_string(kMaxValueInputElements) +
+                      " elements and float inputs of at most " +
                       std::to_string(kMaxValueInputFloats) + " are bound by value)");
         o.input_values.emplace(name, t);
         value_inputs_.push_back(name);
@@ -76,7 +78,8 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string>& output
   }
   Compiled& c = compiled_for(feeds);
   TensorMap in;
-  for (const auto& [onnx_name, rlx_name] : c.imported.inputs) in.emplace(rlx_name, feeds.at(onnx_name));
+  for (const auto& [onnx_name, rlx_name] : c.imported.inputs)
+    in.emplace(rlx_name, feeds.at(onnx_name));
   std::vector<Tensor> all = c.exe->run(in);
   if (output_names.empty()) return all;
   std::vector<Tensor> out;

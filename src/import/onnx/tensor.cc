@@ -17,11 +17,11 @@ using TP = ::onnx::TensorProto;
 
 // Element type names as ONNX spells them in "tensor(...)".
 constexpr const char* kElemNames[] = {
-    "undefined", "float",   "uint8",       "int8",          "uint16",        "int16",
-    "int32",     "int64",   "string",      "bool",          "float16",       "double",
-    "uint32",    "uint64",  "complex64",   "complex128",    "bfloat16",      "float8e4m3fn",
-    "float8e4m3fnuz",       "float8e5m2",  "float8e5m2fnuz", "uint4",        "int4",
-    "float4e2m1", "float8e8m0", "uint2",   "int2",          "float6e2m3",    "float6e3m2"};
+    "undefined",      "float",      "uint8",          "int8",       "uint16",    "int16",
+    "int32",          "int64",      "string",         "bool",       "float16",   "double",
+    "uint32",         "uint64",     "complex64",      "complex128", "bfloat16",  "float8e4m3fn",
+    "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",      "int4",      "float4e2m1",
+    "float8e8m0",     "uint2",      "int2",           "float6e2m3", "float6e3m2"};
 
 // Elements a tensor declares, or an error when a dim is negative or the product overflows the
 // sizes rlx can hold (2^48 elements, far beyond memory; avoids int64 overflow downstream).
@@ -67,7 +67,8 @@ std::string external_path(const std::string& dir, const std::string& location,
                 "' must be a path relative to the model's directory");
   for (const auto& part : p)
     if (part == "..")
-      throw Error(what + ": external data location '" + location + "' leaves the model's directory");
+      throw Error(what + ": external data location '" + location +
+                  "' leaves the model's directory");
   if (dir.empty())
     throw Error(what + ": the tensor is stored in external data file '" + location +
                 "', but the model was given as bytes without a directory to find it in");
@@ -101,8 +102,9 @@ Tensor external_tensor(const TP& t, DType dt, const Shape& shape, int64_t numel,
   std::shared_ptr<const FileMapping> mapping = map_file(path, size);
   const auto need = static_cast<uint64_t>(numel) * static_cast<uint64_t>(dtype_size(dt));
   if (length >= 0 && static_cast<uint64_t>(length) != need)
-    throw Error(what + ": external data length " + std::to_string(length) + " does not match dims " +
-                shape.to_string() + " (" + std::to_string(need) + " bytes)");
+    throw Error(what + ": external data length " + std::to_string(length) +
+                " does not match dims " + shape.to_string() + " (" + std::to_string(need) +
+                " bytes)");
   if (static_cast<uint64_t>(offset) > size || size - static_cast<uint64_t>(offset) < need)
     throw Error(what + ": external data file '" + path + "' has " + std::to_string(size) +
                 " bytes, the tensor needs " + std::to_string(need) + " at offset " +
@@ -120,16 +122,26 @@ Tensor external_tensor(const TP& t, DType dt, const Shape& shape, int64_t numel,
 
 std::optional<DType> dtype_of(int32_t t) {
   switch (t) {
-    case TP::FLOAT: return DType::f32;
-    case TP::UINT8: return DType::u8;
-    case TP::INT8: return DType::i8;
-    case TP::INT32: return DType::i32;
-    case TP::INT64: return DType::i64;
-    case TP::BOOL: return DType::bool_;
-    case TP::FLOAT16: return DType::f16;
-    case TP::DOUBLE: return DType::f64;
-    case TP::BFLOAT16: return DType::bf16;
-    default: return std::nullopt;
+    case TP::FLOAT:
+      return DType::f32;
+    case TP::UINT8:
+      return DType::u8;
+    case TP::INT8:
+      return DType::i8;
+    case TP::INT32:
+      return DType::i32;
+    case TP::INT64:
+      return DType::i64;
+    case TP::BOOL:
+      return DType::bool_;
+    case TP::FLOAT16:
+      return DType::f16;
+    case TP::DOUBLE:
+      return DType::f64;
+    case TP::BFLOAT16:
+      return DType::bf16;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -177,7 +189,8 @@ Tensor decode_tensor(const TP& t, const std::string& what, const std::shared_ptr
       return from_field(*dt, shape, numel, t.int64_data(), what, "int64_data",
                         [](Tensor& o, int64_t i, int64_t v) { o.data_as<int64_t>()[i] = v; });
     case TP::FLOAT16:
-    case TP::BFLOAT16: return half_bits(*dt, shape, numel, t.int32_data(), what);
+    case TP::BFLOAT16:
+      return half_bits(*dt, shape, numel, t.int32_data(), what);
     default:  // INT32, INT8, UINT8, BOOL: int32_data, wrapped into the element type
       return from_field(*dt, shape, numel, t.int32_data(), what, "int32_data",
                         [](Tensor& o, int64_t i, int32_t v) { o.set_i64(i, v); });
@@ -204,15 +217,24 @@ Tensor parse_tensor_proto(std::string_view bytes, const std::string& what) {
 
 std::string onnx_type_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "tensor(float)";
-    case DType::f16: return "tensor(float16)";
-    case DType::bf16: return "tensor(bfloat16)";
-    case DType::f64: return "tensor(double)";
-    case DType::i8: return "tensor(int8)";
-    case DType::u8: return "tensor(uint8)";
-    case DType::i32: return "tensor(int32)";
-    case DType::i64: return "tensor(int64)";
-    case DType::bool_: return "tensor(bool)";
+    case DType::f32:
+      return "tensor(float)";
+    case DType::f16:
+      return "tensor(float16)";
+    case DType::bf16:
+      return "tensor(bfloat16)";
+    case DType::f64:
+      return "tensor(double)";
+    case DType::i8:
+      return "tensor(int8)";
+    case DType::u8:
+      return "tensor(uint8)";
+    case DType::i32:
+      return "tensor(int32)";
+    case DType::i64:
+      return "tensor(int64)";
+    case DType::bool_:
+      return "tensor(bool)";
   }
   return "tensor(unknown)";
 }
