@@ -490,6 +490,7 @@ const ConverterTable& converters() {
     add_nn_converters(t);
     add_attention_converters(t);
     add_resize_converters(t);
+    add_einsum_converters(t);
     add_contrib_converters(t);
     return t;
   }();
