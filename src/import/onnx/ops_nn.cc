@@ -1,7 +1,7 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, global
 // pools, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
-// Softmax/LogSoftmax/Hardmax (opset < 13: over the flattened trailing dims), LRN,
-// LpNormalization, MeanVarianceNormalization.
+// RMSNormalization, RotaryEmbedding, Softmax/LogSoftmax/Hardmax (opset < 13: over the
+// flattened trailing dims), LRN, LpNormalization, MeanVarianceNormalization.
 #include <algorithm>
 #include <cmath>
 
@@ -268,6 +268,44 @@ void convert_layer_norm(NodeContext& c) {
   }
 }
 
+void convert_rms_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  const int64_t axis = c.axis(c.attr_int("axis", -1), s.rank());
+  std::vector<int64_t> norm(s.dims().begin() + axis, s.dims().end());
+  Value scale = c.input(1);
+  if (g.shape(scale).dims() != norm) scale = g.expand(scale, norm);
+  c.set_output(0, g.rms_norm(x, scale, axis, c.attr_float("epsilon", 1e-5)));
+}
+
+// RotaryEmbedding (opset 23): x [B, H, S, D] or [B, S, H*D] (num_heads), caches [B, S, R/2]
+// or [max_pos, R/2] indexed by position_ids; rlx's rope over [B, H, S, D] (interleaved = gptj
+// pairs, else neox halves; dims past R pass through).
+void convert_rotary_embedding(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  Value cos = c.input(1), sin = c.input(2);
+  if (std::optional<Value> pos = c.optional_input(3)) {
+    cos = g.gather(cos, *pos, 0);
+    sin = g.gather(sin, *pos, 0);
+  }
+  c.require(g.shape(cos).rank() == 3,
+            "cos_cache must be [batch, seq, R/2] (or 2-D with position_ids)");
+  const Shape cs = g.shape(cos);
+  cos = g.reshape(cos, {cs[0], 1, cs[1], cs[2]});
+  sin = g.reshape(sin, {cs[0], 1, cs[1], cs[2]});
+  const std::string layout = c.attr_int("interleaved", 0) != 0 ? "gptj" : "neox";
+  if (s.rank() == 4) return c.set_output(0, g.rope(x, cos, sin, layout));
+  const int64_t heads = c.attr_int("num_heads", 0);
+  c.require(s.rank() == 3 && heads > 0 && s[2] % heads == 0,
+            "a 3-D input needs num_heads dividing its hidden size");
+  Value h = g.transpose(g.reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+  Value y = g.rope(h, cos, sin, layout);
+  c.set_output(0, g.reshape(g.transpose(y, {0, 2, 1, 3}), s.dims()));
+}
+
 // Softmax-like ops: opset >= 13 along `axis` (default -1); before, over the dims [axis, rank)
 // flattened (default axis 1).
 void convert_softmax_like(NodeContext& c, Value (*fn)(Graph&, Value, int64_t)) {
@@ -358,6 +396,8 @@ void add_nn_converters(ConverterTable& t) {
   t[{"", "InstanceNormalization"}] = convert_instance_norm;
   t[{"", "GroupNormalization"}] = convert_group_norm;
   t[{"", "LayerNormalization"}] = convert_layer_norm;
+  t[{"", "RMSNormalization"}] = convert_rms_norm;
+  t[{"", "RotaryEmbedding"}] = convert_rotary_embedding;
   t[{"", "Softmax"}] = [](NodeContext& c) {
     convert_softmax_like(c, [](Graph& g, Value x, int64_t a) { return g.softmax(x, a); });
   };
