@@ -491,6 +491,7 @@ const ConverterTable& converters() {
     add_attention_converters(t);
     add_resize_converters(t);
     add_einsum_converters(t);
+    add_rnn_converters(t);
     add_contrib_converters(t);
     return t;
   }();

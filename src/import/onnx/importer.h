@@ -127,6 +127,7 @@ void add_nn_converters(ConverterTable& t);           // ops_nn.cc
 void add_attention_converters(ConverterTable& t);    // ops_attention.cc
 void add_resize_converters(ConverterTable& t);       // ops_resize.cc
 void add_einsum_converters(ConverterTable& t);       // ops_einsum.cc
+void add_rnn_converters(ConverterTable& t);          // ops_rnn.cc
 void add_contrib_converters(ConverterTable& t);      // ops_contrib.cc
 
 /// The rlx dtype of ONNX TensorProto.DataType `t`, or nullopt for types rlx lacks.
