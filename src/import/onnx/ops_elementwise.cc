@@ -233,16 +233,16 @@ void convert_dropout(NodeContext& c) {
 
 void add_elementwise_converters(ConverterTable& t) {
   for (const auto& [name, fn] : kUnary)
-    t[{"", name}] = [fn](NodeContext& c) { c.set_output(0, fn(c, c.input(0))); };
+    t[{"", name}] = [f = fn](NodeContext& c) { c.set_output(0, f(c, c.input(0))); };
   for (const auto& [name, fn] : kBinary)
-    t[{"", name}] = [fn](NodeContext& c) { c.set_output(0, fn(c.g, c.input(0), c.input(1))); };
+    t[{"", name}] = [f = fn](NodeContext& c) { c.set_output(0, f(c.g, c.input(0), c.input(1))); };
   for (const auto& [name, fn] : kVariadic) {
     bool mean = std::string_view(name) == "Mean";
-    t[{"", name}] = [fn, mean](NodeContext& c) {
+    t[{"", name}] = [f = fn, mean](NodeContext& c) {
       std::vector<Value> xs = c.inputs();
       c.require(!xs.empty(), "needs at least one input");
       Value acc = xs[0];
-      for (size_t i = 1; i < xs.size(); ++i) acc = fn(c.g, acc, xs[i]);
+      for (size_t i = 1; i < xs.size(); ++i) acc = f(c.g, acc, xs[i]);
       if (mean) acc = c.g.div(acc, k(c.g, acc, static_cast<double>(xs.size())));
       c.set_output(0, acc);
     };
