@@ -105,7 +105,9 @@ void convert_einsum(NodeContext& c) {
   c.require(!xs.empty(), "needs at least one input");
   std::vector<int64_t> ranks;
   for (Value x : xs) ranks.push_back(g.shape(x).rank());
-  auto [labels, out] = parse(c, c.attr_string("equation", ""), ranks);
+  const auto parsed = parse(c, c.attr_string("equation", ""), ranks);
+  const std::vector<std::string>& labels = parsed.first;
+  const std::string& out = parsed.second;
   std::vector<Term> terms;
   for (size_t i = 0; i < xs.size(); ++i) {
     terms.push_back({xs[i], labels[i]});
