@@ -50,6 +50,11 @@ int model_config(const uint8_t* data, size_t size);
 /// bytes again.
 int gguf(const uint8_t* data, size_t size);
 
+/// ONNX model bytes (onnx::Model::from_bytes, then import_graph for the declared input shapes,
+/// symbolic dims 2). rlx::Error from either is fine; an imported graph must verify, keep every
+/// output, and come with the data of each of its params.
+int onnx_model(const uint8_t* data, size_t size);
+
 /// A target by name, as the replay test and fuzz/corpus/<name>/ see it.
 struct Target {
   const char* name;
@@ -60,7 +65,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"text_ir", text_ir},     {"safetensors", safetensors},
     {"tokenizer", tokenizer}, {"model_config", model_config},
-    {"gguf", gguf},
+    {"gguf", gguf},           {"onnx_model", onnx_model},
 };
 
 }  // namespace rlx::fuzz

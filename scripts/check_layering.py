@@ -22,7 +22,7 @@ from pathlib import Path
 
 # Layer -> the layers it may include (itself implied): the libraries it links, directly or
 # transitively. Bottom first: ir < opt < autodiff, runtime < backends (cpu, pjrt) < train;
-# ir < io < train, models < serve; cpu and pjrt are siblings and may not include each other.
+# ir < io < train, models < serve; runtime, io < import; cpu and pjrt are siblings and may not include each other.
 ALLOWED: dict[str, set[str]] = {
     "ir": set(),
     "opt": {"ir"},
@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     # rlx_models links io and backends; rlx_model_graphs (encoder_block) only ir.
     "models": {"cpu", "pjrt", "runtime", "opt", "io", "ir"},
     "model_graphs": {"ir"},
+    # rlx_import (ONNX) links rlx_runtime and rlx_io.
+    "import": {"runtime", "opt", "io", "ir"},
     # rlx_serve links rlx_models (and through it io and the backends).
     "serve": {"models", "cpu", "pjrt", "runtime", "opt", "io", "ir"},
 }

@@ -9,7 +9,7 @@
 # cores) run at once, one core each.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET ...]   # targets: text_ir safetensors tokenizer
-#                                                 # model_config gguf (default: all)
+#                                                 # model_config gguf onnx_model (default: all)
 # RLX_FUZZ_OUT=DIR keeps the scratch directory (DIR/<target>/{corpus,log,crash-*}); reusing it
 # continues from the corpus a previous run grew. A finding's input is written there; once the
 # parser is fixed, add it to fuzz/regressions/<target>/ (rlx_fuzz_tests replays it).
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(text_ir safetensors tokenizer model_config gguf)
+((${#targets[@]})) || targets=(text_ir safetensors tokenizer model_config gguf onnx_model)
 jobs=${RLX_FUZZ_JOBS:-$(nproc)}
 
 start=$(date +%s)

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev libhwy-dev libopenblas-dev libutf8proc-dev zlib1g-dev ccache python3 python3-pip
-  clang-format clang libclang-rt-14-dev libcpp-httplib-dev prometheus-cpp-dev)
+  clang-format clang libclang-rt-14-dev libcpp-httplib-dev prometheus-cpp-dev protobuf-compiler
+  libprotobuf-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -50,6 +51,15 @@ fi
 if ! python3 -c "import lammps_jax_pjrt_cpu" 2>/dev/null; then
   echo "installing: lammps-jax-pjrt-cpu (PyPI, the XLA CPU PJRT plugin)"
   pip_install --no-deps lammps-jax-pjrt-cpu==0.11.2
+fi
+
+# ONNX import: the build generates its protobuf parser from this package's onnx-ml.proto (the
+# schema of the newest IR version; Debian's libonnx-dev 1.12 stops at IR 8), its tests write
+# the ONNX backend node cases from it (scripts/onnx_node_cases.py, pinned to this version), and
+# onnxruntime is the reference of python/tests/test_onnx.py.
+if ! python3 -c "import onnx, onnxruntime, sys; sys.exit(onnx.__version__ != '1.23.2' or onnxruntime.__version__ != '1.32.0')" 2>/dev/null; then
+  echo "installing: onnx 1.23.2, onnxruntime 1.32.0 (PyPI)"
+  pip_install "onnx==1.23.2" "onnxruntime==1.32.0"
 fi
 
 # The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference, the

@@ -92,3 +92,4 @@ def evaluate(
         merged[name] = value
     return _core.evaluate(graph, merged, dict(params or {}))
 from . import models  # noqa: E402  (rlx.models.SentenceEmbedder, rlx.models.LLM)
+from . import onnx  # noqa: E402  (rlx.onnx.InferenceSession, rlx.onnx.load)

@@ -17,6 +17,8 @@ void bind_models(pybind11::module_& m);
 void bind_autodiff(pybind11::module_& m);
 /// train_demo and default_digits_path (train.cc).
 void bind_train(pybind11::module_& m);
+/// _OnnxModel and _OnnxSession, the ONNX importer (onnx.cc).
+void bind_onnx(pybind11::module_& m);
 /// _op_cases_json: the op-case table for the Python parity suite (testing.cc).
 void bind_testing(pybind11::module_& m);
 

@@ -13,5 +13,6 @@ PYBIND11_MODULE(_core, m) {
   rlx::py_bind::bind_models(m);
   rlx::py_bind::bind_autodiff(m);
   rlx::py_bind::bind_train(m);
+  rlx::py_bind::bind_onnx(m);
   rlx::py_bind::bind_testing(m);
 }

@@ -39,11 +39,9 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-namespace io_detail {
+FileMapping::~FileMapping() { munmap(addr_, size_); }
 
-Mapping::~Mapping() { munmap(addr_, size_); }
-
-std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
+std::shared_ptr<const FileMapping> map_file(const std::string& path, size_t& size) {
   auto errno_text = [](int err) { return std::string(std::strerror(err)); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + errno_text(errno));
@@ -68,8 +66,10 @@ std::shared_ptr<const Mapping> map_file(const std::string& path, size_t& size) {
   ::close(fd);  // the mapping keeps the file open
   if (addr == MAP_FAILED)
     throw Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
-  return std::make_shared<const Mapping>(addr, size);
+  return std::make_shared<const FileMapping>(addr, size);
 }
+
+namespace io_detail {
 
 size_t invalid_utf8_at(std::string_view s) {
   size_t i = 0;

@@ -1,5 +1,5 @@
 // rlx command-line tool: embed, serve, quantize, tokenize, generate, chat, devices, demo, check,
-// ops, opt, train-demo and compile.
+// ops, opt, train-demo, compile, and run / info for ONNX models.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "embed.h"
 #include "generate.h"
+#include "onnx_cmds.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/bpe_tokenizer.h"
@@ -352,12 +353,22 @@ int run(int argc, char** argv) {
   train::DigitsDemoOptions train_args;
   auto* train_demo = tools::add_train_demo_command(app, train_args);
 
+  tools::OnnxRunArgs run_args;
+  auto* run_cmd = tools::add_onnx_run_command(app, run_args);
+  std::string info_path;
+  auto* info = tools::add_onnx_info_command(app, info_path);
+
   std::string compile_path, compile_emit, compile_precision;
+  std::vector<std::string> compile_dims;
   auto* compile = app.add_subcommand(
       "compile", "Lower a text IR file for a backend and print the result (no device needed)");
   compile
-      ->add_option("file", compile_path, "graph in the rlx text form (docs/ir.md); - reads stdin")
+      ->add_option("file", compile_path,
+                   "graph in the rlx text form (docs/ir.md), - reads stdin; or an .onnx model "
+                   "(imported for its declared input shapes)")
       ->required();
+  compile->add_option("--dim", compile_dims,
+                      "NAME=SIZE for a symbolic input dim of an .onnx model (default 1)");
   compile
       ->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
       ->required()
@@ -408,12 +419,18 @@ int run(int argc, char** argv) {
     if (*generate) return tools::run_generate(gen_args);
     if (*chat) return tools::run_chat(chat_args);
     if (*devices) return tools::run_devices();
+    if (*run_cmd) return tools::run_onnx_run(run_args);
+    if (*info) return tools::run_onnx_info(info_path);
     if (*train_demo) return tools::run_train_demo(train_args);
     if (*compile) {
       CompileOptions options;
       if (!compile_precision.empty()) options.precision = parse_precision_policy(compile_precision);
       // The module a Session would compile: RLX_KERNEL_DISPATCH / RLX_PRECISION apply.
-      std::cout << pjrt::lower_to_stablehlo(load_graph(compile_path), resolve_environment(options));
+      const bool is_onnx =
+          compile_path.size() > 5 && compile_path.compare(compile_path.size() - 5, 5, ".onnx") == 0;
+      Graph g =
+          is_onnx ? tools::import_onnx_graph(compile_path, compile_dims) : load_graph(compile_path);
+      std::cout << pjrt::lower_to_stablehlo(g, resolve_environment(options));
       return 0;
     }
   }

@@ -1,0 +1,413 @@
+// ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, global
+// pools, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
+// RMSNormalization, RotaryEmbedding, Softmax/LogSoftmax/Hardmax (opset < 13: over the
+// flattened trailing dims), LRN, LpNormalization, MeanVarianceNormalization.
+#include <algorithm>
+#include <cmath>
+
+#include "importer.h"
+
+namespace rlx::onnx::detail {
+
+namespace {
+
+Value k(Graph& g, Value like, double v) { return g.scalar(v, g.dtype(like)); }
+
+// A per-channel vector [C] reshaped to broadcast against [N, C, spatial...] of rank `rank`.
+Value per_channel(Graph& g, Value v, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank - 1), 1);
+  shape[0] = g.shape(v).numel();
+  return g.reshape(v, shape);
+}
+
+void convert_gemm(NodeContext& c) {
+  Graph& g = c.g;
+  Value a = c.input(0), b = c.input(1);
+  if (c.attr_int("transA", 0)) a = g.transpose(a, {1, 0});
+  if (c.attr_int("transB", 0)) b = g.transpose(b, {1, 0});
+  Value y = g.matmul(a, b);
+  const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
+  if (alpha != 1.0) y = g.mul(y, k(g, y, alpha));
+  if (std::optional<Value> bias = c.optional_input(2)) {
+    Value cb = beta != 1.0 ? g.mul(*bias, k(g, *bias, beta)) : *bias;
+    y = g.add(y, cb);
+  }
+  c.set_output(0, y);
+}
+
+// Spatial geometry of a convolution or pool: kernel, strides, dilations and low/high pads per
+// spatial dim, from the attributes (auto_pad SAME_UPPER / SAME_LOWER / VALID / NOTSET).
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, lo, hi;
+};
+
+Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& kernel,
+                 bool ceil_mode) {
+  const auto n = static_cast<int64_t>(kernel.size());
+  Window w;
+  w.kernel = kernel;
+  w.strides = c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  w.dilations = c.attr_ints("dilations", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  std::vector<int64_t> pads =
+      c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
+  c.require(static_cast<int64_t>(w.strides.size()) == n &&
+                static_cast<int64_t>(w.dilations.size()) == n &&
+                static_cast<int64_t>(pads.size()) == 2 * n,
+            "strides, dilations and pads must match the kernel's rank");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int64_t in = x[static_cast<int>(i + 2)], span = (kernel[u] - 1) * w.dilations[u] + 1;
+    c.require(w.strides[u] >= 1 && w.dilations[u] >= 1 && kernel[u] >= 1,
+              "kernel, strides and dilations must be positive");
+    int64_t lo = pads[u], hi = pads[u + static_cast<size_t>(n)];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + w.strides[u] - 1) / w.strides[u];
+      const int64_t total = std::max<int64_t>((out - 1) * w.strides[u] + span - in, 0);
+      lo = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      hi = total - lo;
+    } else if (auto_pad == "VALID") {
+      lo = hi = 0;
+    } else {
+      c.require(auto_pad == "NOTSET",
+                "auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+    }
+    if (ceil_mode) {
+      // PyTorch's / onnx's rule: ceil the output count, but the last window must start inside
+      // the input or its low padding; the extra high padding makes a floor-mode pool compute it.
+      int64_t out = (in + lo + hi - span + w.strides[u] - 1) / w.strides[u] + 1;
+      if ((out - 1) * w.strides[u] >= in + lo) --out;
+      hi = std::max(hi, (out - 1) * w.strides[u] + span - in - lo);
+    }
+    w.lo.push_back(lo);
+    w.hi.push_back(hi);
+  }
+  return w;
+}
+
+std::vector<int64_t> kernel_of(NodeContext& c, const Shape& x, std::optional<Shape> weight) {
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  if (kernel.empty() && weight) kernel.assign(weight->dims().begin() + 2, weight->dims().end());
+  c.require(!kernel.empty(), "kernel_shape is required");
+  c.require(static_cast<int>(kernel.size()) + 2 == x.rank(),
+            "kernel rank does not match the input");
+  c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
+                                    "-D windows are not supported (rlx's conv and pools are 1-D "
+                                    "and 2-D)");
+  return kernel;
+}
+
+void convert_conv(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0), w = c.input(1);
+  const Shape& xs = g.shape(x);
+  Window win = window_of(c, xs, kernel_of(c, xs, g.shape(w)), false);
+  Value y = g.conv(x, w, win.strides, win.lo, win.hi, win.dilations, c.attr_int("group", 1));
+  if (std::optional<Value> b = c.optional_input(2)) y = g.add(y, per_channel(g, *b, xs.rank()));
+  c.set_output(0, y);
+}
+
+// ConvTranspose as a convolution of the stride-dilated input (interior padding) with the
+// spatially flipped kernel whose in/out channels are swapped per group.
+void convert_conv_transpose(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0), w = c.input(1);
+  const Shape& xs = g.shape(x);
+  const Shape ws = g.shape(w);
+  std::vector<int64_t> kernel = kernel_of(c, xs, ws);
+  const auto n = static_cast<int64_t>(kernel.size());
+  const int64_t groups = c.attr_int("group", 1);
+  std::vector<int64_t> strides =
+      c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  std::vector<int64_t> dil =
+      c.attr_ints("dilations", std::vector<int64_t>(static_cast<size_t>(n), 1));
+  std::vector<int64_t> out_pad =
+      c.attr_ints("output_padding", std::vector<int64_t>(static_cast<size_t>(n), 0));
+  std::vector<int64_t> pads =
+      c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * n), 0));
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  c.require(strides.size() == kernel.size() && dil.size() == kernel.size() &&
+                out_pad.size() == kernel.size() && pads.size() == 2 * kernel.size(),
+            "strides, dilations, output_padding and pads must match the kernel's rank");
+  if (out_shape.size() > kernel.size())  // given as the full [N, C, ...] shape
+    out_shape.erase(out_shape.begin(), out_shape.end() - n);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int64_t in = xs[static_cast<int>(i + 2)], span = (kernel[u] - 1) * dil[u] + 1;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t target = out_shape.empty() ? in * strides[u] : out_shape[u];
+      const int64_t total = strides[u] * (in - 1) + out_pad[u] + span - target;
+      const bool lower = auto_pad == "SAME_LOWER";
+      pads[u] = lower ? total - total / 2 : total / 2;
+      pads[u + static_cast<size_t>(n)] = total - pads[u];
+    } else if (auto_pad == "VALID") {
+      pads[u] = pads[u + static_cast<size_t>(n)] = 0;
+    }
+  }
+  // Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
+  const int64_t cin = ws[0], cout_g = ws[1];
+  std::vector<int64_t> grouped{groups, cin / groups, cout_g};
+  std::vector<int64_t> perm{0, 2, 1}, flat{groups * cout_g, cin / groups}, spatial;
+  for (int64_t i = 0; i < n; ++i) {
+    grouped.push_back(kernel[static_cast<size_t>(i)]);
+    perm.push_back(3 + i);
+    flat.push_back(kernel[static_cast<size_t>(i)]);
+    spatial.push_back(2 + i);
+  }
+  c.require(cin % groups == 0, "input channels must be a multiple of group");
+  Value wt = g.reverse(g.reshape(g.transpose(g.reshape(w, grouped), perm), flat), spatial);
+  // Input: stride - 1 zeros between elements, then (span - 1 - pad) around, + output_padding.
+  std::vector<int64_t> lo{0, 0}, hi{0, 0}, interior{0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int64_t span = (kernel[u] - 1) * dil[u] + 1;
+    lo.push_back(span - 1 - pads[u]);
+    hi.push_back(span - 1 - pads[u + static_cast<size_t>(n)] + out_pad[u]);
+    interior.push_back(strides[u] - 1);
+  }
+  Value xp = g.pad(x, k(g, x, 0), lo, hi, interior);
+  Value y = g.conv(xp, wt, {}, {}, {}, dil, groups);
+  if (std::optional<Value> b = c.optional_input(2)) y = g.add(y, per_channel(g, *b, xs.rank()));
+  c.set_output(0, y);
+}
+
+void convert_pool(NodeContext& c, bool max) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape& xs = g.shape(x);
+  c.require(!c.wants_output(1), "the Indices output is not supported");
+  Window win = window_of(c, xs, kernel_of(c, xs, std::nullopt), c.attr_int("ceil_mode", 0) != 0);
+  for (int64_t d : win.dilations) c.require(d == 1, "dilated pooling is not supported");
+  if (max && !is_float(g.dtype(x))) {  // integer max pool through f64 (exact up to 2^53)
+    Value y = g.max_pool(g.convert(x, DType::f64), win.kernel, win.strides, win.lo, win.hi);
+    return c.set_output(0, g.convert(y, g.dtype(x)));
+  }
+  if (max) return c.set_output(0, g.max_pool(x, win.kernel, win.strides, win.lo, win.hi));
+  c.set_output(0, g.avg_pool(x, win.kernel, win.strides, win.lo, win.hi,
+                             c.attr_int("count_include_pad", 0) != 0));
+}
+
+std::vector<int64_t> spatial_axes(const Shape& s) {
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < s.rank(); ++i) axes.push_back(i);
+  return axes;
+}
+
+void convert_batch_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  c.require(c.attr_int("training_mode", 0) == 0, "training_mode is not supported (inference only)");
+  const int64_t rank = g.shape(x).rank();
+  Value scale = c.input(1), bias = c.input(2), mean = c.input(3), var = c.input(4);
+  Value inv = g.div(scale, g.sqrt(g.add(var, k(g, var, c.attr_float("epsilon", 1e-5)))));
+  Value y = g.add(g.mul(g.sub(x, per_channel(g, mean, rank)), per_channel(g, inv, rank)),
+                  per_channel(g, bias, rank));
+  c.set_output(0, y);
+  c.set_output(1, mean);  // inference: the running statistics pass through
+  c.set_output(2, var);
+}
+
+// (x - mean) / sqrt(var + eps) over `axes` (two-pass variance).
+Value normalize(Graph& g, Value x, const std::vector<int64_t>& axes, double eps) {
+  Value mean = g.reduce_mean(x, axes, true);
+  Value d = g.sub(x, mean);
+  Value var = g.reduce_mean(g.mul(d, d), axes, true);
+  return g.div(d, g.sqrt(g.add(var, k(g, var, eps))));
+}
+
+void convert_instance_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape& s = g.shape(x);
+  Value y = normalize(g, x, spatial_axes(s), c.attr_float("epsilon", 1e-5));
+  y = g.add(g.mul(y, per_channel(g, c.input(1), s.rank())), per_channel(g, c.input(2), s.rank()));
+  c.set_output(0, y);
+}
+
+void convert_group_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  const int64_t groups = c.attr_int("num_groups", 0), ch = s[1];
+  c.require(groups > 0 && ch % groups == 0, "channels must be a multiple of num_groups");
+  Value scale = c.input(1), bias = c.input(2);
+  if (c.opset < 21 && g.shape(scale).numel() == groups && groups != ch) {
+    // Opset 18: scale and bias per group; repeat each for the group's channels.
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < ch; ++i) idx.push_back(i / (ch / groups));
+    scale = g.gather(scale, c.ints(idx), 0);
+    bias = g.gather(bias, c.ints(idx), 0);
+  }
+  std::vector<int64_t> grouped{s[0], groups, -1};
+  Value y = normalize(g, g.reshape(x, grouped), {2}, c.attr_float("epsilon", 1e-5));
+  y = g.reshape(y, s.dims());
+  c.set_output(0, g.add(g.mul(y, per_channel(g, scale, s.rank())), per_channel(g, bias, s.rank())));
+}
+
+void convert_layer_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  const int64_t axis = c.axis(c.attr_int("axis", -1), s.rank());
+  const double eps = c.attr_float("epsilon", 1e-5);
+  std::vector<int64_t> norm(s.dims().begin() + axis, s.dims().end());
+  Value scale = c.input(1);
+  if (g.shape(scale).dims() != norm) scale = g.expand(scale, norm);
+  Value bias = c.has_input(2) ? c.input(2) : g.broadcast_in_dim(k(g, x, 0), norm, {});
+  if (g.shape(bias).dims() != norm) bias = g.expand(bias, norm);
+  c.set_output(0, g.layer_norm(x, scale, bias, axis, eps));
+  if (c.wants_output(1) || c.wants_output(2)) {
+    std::vector<int64_t> axes;
+    for (int64_t i = axis; i < s.rank(); ++i) axes.push_back(i);
+    Value mean = g.reduce_mean(x, axes, true);
+    Value d = g.sub(x, mean);
+    Value var = g.reduce_mean(g.mul(d, d), axes, true);
+    c.set_output(1, mean);
+    c.set_output(2, g.rsqrt(g.add(var, k(g, var, eps))));
+  }
+}
+
+void convert_rms_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  const int64_t axis = c.axis(c.attr_int("axis", -1), s.rank());
+  std::vector<int64_t> norm(s.dims().begin() + axis, s.dims().end());
+  Value scale = c.input(1);
+  if (g.shape(scale).dims() != norm) scale = g.expand(scale, norm);
+  c.set_output(0, g.rms_norm(x, scale, axis, c.attr_float("epsilon", 1e-5)));
+}
+
+// RotaryEmbedding (opset 23): x [B, H, S, D] or [B, S, H*D] (num_heads), caches [B, S, R/2]
+// or [max_pos, R/2] indexed by position_ids; rlx's rope over [B, H, S, D] (interleaved = gptj
+// pairs, else neox halves; dims past R pass through).
+void convert_rotary_embedding(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  Value cos = c.input(1), sin = c.input(2);
+  if (std::optional<Value> pos = c.optional_input(3)) {
+    cos = g.gather(cos, *pos, 0);
+    sin = g.gather(sin, *pos, 0);
+  }
+  c.require(g.shape(cos).rank() == 3,
+            "cos_cache must be [batch, seq, R/2] (or 2-D with position_ids)");
+  const Shape cs = g.shape(cos);
+  cos = g.reshape(cos, {cs[0], 1, cs[1], cs[2]});
+  sin = g.reshape(sin, {cs[0], 1, cs[1], cs[2]});
+  const std::string layout = c.attr_int("interleaved", 0) != 0 ? "gptj" : "neox";
+  if (s.rank() == 4) return c.set_output(0, g.rope(x, cos, sin, layout));
+  const int64_t heads = c.attr_int("num_heads", 0);
+  c.require(s.rank() == 3 && heads > 0 && s[2] % heads == 0,
+            "a 3-D input needs num_heads dividing its hidden size");
+  Value h = g.transpose(g.reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+  Value y = g.rope(h, cos, sin, layout);
+  c.set_output(0, g.reshape(g.transpose(y, {0, 2, 1, 3}), s.dims()));
+}
+
+// Softmax-like ops: opset >= 13 along `axis` (default -1); before, over the dims [axis, rank)
+// flattened (default axis 1).
+void convert_softmax_like(NodeContext& c, Value (*fn)(Graph&, Value, int64_t)) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  if (c.opset >= 13) return c.set_output(0, fn(g, x, c.axis(c.attr_int("axis", -1), s.rank())));
+  const int64_t axis = c.axis(c.attr_int("axis", 1), std::max(s.rank(), 1));
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < s.rank(); ++i) (i < axis ? outer : inner) *= s[i];
+  c.set_output(0, g.reshape(fn(g, g.reshape(x, {outer, inner}), 1), s.dims()));
+}
+
+Value hardmax(Graph& g, Value x, int64_t axis) {
+  Value am = g.argmax(x, axis, true, DType::i64);
+  return g.convert(g.eq(g.iota(DType::i64, g.shape(x), axis), am), g.dtype(x));
+}
+
+void convert_lrn(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const Shape s = g.shape(x);
+  const int64_t size = c.attr_int("size", 0);
+  c.require(size >= 1 && s.rank() >= 3, "size must be >= 1 and the input NC...");
+  const double alpha = c.attr_float("alpha", 1e-4), beta = c.attr_float("beta", 0.75),
+               bias = c.attr_float("bias", 1.0);
+  // Sum of squares over the channel window [c - (size-1)/2, c + ceil((size-1)/2)].
+  std::vector<int64_t> lo(static_cast<size_t>(s.rank()), 0), hi = lo;
+  lo[1] = (size - 1) / 2;
+  hi[1] = size - 1 - lo[1];
+  Value sq = g.pad(g.mul(x, x), k(g, x, 0), lo, hi);
+  Value sum;
+  for (int64_t i = 0; i < size; ++i) {
+    std::vector<int64_t> start(static_cast<size_t>(s.rank()), 0), limit = s.dims();
+    start[1] = i;
+    limit[1] = i + s[1];
+    Value part = g.slice(sq, start, limit);
+    sum = i == 0 ? part : g.add(sum, part);
+  }
+  Value denom = g.pow(g.add(k(g, x, bias), g.mul(sum, k(g, x, alpha / static_cast<double>(size)))),
+                      k(g, x, beta));
+  c.set_output(0, g.div(x, denom));
+}
+
+void convert_lp_norm(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const int64_t axis = c.axis(c.attr_int("axis", -1), g.shape(x).rank());
+  const int64_t p = c.attr_int("p", 2);
+  c.require(p == 1 || p == 2, "p must be 1 or 2");
+  Value norm = p == 1 ? g.reduce_sum(g.abs(x), {axis}, true)
+                      : g.sqrt(g.reduce_sum(g.mul(x, x), {axis}, true));
+  // A zero norm gives 0, not NaN (onnx's reference).
+  Value zero = k(g, norm, 0);
+  c.set_output(0, g.select(g.eq(norm, zero), zero, g.div(x, norm)));
+}
+
+void convert_mvn(NodeContext& c) {
+  Graph& g = c.g;
+  Value x = c.input(0);
+  const int64_t rank = g.shape(x).rank();
+  std::vector<int64_t> axes = c.attr_ints("axes", {0, 2, 3});
+  for (int64_t& a : axes) a = c.axis(a, rank);
+  // onnx's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9).
+  Value mean = g.reduce_mean(x, axes, true);
+  Value var = g.sub(g.reduce_mean(g.mul(x, x), axes, true), g.mul(mean, mean));
+  c.set_output(0, g.div(g.sub(x, mean), g.add(g.sqrt(var), k(g, x, 1e-9))));
+}
+
+}  // namespace
+
+void add_nn_converters(ConverterTable& t) {
+  t[{"", "MatMul"}] = [](NodeContext& c) { c.set_output(0, c.g.matmul(c.input(0), c.input(1))); };
+  t[{"", "Gemm"}] = convert_gemm;
+  t[{"", "Conv"}] = convert_conv;
+  t[{"", "ConvTranspose"}] = convert_conv_transpose;
+  t[{"", "MaxPool"}] = [](NodeContext& c) { convert_pool(c, true); };
+  t[{"", "AveragePool"}] = [](NodeContext& c) { convert_pool(c, false); };
+  t[{"", "GlobalAveragePool"}] = [](NodeContext& c) {
+    Value x = c.input(0);
+    c.set_output(0, c.g.reduce_mean(x, spatial_axes(c.g.shape(x)), true));
+  };
+  t[{"", "GlobalMaxPool"}] = [](NodeContext& c) {
+    Value x = c.input(0);
+    c.set_output(0, c.g.reduce_max(x, spatial_axes(c.g.shape(x)), true));
+  };
+  t[{"", "BatchNormalization"}] = convert_batch_norm;
+  t[{"", "InstanceNormalization"}] = convert_instance_norm;
+  t[{"", "GroupNormalization"}] = convert_group_norm;
+  t[{"", "LayerNormalization"}] = convert_layer_norm;
+  t[{"", "RMSNormalization"}] = convert_rms_norm;
+  t[{"", "RotaryEmbedding"}] = convert_rotary_embedding;
+  t[{"", "Softmax"}] = [](NodeContext& c) {
+    convert_softmax_like(c, [](Graph& g, Value x, int64_t a) { return g.softmax(x, a); });
+  };
+  t[{"", "LogSoftmax"}] = [](NodeContext& c) {
+    convert_softmax_like(c, [](Graph& g, Value x, int64_t a) { return g.log_softmax(x, a); });
+  };
+  t[{"", "Hardmax"}] = [](NodeContext& c) { convert_softmax_like(c, hardmax); };
+  t[{"", "LRN"}] = convert_lrn;
+  t[{"", "LpNormalization"}] = convert_lp_norm;
+  t[{"", "MeanVarianceNormalization"}] = convert_mvn;
+}
+
+}  // namespace rlx::onnx::detail

@@ -1,0 +1,355 @@
+// The ONNX importer on models built here with the generated protobuf classes: tensor decoding
+// (raw_data, typed fields, external data), shape folding, by-value inputs, opset differences,
+// and every kind of malformed file ending in an rlx::Error that names the file and node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include RLX_ONNX_PROTO_HEADER
+#include "common/scoped_env.h"
+#include "rlx/import/onnx.h"
+#include "rlx/ir/error.h"
+#include "rlx/ir/evaluator.h"
+
+namespace rlx::onnx {
+namespace {
+
+using ::onnx::ModelProto;
+using ::onnx::NodeProto;
+using ::onnx::TensorProto;
+using rlx::testing::TempDir;
+
+// A model under construction: opset 17 unless given.
+struct Builder {
+  ModelProto m;
+  explicit Builder(int64_t opset = 17) {
+    m.set_ir_version(8);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("g");
+  }
+  void input(const std::string& name, int32_t type, const std::vector<std::string>& dims) {
+    auto* v = m.mutable_graph()->add_input();
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    for (const std::string& d : dims) {
+      auto* dim = t->mutable_shape()->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
+        dim->set_dim_value(std::stoll(d));
+      else
+        dim->set_dim_param(d);
+    }
+  }
+  void output(const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
+  NodeProto* node(const std::string& op, const std::vector<std::string>& in,
+                  const std::vector<std::string>& out, const std::string& name = "") {
+    NodeProto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + std::to_string(m.graph().node_size()) : name);
+    for (const auto& i : in) n->add_input(i);
+    for (const auto& o : out) n->add_output(o);
+    return n;
+  }
+  TensorProto* initializer(const std::string& name, int32_t type,
+                           const std::vector<int64_t>& dims) {
+    TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    return t;
+  }
+  void ints(const std::string& name, const std::vector<int64_t>& v) {
+    TensorProto* t = initializer(name, TensorProto::INT64, {static_cast<int64_t>(v.size())});
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  Model model() const { return Model::from_bytes(m.SerializeAsString(), "", "test.onnx"); }
+};
+
+void attr_int(NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Tensor floats(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::f32, s, v); }
+
+TEST(OnnxImport, RawAndTypedInitializersAgree) {
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"2", "20"});
+  // The same 20 x 3 weight once as raw_data, once as float_data.
+  std::vector<float> w(60);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.25f - 3;
+  TensorProto* raw = b.initializer("w_raw", TensorProto::FLOAT, {20, 3});
+  raw->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  TensorProto* typed = b.initializer("w_typed", TensorProto::FLOAT, {20, 3});
+  for (float v : w) typed->add_float_data(v);
+  b.node("MatMul", {"x", "w_raw"}, {"a"});
+  b.node("MatMul", {"x", "w_typed"}, {"b"});
+  b.node("Sub", {"a", "b"}, {"y"});
+  b.output("y");
+  ImportedGraph ig = b.model().import_graph();
+  ASSERT_EQ(ig.params.size(), 2u);
+  TensorMap feeds{{"x", Tensor::full(DType::f32, Shape{2, 20}, 1.0)}};
+  for (const auto& [name, t] : ig.params) feeds.emplace(name, t);
+  Tensor y = evaluate(ig.graph, feeds)[0];
+  for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.get_f64(i), 0.0);
+  EXPECT_NE(ig.params[0].second.get_f64(5), 0.0);
+}
+
+TEST(OnnxImport, RawDataIsViewedNotCopied) {
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"20"});
+  TensorProto* w = b.initializer("w", TensorProto::FLOAT, {20});
+  w->set_raw_data(std::string(80, '\0'));
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y");
+  ImportedGraph ig = b.model().import_graph();
+  ASSERT_EQ(ig.params.size(), 1u);
+  // The view shares the parsed message's buffer: two imports hand out the same address.
+  Model m = b.model();
+  EXPECT_EQ(m.import_graph().params[0].second.data(), m.import_graph().params[0].second.data());
+}
+
+TEST(OnnxImport, ExternalDataIsMappedAndChecked) {
+  TempDir dir;
+  std::vector<float> w(24);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+  {
+    std::ofstream f(dir.file("weights.bin"), std::ios::binary);
+    f.write("pad!", 4);  // offset 4: aligned for f32, so mapped without a copy
+    f.write(reinterpret_cast<const char*>(w.data()), 96);
+  }
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"24"});
+  TensorProto* t = b.initializer("w", TensorProto::FLOAT, {24});
+  t->set_data_location(TensorProto::EXTERNAL);
+  auto kv = [&](const std::string& k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "4");
+  kv("length", "96");
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  {
+    std::ofstream f(dir.file("m.onnx"), std::ios::binary);
+    f << b.m.SerializeAsString();
+  }
+  ImportedGraph ig = Model::load(dir.file("m.onnx")).import_graph();
+  ASSERT_EQ(ig.params.size(), 1u);
+  EXPECT_EQ(ig.params[0].second.get_f64(23), 23.0);
+  // A location outside the model's directory, a short file, and bytes without a directory.
+  t->mutable_external_data(0)->set_value("../weights.bin");
+  EXPECT_NE(error_of([&] { b.model(); }).find("leaves the model's directory"), std::string::npos);
+  t->mutable_external_data(0)->set_value("weights.bin");
+  EXPECT_NE(error_of([&] { b.model(); }).find("without a directory"), std::string::npos);
+  t->mutable_external_data(1)->set_value("8");
+  {
+    std::ofstream f(dir.file("m.onnx"), std::ios::binary);
+    f << b.m.SerializeAsString();
+  }
+  EXPECT_NE(error_of([&] { Model::load(dir.file("m.onnx")); }).find("has 100 bytes"),
+            std::string::npos);
+}
+
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape folds: the graph keeps one reshape.
+TEST(OnnxImport, ShapeSubgraphsFoldToConstants) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"batch", "6"});
+  b.ints("zero", {0});
+  b.ints("idx", {0});
+  b.ints("tail", {2, 3});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "idx"}, {"n"});
+  b.node("Concat", {"n", "tail"}, {"shape"});
+  attr_int(b.m.mutable_graph()->mutable_node(2), "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  ImportOptions o;
+  o.dim_params["batch"] = 5;
+  ImportedGraph ig = b.model().import_graph(o);
+  int computing = 0;
+  for (const Node& n : ig.graph.nodes())
+    if (n.op != OpKind::Input && n.op != OpKind::Constant) ++computing;
+  EXPECT_EQ(computing, 1) << ig.graph.to_string();
+  EXPECT_EQ(ig.graph.shape(ig.graph.outputs()[0]), (Shape{5, 2, 3}));
+  // Another batch size: the same model imports to another concrete graph.
+  o.dim_params["batch"] = 2;
+  EXPECT_EQ(b.model().import_graph(o).graph.shape(ig.graph.outputs()[0]), (Shape{2, 2, 3}));
+}
+
+TEST(OnnxImport, InputNeededAsValueIsNamedAndCanBeBound) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"2", "3"});
+  b.input("axes", TensorProto::INT64, {"1"});
+  b.node("ReduceSum", {"x", "axes"}, {"y"}, "sum");
+  b.output("y");
+  Model m = b.model();
+  try {
+    m.import_graph();
+    FAIL() << "expected InputValuesRequired";
+  } catch (const InputValuesRequired& e) {
+    EXPECT_EQ(e.inputs(), std::vector<std::string>{"axes"});
+    EXPECT_NE(std::string(e.what()).find("node 'sum' (ReduceSum, opset 13)"), std::string::npos);
+  }
+  InferenceSession s(m);
+  std::vector<Tensor> y =
+      s.run({}, {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
+                 {"axes", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{1})}});
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 1}));
+  EXPECT_EQ(y[0].get_f64(1), 15.0);
+  // Another value of the bound input compiles again and reduces the other axis.
+  y = s.run({"y"}, {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
+                    {"axes", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{0})}});
+  EXPECT_EQ(y[0].shape(), (Shape{1, 3}));
+  EXPECT_EQ(y[0].get_f64(2), 9.0);
+}
+
+// Softmax changed meaning at opset 13: before, over the flattened trailing dims.
+TEST(OnnxImport, SoftmaxFollowsItsOpset) {
+  for (int64_t opset : {11, 13}) {
+    Builder b(opset);
+    b.input("x", TensorProto::FLOAT, {"2", "2"});
+    NodeProto* n = b.node("Softmax", {"x"}, {"y"});
+    attr_int(n, "axis", 0);
+    b.output("y");
+    InferenceSession s(b.model());
+    Tensor y = s.run({}, {{"x", floats({2, 2}, {0, 0, 0, 0})}})[0];
+    // opset 11, axis 0: one softmax over all 4 elements (0.25); opset 13: per column (0.5).
+    EXPECT_NEAR(y.get_f64(0), opset == 11 ? 0.25 : 0.5, 1e-6) << "opset " << opset;
+  }
+}
+
+TEST(OnnxImport, UnsupportedOpsAreListedTogetherFirst) {
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"2"});
+  b.node("Relu", {"x"}, {"a"});
+  b.node("FooOp", {"a"}, {"b"}, "foo1");
+  b.node("BarOp", {"b"}, {"c"}, "bar1");
+  b.node("FooOp", {"c"}, {"y"}, "foo2");
+  b.output("y");
+  Model m = b.model();
+  ASSERT_EQ(m.info().unsupported.size(), 2u);
+  std::string e = error_of([&] { m.import_graph(); });
+  EXPECT_NE(e.find("2 op type(s) not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("BarOp (opset 17): 1 node(s) 'bar1'"), std::string::npos) << e;
+  EXPECT_NE(e.find("FooOp (opset 17): 2 node(s) 'foo1', 'foo2'"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, MalformedFilesGiveErrorsNamingTheProblem) {
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"2"});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  const std::string bytes = b.m.SerializeAsString();
+  // Truncated protobuf.
+  EXPECT_NE(error_of([&] {
+              Model::from_bytes(bytes.substr(0, bytes.size() - 3), "", "t.onnx");
+            }).find("t.onnx: not a valid ONNX model"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Model::from_bytes("garbage!", "", "t.onnx"); }).find("not a valid"),
+            std::string::npos);
+  // A dangling input.
+  {
+    Builder d = b;
+    d.m.mutable_graph()->mutable_node(0)->set_input(0, "nope");
+    EXPECT_NE(error_of([&] { d.model(); }).find("node 'Relu_1' (Relu) reads 'nope', which no node"),
+              std::string::npos);
+  }
+  // A cycle.
+  {
+    Builder d;
+    d.input("x", TensorProto::FLOAT, {"2"});
+    d.node("Add", {"x", "b"}, {"a"}, "n1");
+    d.node("Relu", {"a"}, {"b"}, "n2");
+    d.output("b");
+    EXPECT_NE(error_of([&] { d.model(); }).find("the graph has a cycle through node 'n1'"),
+              std::string::npos);
+  }
+  // An attribute of the wrong type.
+  {
+    Builder d;
+    d.input("x", TensorProto::FLOAT, {"2", "2"});
+    NodeProto* n = d.node("Transpose", {"x"}, {"y"}, "t");
+    auto* a = n->add_attribute();
+    a->set_name("perm");
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(1);
+    d.output("y");
+    EXPECT_NE(error_of([&] {
+                d.model().import_graph();
+              }).find("node 't' (Transpose, opset 17): attribute 'perm' must be a list of ints"),
+              std::string::npos);
+  }
+  // Huge declared dims: of an input, and of an initializer without the data.
+  {
+    Builder d;
+    d.input("x", TensorProto::FLOAT, {"1000000000", "1000000000"});
+    d.node("Relu", {"x"}, {"y"});
+    d.output("y");
+    EXPECT_NE(error_of([&] { d.model().import_graph(); }).find("is invalid or too large"),
+              std::string::npos);
+    d.initializer("w", TensorProto::FLOAT, {1 << 30, 1 << 30, 1 << 30});
+    EXPECT_NE(error_of([&] { d.model(); }).find("initializer 'w': declared dims"),
+              std::string::npos);
+  }
+  // Data that does not match its dims.
+  {
+    Builder d = b;
+    d.initializer("w", TensorProto::FLOAT, {3})->add_float_data(1);
+    EXPECT_NE(error_of([&] { d.model(); }).find("float_data holds 1 values, dims [3] need 3"),
+              std::string::npos);
+  }
+  // A converter's own check, naming the node.
+  {
+    Builder d;
+    d.input("x", TensorProto::FLOAT, {"2", "3"});
+    d.ints("shape", {4, 4});
+    d.node("Reshape", {"x", "shape"}, {"y"}, "r");
+    d.output("y");
+    std::string e = error_of([&] { d.model().import_graph(); });
+    EXPECT_NE(e.find("test.onnx: node 'r' (Reshape, opset 17): "), std::string::npos) << e;
+  }
+}
+
+TEST(OnnxImport, SessionChecksFeeds) {
+  Builder b;
+  b.input("x", TensorProto::FLOAT, {"n"});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  InferenceSession s(b.model());
+  EXPECT_NE(error_of([&] {
+              s.run({}, {{"z", floats({1}, {1})}});
+            }).find("unknown input 'z' (inputs: x)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              s.run({}, {{"x", Tensor(DType::i32, Shape{1})}});
+            }).find("input 'x' must be tensor(float), got tensor(int32)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              s.run({"q"}, {{"x", floats({1}, {1})}});
+            }).find("unknown output 'q'"),
+            std::string::npos);
+  // Two shapes of the symbolic dim: two imports, both right.
+  EXPECT_EQ(s.run({}, {{"x", floats({3}, {-1, 0, 2})}})[0].get_f64(2), 2.0);
+  EXPECT_EQ(s.run({}, {{"x", floats({1}, {-5})}})[0].get_f64(0), 0.0);
+}
+
+}  // namespace
+}  // namespace rlx::onnx
