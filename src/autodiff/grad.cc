@@ -29,13 +29,14 @@ OpTable<VjpFn>& rules() {
 // The explicit list of ops whose cotangent is zero (JAX gives these zero or integer-valued
 // tangents): comparisons and logic, index-valued reductions, piecewise-constant rounding, and
 // stop_gradient, whose whole point is to cut the gradient; dequantize, whose operand is packed
-// integer data (its f32 result is a constant of the weight bytes, so no float input reaches it).
+// integer data (its f32 result is a constant of the weight bytes, so no float input reaches it);
+// threefry2x32, whose operands and results are integer words (random bits).
 // The coverage test requires every op to be here or to have a rule or a decomposition.
 constexpr OpKind kNonDifferentiable[] = {
-    OpKind::Not,    OpKind::And,          OpKind::Or,        OpKind::Xor,   OpKind::Eq,
-    OpKind::Ne,     OpKind::Lt,           OpKind::Le,        OpKind::Gt,    OpKind::Ge,
-    OpKind::ArgMax, OpKind::ArgMin,       OpKind::Sign,      OpKind::Floor, OpKind::Ceil,
-    OpKind::Round,  OpKind::StopGradient, OpKind::Dequantize};
+    OpKind::Not,    OpKind::And,          OpKind::Or,         OpKind::Xor,         OpKind::Eq,
+    OpKind::Ne,     OpKind::Lt,           OpKind::Le,         OpKind::Gt,          OpKind::Ge,
+    OpKind::ArgMax, OpKind::ArgMin,       OpKind::Sign,       OpKind::Floor,       OpKind::Ceil,
+    OpKind::Round,  OpKind::StopGradient, OpKind::Dequantize, OpKind::Threefry2x32};
 
 }  // namespace
 

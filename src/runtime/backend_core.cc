@@ -29,6 +29,7 @@ PipelineOptions make_pipeline_options(const BackendFacts& backend, const Compile
   po.dce = options.dce;
   po.fold_constants = options.fold_constants;
   po.quantized_params = options.quantized_params;
+  po.seed = options.seed;
   return po;
 }
 

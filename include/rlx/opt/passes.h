@@ -2,6 +2,7 @@
 // rewrites and when it does nothing. All preserve reference-evaluator semantics.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,11 @@ std::unique_ptr<Pass> create_fuse_attention_pass();
 /// "mark-elementwise-regions": maximal chains of elementwise ops (two or more) become one
 /// elementwise_region node each.
 std::unique_ptr<Pass> create_mark_elementwise_regions_pass();
+
+/// "bind-rng-seed": gives every rng_key node without a `seed` attribute the seed `seed` (the
+/// compile seed, CompileOptions::seed), so its key is a function of the compile options; nodes
+/// with a seed keep theirs. The standard pipeline runs it first.
+std::unique_ptr<Pass> create_bind_rng_seed_pass(uint64_t seed);
 
 /// "decompose" (or `name`): replaces every composite op for which `keep(op)` is false by its
 /// decomposition (rlx::decompose). With keep = "not fused" it is the inverse of the fusions.
