@@ -766,13 +766,10 @@ void bind_graph(py::module_& m) {
           py::arg("key"), py::arg("shape"))
       .def(
           "random_uniform",
-          [](const GraphPtr& g, const PyValue& key, const Ints& shape, const py::object& dtype,
-             double minval, double maxval) {
-            return PyValue{
-                g, random::uniform(*g, own(g, key), Shape(shape), to_dtype(dtype), minval, maxval)};
+          [](const GraphPtr& g, const PyValue& key, const Ints& shape, const py::object& dtype) {
+            return PyValue{g, random::uniform(*g, own(g, key), Shape(shape), to_dtype(dtype))};
           },
-          py::arg("key"), py::arg("shape"), py::arg("dtype") = "f32", py::arg("minval") = 0.0,
-          py::arg("maxval") = 1.0)
+          py::arg("key"), py::arg("shape"), py::arg("dtype") = "f32")
       .def(
           "random_bernoulli",
           [](const GraphPtr& g, const PyValue& key, double p, const Ints& shape) {

@@ -114,10 +114,12 @@ std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>&
   return ids;
 }
 
-// Keep composites that have their own rule or are non-differentiable; decompose the rest so
-// every remaining op has a rule (or contributes zero).
+// Keep composites that have their own rule or are non-differentiable, and leaves (rng_key's
+// key is the compile seed's, bound when the result is compiled); decompose the rest so every
+// remaining op has a rule (or contributes zero).
 bool keep_for_ad(OpKind op) {
-  return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op);
+  return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op) ||
+         op_info(op).has(kLeaf);
 }
 
 // The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of

@@ -97,7 +97,7 @@ Value bits(Graph& g, Value key, const Shape& shape) {
   return g.logical_xor(y0, y1);
 }
 
-Value uniform(Graph& g, Value key, const Shape& shape, DType dtype, double minval, double maxval) {
+Value uniform(Graph& g, Value key, const Shape& shape, DType dtype) {
   const Ints batch = batch_dims(g, key, "uniform");
   check(is_float(dtype), "random::uniform: dtype must be f32, f64, f16 or bf16, got " +
                              std::string(dtype_name(dtype)));
@@ -126,10 +126,8 @@ Value uniform(Graph& g, Value key, const Shape& shape, DType dtype, double minva
                               g.scalar(static_cast<double>((1 << width) - 1), DType::i32));
     m = g.div(low, g.scalar(static_cast<double>(1 << (width - mantissa)), DType::i32));
   }
-  Value u = g.mul(g.convert(m, dtype), g.scalar(std::ldexp(1.0, -mantissa), dtype));
-  if (minval == 0.0 && maxval == 1.0) return u;  // u * 1 + 0 and max(0, u) are u
-  Value lo = g.scalar(minval, dtype), hi = g.scalar(maxval, dtype);
-  return g.max(lo, g.add(g.mul(u, g.sub(hi, lo)), lo));
+  // jax's floats * (maxval - minval) + minval and max(minval, ...) are the identity on [0, 1).
+  return g.mul(g.convert(m, dtype), g.scalar(std::ldexp(1.0, -mantissa), dtype));
 }
 
 Value bernoulli(Graph& g, Value key, double p, const Shape& shape) {

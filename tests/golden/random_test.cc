@@ -39,8 +39,8 @@ TEST(RngKey, CompileSeedIsBoundOnlyWhereNoSeedIsGiven) {
   Graph bound = g;
   EXPECT_TRUE(create_bind_rng_seed_pass(0x123456789abcdefull)->run(bound));
   std::vector<Tensor> b = evaluate(bound, {});
-  EXPECT_EQ(b[0].get_i64(0), 0x12345678);
-  EXPECT_EQ(static_cast<uint32_t>(b[0].get_i64(1)), 0x9abcdefu);
+  EXPECT_EQ(b[0].get_i64(0), 0x01234567);
+  EXPECT_EQ(static_cast<uint32_t>(b[0].get_i64(1)), 0x89abcdefu);
   EXPECT_EQ(b[1].get_i64(1), 7);  // an explicit seed wins
   EXPECT_NE(bound.to_string().find("seed=81985529216486895"), std::string::npos)
       << bound.to_string();
@@ -55,6 +55,16 @@ TEST(RngKey, CompileSeedIsBoundOnlyWhereNoSeedIsGiven) {
   EXPECT_EQ(p[0].get_i64(1), 99);
   EXPECT_EQ(p[1].get_i64(1), 7);
   for (const Node& n : r.graph.nodes()) EXPECT_NE(n.op, OpKind::RngKey);
+}
+
+// Only a compile knows the compile seed: a transform that decomposes an unseeded rng_key would
+// fold it to seed 0, so decomposing one is an error (autodiff keeps it as a leaf).
+TEST(RngKey, DecomposingAnUnboundKeyIsAnError) {
+  Graph g("unbound");
+  g.set_outputs({g.rng_key()});
+  EXPECT_NE(error_of([&] { decompose(g); })
+                .find("rng_key (node %0) has no seed: its key is the compile seed"),
+            std::string::npos);
 }
 
 TEST(RngKey, SeedAbove2To63RoundTripsThroughText) {

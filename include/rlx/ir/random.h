@@ -35,14 +35,13 @@ Value split(Graph& g, Value key, int64_t num);
 /// 2^31 elements or more (counters are i32 iotas).
 Value bits(Graph& g, Value key, const Shape& shape);
 
-/// jax.random.uniform(key, shape, dtype, minval, maxval) for dtype f32, f64, f16 or bf16: the
-/// top mantissa-width bits of random bits as m * 2^-mantissa in [0, 1) (exact; as jax, 64-bit
-/// words y0:y1 for f64, the low 16 bits of y0 ^ y1 for f16 and its low 8 bits for bf16, whose
-/// 7-bit mantissa makes jax draw bytes), then, unless [minval,
-/// maxval) is [0, 1), max(minval, u * (maxval - minval) + minval) in dtype. Throws rlx::Error
-/// for another dtype.
-Value uniform(Graph& g, Value key, const Shape& shape, DType dtype = DType::f32,
-              double minval = 0.0, double maxval = 1.0);
+/// jax.random.uniform(key, shape, dtype) in [0, 1) for dtype f32, f64, f16 or bf16: the top
+/// mantissa-width bits m of random bits as m * 2^-mantissa (exact; as jax, 64-bit words y0:y1
+/// for f64, the low 16 bits of y0 ^ y1 for f16 and its low 8 bits for bf16, whose 7-bit
+/// mantissa makes jax draw bytes). Other ranges are the caller's u * (hi - lo) + lo: jax's
+/// minval/maxval form is that expression, which XLA contracts into an FMA, so it is not
+/// reproduced here bit for bit. Throws rlx::Error for another dtype.
+Value uniform(Graph& g, Value key, const Shape& shape, DType dtype = DType::f32);
 
 /// jax.random.bernoulli(key, p, shape) with an f32 p (jax's default, x64 off): the bool
 /// uniform(key, shape, f32) < p, so P(true) = p.

@@ -61,7 +61,7 @@ std::unique_ptr<Pass> create_mark_elementwise_regions_pass();
 
 /// "bind-rng-seed": gives every rng_key node without a `seed` attribute the seed `seed` (the
 /// compile seed, CompileOptions::seed), so its key is a function of the compile options; nodes
-/// with a seed keep theirs. The standard pipeline runs it first.
+/// with a seed keep theirs. The standard pipeline runs it first when the graph has such a node.
 std::unique_ptr<Pass> create_bind_rng_seed_pass(uint64_t seed);
 
 /// "decompose" (or `name`): replaces every composite op for which `keep(op)` is false by its

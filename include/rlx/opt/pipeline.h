@@ -37,7 +37,8 @@ struct PipelineOptions {
   /// quantize_params(g, quantized_params), so the result's params have the packed types.
   std::map<std::string, QuantizedParamBinding> quantized_params;
   /// The key of every rng_key node without a seed attribute (CompileOptions::seed): the
-  /// pipeline's first pass, bind-rng-seed, writes it into those nodes.
+  /// pipeline's first pass, bind-rng-seed (run only when the graph has such a node), writes it
+  /// into those nodes.
   uint64_t seed = 0;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
