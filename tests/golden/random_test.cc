@@ -62,9 +62,18 @@ TEST(RngKey, CompileSeedIsBoundOnlyWhereNoSeedIsGiven) {
 TEST(RngKey, DecomposingAnUnboundKeyIsAnError) {
   Graph g("unbound");
   g.set_outputs({g.rng_key()});
-  EXPECT_NE(error_of([&] { decompose(g); })
-                .find("rng_key (node %0) has no seed: its key is the compile seed"),
+  EXPECT_NE(error_of([&] {
+              decompose(g);
+            }).find("rng_key (node %0) has no seed: its key is the compile seed"),
             std::string::npos);
+}
+
+TEST(RngKey, FoldConstantsLeavesAnUnboundKey) {
+  Graph g("fold");
+  g.set_outputs({g.rng_key(), g.rng_key(3)});
+  create_fold_constants_pass()->run(g);
+  EXPECT_EQ(g.node(g.outputs()[0]).op, OpKind::RngKey);
+  EXPECT_EQ(g.node(g.outputs()[1]).op, OpKind::Constant);
 }
 
 TEST(RngKey, SeedAbove2To63RoundTripsThroughText) {

@@ -20,7 +20,8 @@ std::unique_ptr<Pass> create_dce_pass();
 std::unique_ptr<Pass> create_cse_pass();
 
 /// "fold-constants": evaluates (reference evaluator) every node other than input/param/constant
-/// (iota included) whose operands are all constants and whose results have at most
+/// (iota and seeded rng_key included; not dequantize, nor an rng_key without a seed, whose key
+/// is the compile seed's) whose operands are all constants and whose results have at most
 /// `max_elements` elements in total, replacing it by a constant. Larger results are left alone
 /// so huge constants are never materialised. Throws rlx::Error for max_elements < 0.
 std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{1} << 16);
