@@ -29,24 +29,32 @@ void check_row_input(const Graph& g, Value v, const char* name, DType dtype, int
 // [B] -> [B, 1], to broadcast a row's setting along its candidates.
 Value per_row(Graph& g, Value v) { return g.expand_dims(v, {1}); }
 
-// The count of each token among the row's history, f32[B, V] (counts <= N are exact): one
-// scatter_add of ones into the flattened [B * V] counts at b * V + id; empty slots (ids outside
-// [0, V)) point past the end and are dropped.
-Value history_counts(Graph& g, Value history, int64_t batch, int64_t vocab) {
-  const int64_t n = g.shape(history)[1];
-  check(batch * vocab < (int64_t{1} << 31),
-        "sample_tokens: B * V = " + std::to_string(batch * vocab) +
-            " must be below 2^31 (the token counts are indexed with i32)");
-  Value row_base = g.mul(g.iota(DType::i32, Shape{batch, n}, 0),
-                         g.scalar(static_cast<double>(vocab), DType::i32));
-  Value valid = g.logical_and(g.ge(history, g.scalar(0, DType::i32)),
-                              g.lt(history, g.scalar(static_cast<double>(vocab), DType::i32)));
-  Value flat = g.select(valid, g.add(row_base, history),
-                        g.scalar(static_cast<double>(batch * vocab), DType::i32));
-  Value counts = g.scatter_add(g.constant(Tensor::full(DType::f32, Shape{batch * vocab}, 0)),
-                               g.reshape(flat, {batch * n}),
-                               g.constant(Tensor::full(DType::f32, Shape{batch * n}, 1)), 0);
-  return g.reshape(counts, {batch, vocab});
+// x [B, A] against y [B, C] elementwise in all pairs: [B, A, C].
+Value pairs(Graph& g, Value x, Value y, Value (Graph::*cmp)(Value, Value)) {
+  return (g.*cmp)(g.expand_dims(x, {2}), g.expand_dims(y, {1}));
+}
+
+// The number of true entries along the last axis, as i32.
+Value count_true(Graph& g, Value b, int64_t axis) {
+  return g.reduce_sum(g.convert(b, DType::i32), {axis});
+}
+
+// The k best (value desc, id asc) of a pool of candidates values/ids [B, P] whose ids are
+// distinct: each entry's rank is the number of entries before it in that order, and the entry of
+// rank r is gathered by a one-hot mask (O(B * P^2), for the small pools of the sampler).
+std::pair<Value, Value> best_of_pool(Graph& g, Value values, Value ids, int64_t k) {
+  Value before = g.logical_or(
+      pairs(g, values, values, &Graph::lt),
+      g.logical_and(pairs(g, values, values, &Graph::eq), pairs(g, ids, ids, &Graph::gt)));
+  Value rank = count_true(g, before, 2);  // [B, P]: entries (j) ahead of entry (i)
+  const int64_t batch = g.shape(values)[0];
+  Value r = g.iota(DType::i32, Shape{batch, k, 1}, 1);
+  Value hit = g.eq(g.expand_dims(rank, {1}), r);  // [B, k, P]
+  auto pick = [&](Value v) {
+    Value z = g.scalar(0, g.dtype(v));
+    return g.reduce_sum(g.select(hit, g.expand_dims(v, {1}), z), {2});
+  };
+  return {pick(values), pick(ids)};
 }
 
 }  // namespace
@@ -110,17 +118,46 @@ Value sample_tokens_with_uniform(Graph& g, Value logits, const SamplerInputs& in
   Value l = lt.dtype == DType::f32 ? logits : g.convert(logits, DType::f32);
   l = g.select(g.ne(l, l), f32(-kInf), l);
 
-  // 1. Penalties, on the tokens the history holds.
-  Value counts = history_counts(g, in.history, batch, vocab);
-  Value seen = g.gt(counts, f32(0));
+  // 1-2. Penalties and the K best candidates of the penalized row. Penalties change only the
+  // tokens of the history (N slots), so the K best are among the K + N best raw logits (at
+  // most N history tokens can rank above a token that is not in the history) and the history's
+  // tokens: a pool of M + N candidates (M = min(K + N, V)) ranked in lax.top_k's order (value
+  // desc, id asc), instead of O(B * V) elementwise work per step. Ids outside [0, V) in the
+  // history are empty slots; pool entries that stand for nothing (raw candidates that are also
+  // history tokens, repeated or empty history slots) get -inf and ids from V up, which rank
+  // after every real token.
+  const int64_t n = g.shape(in.history)[1];
+  const int64_t m = std::min(k + n, vocab);
+  check(vocab + m + n < (int64_t{1} << 31),
+        "sample_tokens: V = " + std::to_string(vocab) + " is too large for i32 token ids");
+  auto [raw, raw_ids] = g.top_k(l, m);
+  Value h = in.history;
+  Value valid = g.logical_and(g.ge(h, i32(0)), g.lt(h, i32(static_cast<double>(vocab))));
+  Value same = g.logical_and(pairs(g, h, h, &Graph::eq), g.expand_dims(valid, {1}));  // [B,N,N]
+  Value count = g.convert(count_true(g, same, 2), DType::f32);  // occurrences of h[j]
+  Value slot = g.iota(DType::i32, Shape{batch, n, n}, 1),
+        other = g.iota(DType::i32, Shape{batch, n, n}, 2);
+  Value repeat = g.gt(count_true(g, g.logical_and(same, g.lt(other, slot)), 2), i32(0));
+  Value first_seen = g.logical_and(valid, g.logical_not(repeat));
+  Value lh = g.take_along_axis(l, h, 1);  // h's logits (take_along_axis clamps empty slots)
   Value rp = per_row(g, in.repetition_penalty);
-  Value repeated = g.select(g.le(l, f32(0)), g.mul(l, rp), g.div(l, rp));
-  Value penalty =
-      g.add(g.mul(counts, per_row(g, in.frequency_penalty)), per_row(g, in.presence_penalty));
-  l = g.select(seen, g.sub(repeated, penalty), l);
+  Value penalized =
+      g.sub(g.select(g.le(lh, f32(0)), g.mul(lh, rp), g.div(lh, rp)),
+            g.add(g.mul(count, per_row(g, in.frequency_penalty)), per_row(g, in.presence_penalty)));
+  auto none_ids = [&](int64_t from, int64_t len) {
+    return g.add(g.iota(DType::i32, Shape{batch, len}, 1), i32(static_cast<double>(from)));
+  };
+  Value hist_vals = g.select(first_seen, penalized, f32(-kInf));
+  Value hist_ids = g.select(first_seen, h, none_ids(vocab + m, n));
+  Value in_history = g.gt(
+      count_true(g, g.logical_and(pairs(g, raw_ids, h, &Graph::eq), g.expand_dims(valid, {1})), 2),
+      i32(0));
+  Value raw_vals = g.select(in_history, f32(-kInf), raw);
+  raw_ids = g.select(in_history, none_ids(vocab, m), raw_ids);
+  auto [values, ids] = best_of_pool(g, g.concatenate({raw_vals, hist_vals}, 1),
+                                    g.concatenate({raw_ids, hist_ids}, 1), k);
 
-  // 2. The K best candidates, sorted; then the row's top_k of them.
-  auto [values, ids] = g.top_k(l, k);
+  // 2. The row's top_k of the K candidates.
   Value pos = g.iota(DType::i32, Shape{batch, k}, 1);
   Value first = g.eq(pos, i32(0));
   Value top_k = per_row(g, in.top_k);

@@ -28,8 +28,10 @@
 // Every kept set is a prefix of the sorted candidates, so the rules compose as in llama.cpp's
 // chain. Order as llama.cpp's default (common/sampling.cpp), not Hugging Face's (which applies
 // temperature before top-k/top-p): top-p and min-p see the untempered distribution.
-// Cost per step: the penalties are O(B*V) elementwise work plus a scatter of B*N counts, top_k
-// one O(B*V) scan (CPU: a heap of K), the rest O(B*K).
+// Cost per step: one pass over the logits (NaN -> -inf) and one top_k of K + N over them (CPU: a
+// heap scan); everything else is O(B * (K + N)^2) on a pool of candidates: penalties change
+// only history tokens, so the K best penalized tokens are among the K + N best raw logits and
+// the history's tokens (N = the history length).
 #pragma once
 
 #include <cstdint>
