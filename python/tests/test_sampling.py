@@ -255,3 +255,19 @@ def test_top_k_beyond_the_candidates_reaches_every_candidate():
     seen = {int(np.asarray(exe.run(feeds(logits, p, np.full((1, 1), -1), u=np.array([x]))))[0])
             for x in np.linspace(0, 0.999, 200)}
     assert seen == set(range(K))  # exactly the K best: tokens outside them are never drawn
+
+
+def test_ties_with_history_tokens_order_by_id():
+    """A penalized token that ties with others keeps its place by id (the candidates are ranked
+    as lax.top_k ranks the whole penalized row), though it enters through the history's pool."""
+    B, V, N, K = 3, 40, 4, 6
+    g = rlx._core.sampler_graph(B, V, N, K, uniform_input=True)
+    exe = rlx.Session().compile(g)
+    logits = np.zeros((B, V), np.float32)
+    logits[2, 30:] = 1.0  # row 2: ties at the top, one of them penalized into the tie below
+    h = np.array([[3, 3, 0, -1], [39, 2, 7, 1], [31, 31, 31, 4]], np.int32)
+    p = params(B, repetition_penalty=[2.0, 3.0, 1.0], presence_penalty=[0.0, 0.0, 1.0])
+    for u in np.linspace(0, 0.999, 41):
+        uu = np.full(B, u, np.float32)
+        np.testing.assert_array_equal(np.asarray(exe.run(feeds(logits, p, h, u=uu))),
+                                      np_sample(logits, p, h, uu, K))
