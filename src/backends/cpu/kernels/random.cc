@@ -53,21 +53,14 @@ void Threefry(const uint32_t* k0, const uint32_t* k1, const uint32_t* x0, const 
     const VU ks[3] = {a, b, hn::Xor(hn::Xor(a, b), hn::Set(d, kThreefryParity))};
     VU v0 = hn::Add(hn::LoadU(d, x0 + i), ks[0]);
     VU v1 = hn::Add(hn::LoadU(d, x1 + i), ks[1]);
-    Rounds<0>(v0, v1);
-    v0 = hn::Add(v0, ks[1]);
-    v1 = hn::Add(v1, hn::Add(ks[2], hn::Set(d, 1u)));
-    Rounds<1>(v0, v1);
-    v0 = hn::Add(v0, ks[2]);
-    v1 = hn::Add(v1, hn::Add(ks[0], hn::Set(d, 2u)));
-    Rounds<0>(v0, v1);
-    v0 = hn::Add(v0, ks[0]);
-    v1 = hn::Add(v1, hn::Add(ks[1], hn::Set(d, 3u)));
-    Rounds<1>(v0, v1);
-    v0 = hn::Add(v0, ks[1]);
-    v1 = hn::Add(v1, hn::Add(ks[2], hn::Set(d, 4u)));
-    Rounds<0>(v0, v1);
-    v0 = hn::Add(v0, ks[2]);
-    v1 = hn::Add(v1, hn::Add(ks[0], hn::Set(d, 5u)));
+    for (uint32_t r = 1; r <= 5; ++r) {  // unrolled by the compiler: r is known per step
+      if (r % 2 == 1)
+        Rounds<0>(v0, v1);
+      else
+        Rounds<1>(v0, v1);
+      v0 = hn::Add(v0, ks[r % 3]);
+      v1 = hn::Add(v1, hn::Add(ks[(r + 1) % 3], hn::Set(d, r)));
+    }
     hn::StoreU(v0, d, y0 + i);
     hn::StoreU(v1, d, y1 + i);
   }
