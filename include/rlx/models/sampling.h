@@ -32,6 +32,14 @@
 // heap scan); everything else is O(B * (K + N)^2) on a pool of candidates: penalties change
 // only history tokens, so the K best penalized tokens are among the K + N best raw logits and
 // the history's tokens (N = the history length).
+//
+// In a decode graph, in place of a greedy argmax over the last position's logits:
+//   SamplerInputs s = add_sampler_inputs(g, batch, /*history=*/64);   // inputs "sampler.*"
+//   Value ids = sample_tokens(g, last_logits /* f32[B, V] */, s);       // i32[B]
+// and on the host, per sequence row: SamplerState st(batch, 64); st.reset(row, params, prompt);
+// each step feed st.feeds() with the model's inputs, run, then st.accept(row, ids[row]). The
+// compile seed (CompileOptions::seed, e.g. `--seed`) and each row's SamplingParams::seed both
+// key the draws; compile once, any settings per row.
 #pragma once
 
 #include <cstdint>
