@@ -59,16 +59,6 @@ Value stack_words(Graph& g, Value y0, Value y1) {
   return g.concatenate({g.expand_dims(y0, {r}), g.expand_dims(y1, {r})}, r);
 }
 
-// x >>> s for i32 bit patterns x and 0 < s < 32, with the ops the IR has: clearing the low s
-// bits makes the division by 2^s exact (an arithmetic shift), and the mask drops the sign
-// bits it copied in.
-Value shift_right_logical(Graph& g, Value x, int s) {
-  const auto low = static_cast<double>(int64_t{1} << s);
-  Value cleared = g.logical_and(x, g.scalar(-low, DType::i32));
-  return g.logical_and(g.div(cleared, g.scalar(low, DType::i32)),
-                       g.scalar(static_cast<double>((int64_t{1} << (32 - s)) - 1), DType::i32));
-}
-
 }  // namespace
 
 Value key(Graph& g, std::optional<uint64_t> seed) { return g.rng_key(seed); }
@@ -102,32 +92,31 @@ Value uniform(Graph& g, Value key, const Shape& shape, DType dtype) {
   check(is_float(dtype), "random::uniform: dtype must be f32, f64, f16 or bf16, got " +
                              std::string(dtype_name(dtype)));
   auto [y0, y1] = encrypt(g, key, batch, counters(g, shape, "uniform"));
-  // m, the draw's top `mantissa` bits, is exact in dtype, and so is m * 2^-mantissa: jax's
-  // bitcast(m | bits(1.0)) - 1.0 gives the same value.
-  Value m;
-  int mantissa = 0;
+  // jax keeps the draw's top `mantissa` bits m of a w-bit word and returns
+  // bitcast(m | bits(1.0)) - 1.0 = m * 2^-mantissa. The same value without shifts or division:
+  // the word with its lower bits cleared, converted exactly (its set bits fit dtype's
+  // significand), times 2^-w. Every step is exact, so the result is jax's bit for bit.
+  auto scaled = [&](Value word, uint64_t keep, DType int_t, int w) {
+    Value bits =
+        g.logical_and(word, g.scalar(static_cast<double>(static_cast<int64_t>(keep)), int_t));
+    return g.mul(g.convert(bits, dtype), g.scalar(std::ldexp(1.0, -w), dtype));
+  };
   if (dtype == DType::f64) {
-    // 64-bit words y0:y1 (not xored); m = (y0:y1) >>> 12 = y0 * 2^20 + (y1 >>> 12) as i64.
-    mantissa = 52;
-    auto word = [&](Value y) {
-      return g.logical_and(g.convert(y, DType::i64), g.scalar(4294967295.0, DType::i64));
-    };
-    m = g.add(g.mul(word(y0), g.scalar(1048576.0, DType::i64)),
-              g.div(word(y1), g.scalar(4096.0, DType::i64)));
-  } else if (dtype == DType::f32) {
-    mantissa = 23;
-    m = shift_right_logical(g, g.logical_xor(y0, y1), 32 - mantissa);
-  } else {
-    // jax draws 16-bit words for f16 and, as bf16 has fewer than 8 mantissa bits, 8-bit words
-    // for bf16: the low bits of y0 ^ y1 (a u32 -> u16 / u8 convert), then >>> (width - mantissa).
-    mantissa = dtype == DType::f16 ? 10 : 7;
-    const int width = dtype == DType::f16 ? 16 : 8;
-    Value low = g.logical_and(g.logical_xor(y0, y1),
-                              g.scalar(static_cast<double>((1 << width) - 1), DType::i32));
-    m = g.div(low, g.scalar(static_cast<double>(1 << (width - mantissa)), DType::i32));
+    // 64-bit words y0:y1 (not xored): u = y0 * 2^-32 + (y1 with its low 12 bits cleared) * 2^-64.
+    auto word = [&](Value y) { return g.convert(y, DType::i64); };
+    return g.add(scaled(word(y0), 0xffffffffu, DType::i64, 32),
+                 scaled(word(y1), 0xfffff000u, DType::i64, 64));
   }
-  // jax's floats * (maxval - minval) + minval and max(minval, ...) are the identity on [0, 1).
-  return g.mul(g.convert(m, dtype), g.scalar(std::ldexp(1.0, -mantissa), dtype));
+  Value x = g.logical_xor(y0, y1);
+  if (dtype == DType::f32) {
+    // 23 bits of a 32-bit word; i32 holds bit 31 as the sign, so it is added as 0.5 apart.
+    return g.add(
+        scaled(x, 0x7ffffe00u, DType::i32, 32),
+        g.select(g.lt(x, g.scalar(0, DType::i32)), g.scalar(0.5, dtype), g.scalar(0.0, dtype)));
+  }
+  // jax draws 16-bit words for f16 (10 mantissa bits) and, as bf16 has fewer than 8 mantissa
+  // bits, 8-bit words for bf16 (7): the low bits of y0 ^ y1 (a u32 -> u16 / u8 convert).
+  return dtype == DType::f16 ? scaled(x, 0xffc0u, DType::i32, 16) : scaled(x, 0xfeu, DType::i32, 8);
 }
 
 Value bernoulli(Graph& g, Value key, double p, const Shape& shape) {

@@ -157,7 +157,7 @@ Value sample_tokens_with_uniform(Graph& g, Value logits, const SamplerInputs& in
   auto [values, ids] = best_of_pool(g, g.concatenate({raw_vals, hist_vals}, 1),
                                     g.concatenate({raw_ids, hist_ids}, 1), k);
 
-  // 2. The row's top_k of the K candidates.
+  // 2 (continued). The row's top_k of the K candidates.
   Value pos = g.iota(DType::i32, Shape{batch, k}, 1);
   Value first = g.eq(pos, i32(0));
   Value top_k = per_row(g, in.top_k);
