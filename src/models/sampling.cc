@@ -190,6 +190,15 @@ Value sample_tokens_with_uniform(Graph& g, Value logits, const SamplerInputs& in
   return g.reshape(g.take_along_axis(ids, j, 1), {batch});
 }
 
+std::function<Value(Graph&, Value)> token_sampler(int64_t history, SamplerOptions options) {
+  check(history >= 1, "token_sampler: history must be >= 1, got " + std::to_string(history));
+  return [history, options](Graph& g, Value logits) {
+    check(g.shape(logits).rank() == 2,
+          "token_sampler: logits must be [B, V], got " + g.type(logits).to_string());
+    return sample_tokens(g, logits, add_sampler_inputs(g, g.shape(logits)[0], history), options);
+  };
+}
+
 // ---------------------------------------------------------------- SamplerState
 
 SamplerState::SamplerState(int64_t batch, int64_t history)

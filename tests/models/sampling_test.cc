@@ -129,6 +129,19 @@ TEST(Sampling, GreedyRowsAreTheArgmax) {
   }
 }
 
+// token_sampler is sample_tokens behind the TokenSelector signature.
+TEST(Sampling, TokenSamplerAddsTheInputs) {
+  Graph g("selector");
+  Value logits = g.input("logits", DType::f32, Shape{3, 20});
+  g.set_outputs({token_sampler(4, SamplerOptions{8})(g, logits)});
+  EXPECT_EQ(g.type(g.outputs()[0]), (TensorType{DType::i32, Shape{3}}));
+  EXPECT_EQ(g.type(Value{g.find(kSamplerHistory), 0}), (TensorType{DType::i32, Shape{3, 4}}));
+  SamplerState s(3, 4);
+  TensorMap f = s.feeds();
+  f["logits"] = random_logits(3, 20, 1);
+  EXPECT_TRUE(evaluate(g, f)[0].bitwise_equal(evaluate(sampler(3, 20, 4, 8), f)[0]));
+}
+
 TEST(Sampling, ErrorsNameTheInput) {
   Graph g("bad");
   Value logits = g.input("logits", DType::f32, Shape{4, 10});

@@ -36,13 +36,15 @@
 // In a decode graph, in place of a greedy argmax over the last position's logits:
 //   SamplerInputs s = add_sampler_inputs(g, batch, /*history=*/64);   // inputs "sampler.*"
 //   Value ids = sample_tokens(g, last_logits /* f32[B, V] */, s);       // i32[B]
-// and on the host, per sequence row: SamplerState st(batch, 64); st.reset(row, params, prompt);
-// each step feed st.feeds() with the model's inputs, run, then st.accept(row, ids[row]). The
-// compile seed (CompileOptions::seed, e.g. `--seed`) and each row's SamplingParams::seed both
-// key the draws; compile once, any settings per row.
+// (or LlamaStepOptions::select = token_sampler(64)), and on the host, per sequence row:
+// SamplerState st(batch, 64); st.reset(row, params, prompt); each step feed st.feeds() with the
+// model's inputs, run, then st.accept(row, ids[row]). The compile seed (CompileOptions::seed, e.g.
+// `--seed`) and each row's SamplingParams::seed both key the draws; compile once, any settings per
+// row.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,6 +106,12 @@ Value sample_tokens(Graph& g, Value logits, const SamplerInputs& in,
 /// draws of one's own; `in.seed` and `in.step` are not read (they may be invalid Values).
 Value sample_tokens_with_uniform(Graph& g, Value logits, const SamplerInputs& in, Value uniform,
                                  const SamplerOptions& options = {});
+
+/// A token selector that samples (a rlx/models/llama.h TokenSelector, e.g. for
+/// LlamaStepOptions::select): for logits [B, V] it adds add_sampler_inputs(g, B, history) and
+/// returns sample_tokens(g, logits, inputs, options). Every graph it is used in gets the same
+/// "sampler.*" inputs, so one SamplerState feeds prefill and decode executables alike.
+std::function<Value(Graph&, Value)> token_sampler(int64_t history, SamplerOptions options = {});
 
 /// One row's settings; the defaults are llama.cpp's (common_params_sampling).
 struct SamplingParams {
