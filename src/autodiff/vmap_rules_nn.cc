@@ -82,7 +82,10 @@ std::optional<std::vector<BVal>> batch_attention(BatchContext& ctx) {
   Graph& g = ctx.g;
   std::vector<Value> ops;
   for (size_t i = 0; i < 3; ++i) ops.push_back(fold_batch(g, ctx.batched(i)));
-  if (ctx.in.size() == 4) {
+  if (ctx.in.size() == 4 && ctx.node.attrs.get_string("mask") == "causal_lengths") {
+    // lengths [B] per example: [V, B] folded with V like q, k and v.
+    ops.push_back(fold_batch(g, ctx.batched(3)));
+  } else if (ctx.in.size() == 4) {
     // The mask broadcasts to [B,Hq,Sq,Sk]. A shared mask whose batch extent is 1 (or absent)
     // still broadcasts against V*B. Otherwise only its batch extent is expanded (to [V, B,
     // its other dims]) and folded with V; its size-1 head / query dims stay size 1.

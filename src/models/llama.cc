@@ -5,7 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -96,6 +100,114 @@ std::pair<Tensor, Tensor> rope_tables(const LlamaConfig& c, int64_t seq,
   return {cos, sin};
 }
 
+// The parts every decoder graph shares (llm_build_llama): the packed weights as params, the
+// embedding, one transformer block around an attention callback, and the output head. The
+// full-sequence forward and the cached step differ only in RoPE tables and attention.
+class DecoderBuilder {
+ public:
+  // attention(layer, q [B,hq,S,dk] roped, k [B,hkv,S,dk] roped, v [B,hkv,S,dv]) -> [B,hq,S,dv]
+  using Attend = std::function<Value(int64_t, Value, Value, Value)>;
+
+  DecoderBuilder(Graph& g, const LlamaConfig& c, const LlamaWeightLayout& layout, int64_t batch,
+                 int64_t seq)
+      : g_(g), c_(c), layout_(layout), batch_(batch), seq_(seq) {}
+
+  // ids i32[B,S] -> x f32[B,S,H]: gather the packed rows, dequantize only them.
+  Value embed(Value ids) {
+    const std::string embd = "token_embd.weight";
+    return g_.dequantize(g_.gather(matrix(embd, c_.vocab_size, c_.embedding_length), ids, 0),
+                         format_of(embd), c_.embedding_length);
+  }
+
+  // x' = h + ffn_down(silu(ffn_gate(n)) * ffn_up(n)), h = x + attn_output(attention(...)).
+  Value layer(int64_t l, Value x, Value cos, Value sin, const Attend& attend) {
+    const int64_t H = c_.embedding_length, hq = c_.head_count, hkv = c_.head_count_kv;
+    const int64_t dk = c_.key_length, dv = c_.value_length;
+    auto name = [&](const char* t) { return layer_name(l, t); };
+    Value n = g_.rms_norm(x, vec_param(name("attn_norm.weight"), H), -1, c_.rms_epsilon);
+    Value q = linear(n, name("attn_q.weight"), hq * dk, H);
+    Value k = linear(n, name("attn_k.weight"), hkv * dk, H);
+    Value v = linear(n, name("attn_v.weight"), hkv * dv, H);
+    if (c_.qkv_bias) {
+      q = g_.add(q, vec_param(name("attn_q.bias"), hq * dk));
+      k = g_.add(k, vec_param(name("attn_k.bias"), hkv * dk));
+      v = g_.add(v, vec_param(name("attn_v.bias"), hkv * dv));
+    }
+    std::optional<std::string> q_norm, k_norm;
+    if (c_.qk_norm) {
+      q_norm = name("attn_q_norm.weight");
+      k_norm = name("attn_k_norm.weight");
+    }
+    q = g_.rope(heads(q, hq, dk, q_norm), cos, sin, c_.rope_layout);
+    k = g_.rope(heads(k, hkv, dk, k_norm), cos, sin, c_.rope_layout);
+    v = heads(v, hkv, dv, std::nullopt);
+    Value a = attend(l, q, k, v);
+    a = g_.reshape(g_.transpose(a, {0, 2, 1, 3}), {batch_, seq_, hq * dv});
+    Value h = g_.add(x, linear(a, name("attn_output.weight"), H, hq * dv));
+    Value m = g_.rms_norm(h, vec_param(name("ffn_norm.weight"), H), -1, c_.rms_epsilon);
+    Value gate = g_.silu(linear(m, name("ffn_gate.weight"), c_.feed_forward_length, H));
+    Value up = linear(m, name("ffn_up.weight"), c_.feed_forward_length, H);
+    return g_.add(h, linear(g_.mul(gate, up), name("ffn_down.weight"), H, c_.feed_forward_length));
+  }
+
+  // logits = output(rms_norm(x, output_norm)), output = token_embd when tied.
+  Value head(Value x) {
+    const int64_t H = c_.embedding_length;
+    Value out = g_.rms_norm(x, vec_param("output_norm.weight", H), -1, c_.rms_epsilon);
+    return linear(out, layout_.separate_output ? "output.weight" : "token_embd.weight",
+                  c_.vocab_size, H);
+  }
+
+ private:
+  Value vec_param(const std::string& name, int64_t n) {
+    return g_.param(name, DType::f32, Shape{n});
+  }
+  QuantFormat format_of(const std::string& name) const {
+    auto it = layout_.formats.find(name);
+    check(it != layout_.formats.end(),
+          "build_llama_decoder: the weight layout has no format for '" + name + "'");
+    return it->second;
+  }
+  // The packed matrix param `name` (declared once; the tied head reuses the embedding's).
+  Value matrix(const std::string& name, int64_t rows, int64_t cols) {
+    auto it = matrices_.find(name);
+    if (it == matrices_.end())
+      it = matrices_
+               .emplace(name, g_.param(name, DType::u8,
+                                       Shape{rows, quant_row_bytes(format_of(name), cols)}))
+               .first;
+    return it->second;
+  }
+  Value linear(Value x, const std::string& name, int64_t out, int64_t in) {
+    return g_.quant_matmul(x, matrix(name, out, in), format_of(name));
+  }
+  // [B,S,heads*d] -> [B,heads,S,d], with qwen3's per-head RMSNorm before the transpose.
+  Value heads(Value t, int64_t n, int64_t d, const std::optional<std::string>& norm) {
+    t = g_.reshape(t, {batch_, seq_, n, d});
+    if (norm) t = g_.rms_norm(t, vec_param(*norm, d), -1, c_.rms_epsilon);
+    return g_.transpose(t, {0, 2, 1, 3});
+  }
+
+  Graph& g_;
+  const LlamaConfig& c_;
+  const LlamaWeightLayout& layout_;
+  int64_t batch_, seq_;
+  std::unordered_map<std::string, Value> matrices_;
+};
+
+Graph::AttentionOptions attention_options(const LlamaConfig& c, std::string mask) {
+  Graph::AttentionOptions attn;
+  attn.mask = std::move(mask);
+  attn.scale = 1.0 / std::sqrt(static_cast<double>(c.key_length));
+  return attn;
+}
+
+// `v` with its node named `name` (outputs and state are found by name).
+Value named(Graph& g, Value v, const std::string& name) {
+  g.rename(v.node, name);
+  return v;
+}
+
 }  // namespace
 
 Graph build_llama_decoder(const LlamaConfig& c, const LlamaWeightLayout& layout, int64_t batch,
@@ -104,75 +216,98 @@ Graph build_llama_decoder(const LlamaConfig& c, const LlamaWeightLayout& layout,
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.context_length, "build_llama_decoder: seq " + std::to_string(seq) +
                                      " exceeds context_length " + std::to_string(c.context_length));
-  const int64_t H = c.embedding_length, hq = c.head_count, hkv = c.head_count_kv;
-  const int64_t dk = c.key_length, dv = c.value_length;
   Graph g("llama");
-  Value ids = g.input("ids", DType::i32, Shape{batch, seq});
-  auto vec_param = [&](const std::string& name, int64_t n) {
-    return g.param(name, DType::f32, Shape{n});
-  };
-  auto format_of = [&](const std::string& name) {
-    auto it = layout.formats.find(name);
-    check(it != layout.formats.end(),
-          "build_llama_decoder: the weight layout has no format for '" + name + "'");
-    return it->second;
-  };
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return g.param(name, DType::u8, Shape{rows, quant_row_bytes(format_of(name), cols)});
-  };
-  std::unordered_map<std::string, Value> matrices;
-  auto linear = [&](Value x, const std::string& name, int64_t out, int64_t in) {
-    auto it = matrices.find(name);
-    if (it == matrices.end()) it = matrices.emplace(name, matrix(name, out, in)).first;
-    return g.quant_matmul(x, it->second, format_of(name));
-  };
-
-  // Embedding: gather the packed rows, dequantize only them.
-  const std::string embd = "token_embd.weight";
-  matrices.emplace(embd, matrix(embd, c.vocab_size, H));
-  Value x = g.dequantize(g.gather(matrices.at(embd), ids, 0), format_of(embd), H);
-
+  DecoderBuilder b(g, c, layout, batch, seq);
+  Value x = b.embed(g.input("ids", DType::i32, Shape{batch, seq}));
   auto [cos_t, sin_t] = rope_tables(c, seq, freq_factors);
   Value cos = g.constant(cos_t, "rope_cos"), sin = g.constant(sin_t, "rope_sin");
-  Graph::AttentionOptions attn;
-  attn.mask = "causal";
-  attn.scale = 1.0 / std::sqrt(static_cast<double>(dk));
-  // [B,S,heads*d] -> [B,heads,S,d], with qwen3's per-head RMSNorm before the transpose.
-  auto heads = [&](Value t, int64_t n, int64_t d, const std::optional<std::string>& norm) {
-    t = g.reshape(t, {batch, seq, n, d});
-    if (norm) t = g.rms_norm(t, vec_param(*norm, d), -1, c.rms_epsilon);
-    return g.transpose(t, {0, 2, 1, 3});
+  const Graph::AttentionOptions attn = attention_options(c, "causal");
+  for (int64_t l = 0; l < c.block_count; ++l)
+    x = b.layer(l, x, cos, sin,
+                [&](int64_t, Value q, Value k, Value v) { return g.attention(q, k, v, attn); });
+  g.set_outputs({b.head(x)});
+  return g;
+}
+
+Value greedy_tokens(Graph& g, Value logits) { return g.argmax(logits, -1, false, DType::i32); }
+
+std::vector<StateBinding> llama_cache_state(const LlamaConfig& c) {
+  std::vector<StateBinding> state;
+  for (int64_t l = 0; l < c.block_count; ++l)
+    for (const char* kv : {"k_cache.", "v_cache."}) {
+      std::string name = kv + std::to_string(l);
+      state.push_back({name, name + ".next"});
+    }
+  return state;
+}
+
+Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
+                       const LlamaStepOptions& o, std::span<const double> freq_factors) {
+  const int64_t B = o.batch, S = o.seq, ctx = o.ctx > 0 ? o.ctx : c.context_length;
+  check(B > 0 && S > 0, "build_llama_step: batch and seq must be positive, got [" +
+                            std::to_string(B) + ", " + std::to_string(S) + "]");
+  check(ctx <= c.context_length && S <= ctx,
+        "build_llama_step: need seq " + std::to_string(S) + " <= ctx " + std::to_string(ctx) +
+            " <= context_length " + std::to_string(c.context_length));
+  check(static_cast<bool>(o.select), "build_llama_step: no token selector");
+  const int64_t hkv = c.head_count_kv, half = c.rope_dimension_count / 2;
+  Graph g(S == 1 ? "llama_decode" : "llama_prefill");
+  Value ids = g.input("ids", DType::i32, Shape{B, S});
+  Value pos = g.input("pos", DType::i32, Shape{B});
+  std::optional<Value> last;
+  if (S > 1) last = g.input("last", DType::i32, Shape{B});
+  DecoderBuilder b(g, c, layout, B, S);
+  Value x = b.embed(ids);
+
+  // Row b's token i sits at position pos[b] + i: its RoPE rows gathered from the ctx tables.
+  Value positions = g.add(g.reshape(pos, {B, 1}), g.iota(DType::i32, Shape{1, S}, 1));
+  auto [cos_t, sin_t] = rope_tables(c, ctx, freq_factors);
+  auto rows = [&](const Tensor& table, const char* name) {
+    return g.reshape(g.gather(g.constant(table, name), positions, 0), {B, 1, S, half});
   };
-  for (int64_t l = 0; l < c.block_count; ++l) {
-    auto name = [&](const char* t) { return layer_name(l, t); };
-    Value n = g.rms_norm(x, vec_param(name("attn_norm.weight"), H), -1, c.rms_epsilon);
-    Value q = linear(n, name("attn_q.weight"), hq * dk, H);
-    Value k = linear(n, name("attn_k.weight"), hkv * dk, H);
-    Value v = linear(n, name("attn_v.weight"), hkv * dv, H);
-    if (c.qkv_bias) {
-      q = g.add(q, vec_param(name("attn_q.bias"), hq * dk));
-      k = g.add(k, vec_param(name("attn_k.bias"), hkv * dk));
-      v = g.add(v, vec_param(name("attn_v.bias"), hkv * dv));
-    }
-    std::optional<std::string> q_norm, k_norm;
-    if (c.qk_norm) {
-      q_norm = name("attn_q_norm.weight");
-      k_norm = name("attn_k_norm.weight");
-    }
-    q = g.rope(heads(q, hq, dk, q_norm), cos, sin, c.rope_layout);
-    k = g.rope(heads(k, hkv, dk, k_norm), cos, sin, c.rope_layout);
-    v = heads(v, hkv, dv, std::nullopt);
-    Value a = g.attention(q, k, v, attn);
-    a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {batch, seq, hq * dv});
-    Value h = g.add(x, linear(a, name("attn_output.weight"), H, hq * dv));
-    Value m = g.rms_norm(h, vec_param(name("ffn_norm.weight"), H), -1, c.rms_epsilon);
-    Value gate = g.silu(linear(m, name("ffn_gate.weight"), c.feed_forward_length, H));
-    Value up = linear(m, name("ffn_up.weight"), c.feed_forward_length, H);
-    x = g.add(h, linear(g.mul(gate, up), name("ffn_down.weight"), H, c.feed_forward_length));
+  Value cos = rows(cos_t, "rope_cos"), sin = rows(sin_t, "rope_sin");
+  // Row b's cache start (a scalar per row) and its valid length after this step.
+  Value zero = g.scalar(0, DType::i32);
+  std::vector<Value> row_index, row_start;
+  for (int64_t r = 0; r < B; ++r) {
+    row_index.push_back(g.scalar(static_cast<double>(r), DType::i32));
+    row_start.push_back(g.reshape(g.slice(pos, {r}, {r + 1}), {}));
   }
-  Value out = g.rms_norm(x, vec_param("output_norm.weight", H), -1, c.rms_epsilon);
-  Value logits = linear(out, layout.separate_output ? "output.weight" : embd, c.vocab_size, H);
-  g.set_outputs({logits});
+  Value lengths = g.add(pos, g.scalar(static_cast<double>(S), DType::i32));
+  const Graph::AttentionOptions attn = attention_options(c, "causal_lengths");
+  std::vector<Value> caches;
+  // Writes row r of `update` [B,hkv,S,d] into `cache` at (r, 0, pos[r], 0), row by row.
+  auto write = [&](const std::string& name, Value update, int64_t d) {
+    Value cache = g.input(name, DType::f32, Shape{B, hkv, ctx, d});
+    for (int64_t r = 0; r < B; ++r) {
+      Value row = B == 1 ? update : g.slice(update, {r, 0, 0, 0}, {r + 1, hkv, S, d});
+      cache = g.dynamic_update_slice(
+          cache, row,
+          {row_index[static_cast<size_t>(r)], zero, row_start[static_cast<size_t>(r)], zero});
+    }
+    caches.push_back(named(g, cache, name + ".next"));
+    return cache;
+  };
+  for (int64_t l = 0; l < c.block_count; ++l)
+    x = b.layer(l, x, cos, sin, [&](int64_t layer, Value q, Value k, Value v) {
+      Value kc = write("k_cache." + std::to_string(layer), k, c.key_length);
+      Value vc = write("v_cache." + std::to_string(layer), v, c.value_length);
+      return g.attention(q, kc, vc, attn, lengths);
+    });
+
+  // The last real token of each row: row-major index b * S + last[b] of [B*S, H].
+  const int64_t H = c.embedding_length;
+  Value final_x = g.reshape(x, {B * S, H});
+  if (last) {
+    Value base =
+        g.mul(g.iota(DType::i32, Shape{B}, 0), g.scalar(static_cast<double>(S), DType::i32));
+    final_x = g.gather(final_x, g.add(base, *last), 0);
+  }
+  Value logits = named(g, b.head(final_x), "logits");
+  std::vector<Value> outputs{named(g, o.select(g, logits), "next")};
+  if (o.logits) outputs.push_back(logits);
+  outputs.insert(outputs.end(), caches.begin(), caches.end());
+  g.set_outputs(outputs);
   return g;
 }
 
@@ -261,6 +396,74 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
   return c;
 }
 
+namespace {
+
+// The text of generated tokens as it streams: complete UTF-8 characters only (StreamDecoder),
+// cut before the first stop string, and no byte that may start a stop string passed to
+// on_text before the following tokens decide it. Without a tokenizer there is no text.
+class TextStream {
+ public:
+  TextStream(const BpeTokenizer* tokenizer, const GenerateOptions& o) : o_(o) {
+    if (tokenizer != nullptr) decoder_.emplace(*tokenizer);
+    for (const std::string& s : o.stop) longest_stop_ = std::max(longest_stop_, s.size());
+  }
+
+  // Adds token `id`; true when the text now holds a stop string (it is cut before it).
+  bool push(int32_t id) {
+    if (!decoder_) return false;
+    text_ += decoder_->push(id);
+    return settle(false);
+  }
+
+  // The whole text, after streaming what was held back.
+  std::string finish() {
+    if (decoder_ && !stopped_) {
+      text_ += decoder_->finish();
+      settle(true);
+    }
+    return text_;
+  }
+
+ private:
+  bool settle(bool final) {
+    // A match starts at or after the streamed part (a possible start is never streamed).
+    const size_t from = emitted_ >= longest_stop_ ? emitted_ - longest_stop_ : 0;
+    size_t cut = std::string::npos;
+    for (const std::string& s : o_.stop)
+      if (!s.empty()) cut = std::min(cut, text_.find(s, from));
+    if (cut != std::string::npos) {
+      text_.resize(cut);
+      emit(cut);
+      stopped_ = true;
+      return true;
+    }
+    size_t safe = text_.size();
+    if (!final)
+      for (const std::string& s : o_.stop)
+        for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), text_.size()); k > 0; --k)
+          if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+            safe = std::min(safe, text_.size() - k);
+            break;
+          }
+    emit(safe);
+    return false;
+  }
+
+  void emit(size_t upto) {
+    if (upto <= emitted_) return;
+    if (o_.on_text) o_.on_text(std::string_view(text_).substr(emitted_, upto - emitted_));
+    emitted_ = upto;
+  }
+
+  std::optional<BpeTokenizer::StreamDecoder> decoder_;
+  const GenerateOptions& o_;
+  std::string text_;
+  size_t emitted_ = 0, longest_stop_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
 struct LlamaModel::Impl {
   std::string path;
   GgufFile file;
@@ -274,6 +477,16 @@ struct LlamaModel::Impl {
   Session session;
   std::map<std::pair<int64_t, int64_t>, std::shared_ptr<Executable>> executables;
   LlamaStats stats;
+  int64_t ctx = 0;  // KV-cache positions
+  // One KV cache per batch size: the state of its first step executable, which the others of
+  // that batch size share; each row's tokens (its length is the row's position).
+  struct Cache {
+    std::shared_ptr<Executable> owner;
+    std::vector<std::vector<int32_t>> tokens;
+  };
+  std::map<int64_t, Cache> caches;
+  // Step executables by (batch, seq, logits output).
+  std::map<std::tuple<int64_t, int64_t, bool>, std::shared_ptr<Executable>> steps;
 
   Impl(const std::string& p, const LlamaOptions& o)
       : path(p), file(GgufFile::open(p)), options(o), session(o.device) {
@@ -282,6 +495,10 @@ struct LlamaModel::Impl {
                     ? *o.precision
                     : precision_from_env().value_or(PrecisionPolicy{PrecisionMode::AlwaysF32, {}});
     config = LlamaConfig::from_gguf(file);
+    check(o.ctx >= 0 && o.ctx <= config.context_length,
+          "LlamaModel: ctx " + std::to_string(o.ctx) + " is outside [1, context_length " +
+              std::to_string(config.context_length) + "] of " + p);
+    ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(config.context_length, 4096);
     if (file.contains("tokenizer.ggml.model")) tokenizer = BpeTokenizer::from_gguf(file);
     load_weights();
   }
@@ -349,20 +566,45 @@ struct LlamaModel::Impl {
     }
   }
 
-  std::shared_ptr<Executable> executable(int64_t batch, int64_t seq) {
-    auto key = std::make_pair(batch, seq);
-    if (auto it = executables.find(key); it != executables.end()) return it->second;
+  // `graph` compiled (options `co` plus the model's precision) with the weights bound.
+  std::shared_ptr<Executable> compile(const Graph& graph, CompileOptions co) {
     auto start = std::chrono::steady_clock::now();
-    CompileOptions co;
     co.precision = precision;
-    std::shared_ptr<Executable> exe =
-        session.compile(build_llama_decoder(config, layout, batch, seq, freq_factors), co);
+    std::shared_ptr<Executable> exe = session.compile(graph, co);
     for (const IoSpec& p : exe->params()) exe->set_param(p.name, weights.at(p.name));
     stats.compiles += 1;
     stats.compile_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return exe;
+  }
+
+  std::shared_ptr<Executable> executable(int64_t batch, int64_t seq) {
+    auto key = std::make_pair(batch, seq);
+    if (auto it = executables.find(key); it != executables.end()) return it->second;
+    std::shared_ptr<Executable> exe =
+        compile(build_llama_decoder(config, layout, batch, seq, freq_factors), {});
     executables.emplace(key, exe);
     return exe;
+  }
+
+  // Throws naming the row, position and id when an id of `ids` [batch, seq] (the first
+  // counts[r] of each row when given) is outside the vocabulary.
+  void check_ids(const char* what, std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                 std::span<const int64_t> counts = {}) const {
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t j = 0; j < (counts.empty() ? seq : counts[static_cast<size_t>(r)]); ++j) {
+        int32_t id = ids[static_cast<size_t>(r * seq + j)];
+        if (id < 0 || id >= config.vocab_size)
+          throw Error(std::string(what) + ": row " + std::to_string(r) + " position " +
+                      std::to_string(j) + ": token id " + std::to_string(id) +
+                      " is outside the vocabulary [0, " + std::to_string(config.vocab_size) +
+                      ") of " + path);
+      }
+  }
+
+  // The bucket above `n` (a multiple of options.bucket), at most `limit`.
+  int64_t bucketed(int64_t n, int64_t limit) const {
+    return std::min(limit, (n + options.bucket - 1) / options.bucket * options.bucket);
   }
 
   Tensor logits(std::span<const int32_t> ids, int64_t batch, int64_t seq) {
@@ -373,17 +615,8 @@ struct LlamaModel::Impl {
     check(static_cast<int64_t>(ids.size()) == batch * seq,
           "LlamaModel::logits: ids holds " + std::to_string(ids.size()) +
               " values, expected batch * seq = " + std::to_string(batch * seq));
-    for (int64_t r = 0; r < batch; ++r)
-      for (int64_t j = 0; j < seq; ++j) {
-        int32_t id = ids[static_cast<size_t>(r * seq + j)];
-        if (id < 0 || id >= config.vocab_size)
-          throw Error("LlamaModel::logits: row " + std::to_string(r) + " position " +
-                      std::to_string(j) + ": token id " + std::to_string(id) +
-                      " is outside the vocabulary [0, " + std::to_string(config.vocab_size) +
-                      ") of " + path);
-      }
-    const int64_t padded = std::min(config.context_length,
-                                    (seq + options.bucket - 1) / options.bucket * options.bucket);
+    check_ids("LlamaModel::logits", ids, batch, seq);
+    const int64_t padded = bucketed(seq, config.context_length);
     Tensor in(DType::i32, Shape{batch, padded});
     for (int64_t r = 0; r < batch; ++r)
       std::copy_n(ids.data() + r * seq, seq, in.data_as<int32_t>() + r * padded);
@@ -405,6 +638,158 @@ struct LlamaModel::Impl {
                     " is not finite under precision " + to_string(precision));
     return out;
   }
+
+  Cache& cache(int64_t batch) {
+    Cache& c = caches[batch];
+    if (c.tokens.empty()) c.tokens.resize(static_cast<size_t>(batch));
+    return c;
+  }
+
+  // The step executable of (batch, seq, logits), sharing the batch's KV cache.
+  std::shared_ptr<Executable> step_executable(int64_t batch, int64_t seq, bool want_logits) {
+    auto key = std::make_tuple(batch, seq, want_logits);
+    if (auto it = steps.find(key); it != steps.end()) return it->second;
+    LlamaStepOptions so;
+    so.batch = batch;
+    so.seq = seq;
+    so.ctx = ctx;
+    so.logits = want_logits;
+    CompileOptions co;
+    co.state = llama_cache_state(config);
+    std::shared_ptr<Executable> exe =
+        compile(build_llama_step(config, layout, so, freq_factors), co);
+    Cache& c = cache(batch);
+    if (c.owner)
+      exe->share_state(*c.owner);  // before any run: it never allocates a cache of its own
+    else
+      c.owner = exe;
+    steps.emplace(key, exe);
+    return exe;
+  }
+
+  LlamaStep append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                   std::span<const int64_t> counts, bool want_logits) {
+    const char* what = "LlamaModel::append";
+    check(batch >= 1 && seq >= 1, std::string(what) + ": batch and seq must be positive, got [" +
+                                      std::to_string(batch) + ", " + std::to_string(seq) + "]");
+    check(static_cast<int64_t>(ids.size()) == batch * seq,
+          std::string(what) + ": ids holds " + std::to_string(ids.size()) +
+              " values, expected batch * seq = " + std::to_string(batch * seq));
+    check(counts.empty() || static_cast<int64_t>(counts.size()) == batch,
+          std::string(what) + ": counts holds " + std::to_string(counts.size()) +
+              " values, expected batch = " + std::to_string(batch));
+    std::vector<int64_t> n(static_cast<size_t>(batch), seq);
+    if (!counts.empty()) n.assign(counts.begin(), counts.end());
+    for (int64_t r = 0; r < batch; ++r)
+      check(n[static_cast<size_t>(r)] >= 1 && n[static_cast<size_t>(r)] <= seq,
+            std::string(what) + ": row " + std::to_string(r) + " count " +
+                std::to_string(n[static_cast<size_t>(r)]) + " is outside [1, seq " +
+                std::to_string(seq) + "]");
+    check_ids(what, ids, batch, seq, n);
+    Cache& c = cache(batch);
+    int64_t longest = 0, most = 0;  // the longest row after this step, the most new tokens
+    for (int64_t r = 0; r < batch; ++r) {
+      const auto held = static_cast<int64_t>(c.tokens[static_cast<size_t>(r)].size());
+      const int64_t add = n[static_cast<size_t>(r)];
+      check(held + add <= ctx, "LlamaModel: the KV cache is full: row " + std::to_string(r) +
+                                   " holds " + std::to_string(held) + " of " + std::to_string(ctx) +
+                                   " positions, " + std::to_string(add) +
+                                   " more do not fit (LlamaOptions::ctx, --ctx)");
+      longest = std::max(longest, held);
+      most = std::max(most, add);
+    }
+    // Padding beyond a row's count is written to the cache too (and overwritten by later
+    // appends): the bucket must fit behind every row, or dynamic_update_slice would clamp.
+    const int64_t padded = most == 1 ? 1 : std::max(most, bucketed(most, ctx - longest));
+    Tensor in(DType::i32, Shape{batch, padded}), pos(DType::i32, Shape{batch}),
+        last(DType::i32, Shape{batch});
+    for (int64_t r = 0; r < batch; ++r) {
+      const auto row = static_cast<size_t>(r);
+      std::copy_n(ids.data() + r * seq, n[row], in.data_as<int32_t>() + r * padded);
+      pos.data_as<int32_t>()[r] = static_cast<int32_t>(c.tokens[row].size());
+      last.data_as<int32_t>()[r] = static_cast<int32_t>(n[row] - 1);
+    }
+    TensorMap feeds{{"ids", in}, {"pos", pos}};
+    if (padded > 1) feeds.emplace("last", last);
+    std::vector<Tensor> out = step_executable(batch, padded, want_logits)->run(feeds);
+    ++stats.runs;
+    for (int64_t r = 0; r < batch; ++r) {
+      const auto row = static_cast<size_t>(r);
+      c.tokens[row].insert(c.tokens[row].end(), ids.begin() + r * seq,
+                           ids.begin() + r * seq + n[row]);
+    }
+    LlamaStep result;
+    result.next.assign(out[0].data_as<int32_t>(), out[0].data_as<int32_t>() + batch);
+    if (want_logits) result.logits = out[1];
+    return result;
+  }
+
+  std::vector<int64_t> positions(int64_t batch) const {
+    std::vector<int64_t> p(static_cast<size_t>(std::max<int64_t>(batch, 0)), 0);
+    if (auto it = caches.find(batch); it != caches.end())
+      for (size_t r = 0; r < p.size(); ++r)
+        p[r] = static_cast<int64_t>(it->second.tokens[r].size());
+    return p;
+  }
+
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& o) {
+    check(tokenizer.has_value() || (o.stop.empty() && !o.on_text),
+          "LlamaModel::generate: stop strings and on_text need the tokenizer, which " + path +
+              " lacks (metadata key 'tokenizer.ggml.model')");
+    check(!prompt.empty(), "LlamaModel::generate: the prompt is empty");
+    check(o.max_tokens >= 0,
+          "LlamaModel::generate: max_tokens must be >= 0, got " + std::to_string(o.max_tokens));
+    check_ids("LlamaModel::generate", prompt, 1, static_cast<int64_t>(prompt.size()));
+    GenerateResult result;
+    GenerateStats& st = result.stats;
+    st.prompt_tokens = static_cast<int64_t>(prompt.size());
+    // Keep the cached prefix the prompt starts with; at least one token is appended, whose
+    // logits give the first new token.
+    std::vector<int32_t>& held = cache(1).tokens[0];
+    size_t keep = 0;
+    if (o.reuse_prefix)
+      while (keep < held.size() && keep + 1 < prompt.size() && held[keep] == prompt[keep]) ++keep;
+    held.resize(keep);
+    st.reused_tokens = static_cast<int64_t>(keep);
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point since) {
+      return std::chrono::duration<double>(Clock::now() - since).count();
+    };
+    // Compiles the first append of a shape does are counted apart from the run times.
+    const double compiled_before = stats.compile_seconds;
+    auto t0 = Clock::now();
+    const auto rest = static_cast<int64_t>(prompt.size() - keep);
+    int32_t next = append(prompt.subspan(keep), 1, rest, {}, false).next[0];
+    st.prefill_seconds = seconds(t0) - (stats.compile_seconds - compiled_before);
+    const double compiled_prefill = stats.compile_seconds;
+
+    TextStream text(tokenizer ? &*tokenizer : nullptr, o);
+    const int32_t eos = tokenizer ? tokenizer->eos_id() : -1;
+    auto t1 = Clock::now();
+    st.stop_reason = "length";
+    while (st.generated_tokens < o.max_tokens) {
+      if (o.stop_at_eos && next == eos) {
+        st.stop_reason = "eos";
+        break;
+      }
+      result.ids.push_back(next);
+      ++st.generated_tokens;
+      if (text.push(next)) {
+        st.stop_reason = "stop";
+        break;
+      }
+      if (st.generated_tokens == o.max_tokens) break;
+      if (static_cast<int64_t>(held.size()) >= ctx) {
+        st.stop_reason = "context";
+        break;
+      }
+      next = append(std::span<const int32_t>(&next, 1), 1, 1, {}, false).next[0];
+    }
+    st.decode_seconds = seconds(t1) - (stats.compile_seconds - compiled_prefill);
+    st.compile_seconds = stats.compile_seconds - compiled_before;
+    result.text = text.finish();
+    return result;
+  }
 };
 
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -413,7 +798,11 @@ LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
 LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
 
 LlamaModel LlamaModel::load(const std::string& path, const LlamaOptions& options) {
-  return LlamaModel(std::make_unique<Impl>(path, options));
+  auto start = std::chrono::steady_clock::now();
+  auto impl = std::make_unique<Impl>(path, options);
+  impl->stats.load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return LlamaModel(std::move(impl));
 }
 
 const LlamaConfig& LlamaModel::config() const { return impl_->config; }
@@ -426,6 +815,23 @@ const BpeTokenizer& LlamaModel::tokenizer() const {
 }
 Tensor LlamaModel::logits(std::span<const int32_t> ids, int64_t batch, int64_t seq) {
   return impl_->logits(ids, batch, seq);
+}
+int64_t LlamaModel::ctx() const { return impl_->ctx; }
+LlamaStep LlamaModel::append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                             std::span<const int64_t> counts, bool want_logits) {
+  return impl_->append(ids, batch, seq, counts, want_logits);
+}
+std::vector<int64_t> LlamaModel::positions(int64_t batch) const { return impl_->positions(batch); }
+void LlamaModel::reset(int64_t batch) {
+  for (std::vector<int32_t>& row : impl_->cache(batch).tokens) row.clear();
+}
+GenerateResult LlamaModel::generate(std::span<const int32_t> prompt,
+                                    const GenerateOptions& options) {
+  return impl_->generate(prompt, options);
+}
+GenerateResult LlamaModel::generate(std::string_view prompt, const GenerateOptions& options) {
+  std::vector<int32_t> ids = tokenizer().encode(prompt, true, true);
+  return impl_->generate(ids, options);
 }
 const LlamaWeightLayout& LlamaModel::layout() const { return impl_->layout; }
 int64_t LlamaModel::weight_bytes() const {

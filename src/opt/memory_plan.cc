@@ -1,9 +1,9 @@
-// Memory planning: liveness, views, in-place chains and greedy-by-size arena offsets.
+// Memory planning: liveness, views, in-place chains, state storage and greedy-by-size arena
+// offsets.
 #include "rlx/opt/memory_plan.h"
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <sstream>
 #include <string>
 
@@ -91,16 +91,34 @@ struct ValueInfo {
   int64_t last = 0;   // last reader (graph outputs: nodes().size()); roots include their views
 };
 
+// The state index of every node (-1: not a state input) for the state input node ids `state`
+// (MemoryPlan::state_inputs), or an rlx::Error naming a bad entry.
+std::vector<int32_t> state_index_of(const Graph& g, const std::vector<int32_t>& state) {
+  std::vector<int32_t> index(g.nodes().size(), -1);
+  for (size_t k = 0; k < state.size(); ++k) {
+    int32_t id = state[k];
+    check(id >= 0 && static_cast<size_t>(id) < g.nodes().size() && g.node(id).op == OpKind::Input,
+          "plan_memory: state " + std::to_string(k) + " (node " + std::to_string(id) +
+              ") is not an input node of the graph");
+    check(index[static_cast<size_t>(id)] < 0,
+          "plan_memory: input %" + g.node(id).name + " is listed twice as state");
+    index[static_cast<size_t>(id)] = static_cast<int32_t>(k);
+  }
+  return index;
+}
+
 class Liveness {
  public:
-  explicit Liveness(const Graph& g) : info_(g.nodes().size()) {
+  // `state_index`: state_index_of(g, state inputs); a state input is planned like a computed
+  // value (it has a buffer), not as external data.
+  Liveness(const Graph& g, const std::vector<int32_t>& state_index) : info_(g.nodes().size()) {
     const std::vector<Node>& nodes = g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
       int64_t offset = view_offset(g, n);
       for (size_t r = 0; r < n.results.size(); ++r) {
         ValueInfo vi;
-        vi.external = is_external(n.op);
+        vi.external = is_external(n.op) && state_index[i] < 0;
         vi.root = Value{static_cast<int32_t>(i), static_cast<int32_t>(r)};
         vi.bytes = bytes_of(n.results[r]);
         vi.first = vi.last = static_cast<int64_t>(i);
@@ -192,11 +210,13 @@ bool bytes_overlap(const BufferAssignment& a, const BufferAssignment& b) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+MemoryPlan plan_memory(const Graph& g, int64_t alignment,
+                       const std::vector<int32_t>& state_inputs) {
   check(alignment >= 64 && (alignment & (alignment - 1)) == 0,
         "plan_memory: alignment must be a power of two >= 64, got " + std::to_string(alignment));
   const std::vector<Node>& nodes = g.nodes();
-  Liveness live(g);
+  const std::vector<int32_t> state_index = state_index_of(g, state_inputs);
+  Liveness live(g, state_index);
 
   // One slot per storage; a result written in place joins its operand's slot, so a slot is a
   // chain of values whose live ranges meet at the nodes that hand the storage on.
@@ -205,6 +225,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
     int64_t first = 0, last = 0;
     int64_t offset = 0;
     int64_t handed_on_at = -1;  // node whose result last took this slot in place
+    int32_t state = -1;         // >= 0: the storage of that state, not placed in the arena
   };
   std::vector<Slot> slots;
   std::vector<std::vector<int>> slot_of(nodes.size());
@@ -229,7 +250,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
         }
       }
       if (slot < 0) {
-        slots.push_back({align_up(vi.bytes, alignment), node, vi.last, 0, -1});
+        slots.push_back({align_up(vi.bytes, alignment), node, vi.last, 0, -1, state_index[i]});
         slot = static_cast<int>(slots.size()) - 1;
       } else {
         Slot& s = slots[static_cast<size_t>(slot)];
@@ -242,8 +263,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
 
   // Greedy by size (TFLite GPU delegate, greedy_by_size_assignment.cc): largest first, each in
   // the tightest gap among the placed slots whose live ranges intersect its own.
-  std::vector<size_t> order(slots.size());
-  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<size_t> order;
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (slots[k].state < 0) order.push_back(k);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return slots[a].size != slots[b].size ? slots[a].size > slots[b].size
                                           : slots[a].first < slots[b].first;
@@ -251,6 +273,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   std::vector<size_t> placed;
   MemoryPlan plan;
   plan.alignment = alignment;
+  plan.state_inputs = state_inputs;
   for (size_t idx : order) {
     Slot& s = slots[idx];
     std::vector<const Slot*> neighbours;
@@ -283,15 +306,19 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
       b.first_use = vi.first;
       b.last_use = vi.last;
       if (!vi.is_view) {
-        b.offset = slots[static_cast<size_t>(slot_of[i][r])].offset;
-        plan.naive_bytes = add_bytes(plan.naive_bytes, align_up(vi.bytes, alignment));
+        const Slot& s = slots[static_cast<size_t>(slot_of[i][r])];
+        b.offset = s.offset;
+        b.state = s.state;
+        if (s.state < 0)
+          plan.naive_bytes = add_bytes(plan.naive_bytes, align_up(vi.bytes, alignment));
       } else {
         b.is_view = true;
         b.alias_of = vi.root;
         b.offset = vi.view_offset;
         if (!live.at(vi.root).external) {
-          int s = slot_of[static_cast<size_t>(vi.root.node)][static_cast<size_t>(vi.root.index)];
-          b.offset += slots[static_cast<size_t>(s)].offset;
+          int k = slot_of[static_cast<size_t>(vi.root.node)][static_cast<size_t>(vi.root.index)];
+          b.offset += slots[static_cast<size_t>(k)].offset;
+          b.state = slots[static_cast<size_t>(k)].state;
         }
       }
       plan.buffers.push_back(b);
@@ -303,10 +330,17 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
 std::string MemoryPlan::to_string() const {
   std::ostringstream os;
   os << "memory plan: arena " << arena_bytes << " bytes, naive " << naive_bytes
-     << " bytes, alignment " << alignment << "\n";
+     << " bytes, alignment " << alignment;
+  if (!state_inputs.empty()) {
+    os << ", state inputs";
+    for (int32_t id : state_inputs) os << " n" << id;
+  }
+  os << "\n";
   for (const BufferAssignment& b : buffers) {
-    os << "  " << id_name(b.value) << " offset " << b.offset << " bytes " << b.bytes << " live ["
-       << b.first_use << ", " << b.last_use << "]";
+    os << "  " << id_name(b.value);
+    if (b.state >= 0) os << " state " << b.state;
+    os << " offset " << b.offset << " bytes " << b.bytes << " live [" << b.first_use << ", "
+       << b.last_use << "]";
     if (b.is_view) os << " view of " << id_name(b.alias_of);
     os << "\n";
   }
@@ -318,7 +352,16 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
   const int64_t align = plan.alignment;
   if (align < 64 || (align & (align - 1)) != 0)
     errors.push_back("alignment " + std::to_string(align) + " is not a power of two >= 64");
-  Liveness live(g);
+  std::vector<int32_t> state_index;
+  try {
+    state_index = state_index_of(g, plan.state_inputs);
+  } catch (const Error& e) {
+    errors.push_back(e.what());
+    return errors;
+  }
+  Liveness live(g, state_index);
+  // The state that owns `v`'s storage (-1: the arena or a leaf).
+  auto state_of = [&](Value v) { return state_index[static_cast<size_t>(live.at(v).root.node)]; };
 
   // Every buffer names a planned value of the graph, and describes it truthfully.
   std::vector<std::vector<int>> buffer_of(g.nodes().size());
@@ -370,9 +413,10 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
         errors.push_back(value_name(g, v) + " has no buffer");
     }
 
-  // Placement of each buffer: aligned and inside the arena; a view exactly where its source's
-  // storage puts it (a view of a leaf: inside that leaf's data).
-  std::vector<bool> in_arena(plan.buffers.size(), false);
+  // Placement of each buffer: aligned and inside the arena (or its state's storage); a view
+  // exactly where its source's storage puts it (a view of a leaf: inside that leaf's data).
+  // space[k]: -2 outside any planned storage (a view of a leaf), -1 the arena, s state s.
+  std::vector<int32_t> space(plan.buffers.size(), -2);
   for (size_t k = 0; k < plan.buffers.size(); ++k) {
     if (!usable[k]) continue;
     const BufferAssignment& b = plan.buffers[k];
@@ -381,6 +425,27 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
     const ValueInfo& ri = live.at(vi.root);
     std::string range =
         "[" + std::to_string(b.offset) + ", " + std::to_string(b.offset + b.bytes) + ")";
+    // A state input lives at offset 0 of its own storage, a view in its source's storage;
+    // another result may be in a state's storage only written in place (checked below).
+    int src = buffer_of[static_cast<size_t>(vi.root.node)][static_cast<size_t>(vi.root.index)];
+    const int32_t expected = vi.is_view
+                                 ? (src >= 0 ? plan.buffers[static_cast<size_t>(src)].state : -1)
+                                 : state_of(b.value);
+    const bool own_state = !vi.is_view && expected >= 0;
+    if ((vi.is_view || own_state)
+            ? b.state != expected
+            : b.state < -1 || b.state >= static_cast<int32_t>(plan.state_inputs.size())) {
+      errors.push_back(name + " is in the storage of " +
+                       (expected < 0 ? std::string("the arena or a leaf")
+                                     : "state " + std::to_string(expected)) +
+                       " but its buffer says state " + std::to_string(b.state));
+      continue;
+    }
+    if (own_state && b.offset != 0) {
+      errors.push_back(name + " is state " + std::to_string(expected) +
+                       " and must be at offset 0 of its storage, not " + std::to_string(b.offset));
+      continue;
+    }
     if (vi.is_view && ri.external) {
       if (b.offset != vi.view_offset || b.offset + b.bytes > ri.bytes)
         errors.push_back(name + " at " + range + " must be at [" + std::to_string(vi.view_offset) +
@@ -388,17 +453,23 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
                          value_name(g, vi.root) + " (" + std::to_string(ri.bytes) + " bytes)");
       continue;
     }
-    in_arena[k] = true;
-    if (b.offset < 0 || b.offset + b.bytes > plan.arena_bytes)
-      errors.push_back(name + " at " + range + " is outside the arena of " +
-                       std::to_string(plan.arena_bytes) + " bytes");
+    // The arena, or the storage of the buffer's state (the state input's bytes; a non-view
+    // result there is written in place, which the overlap check below verifies).
+    space[k] = b.state;
+    const int64_t size =
+        b.state < 0 ? plan.arena_bytes
+                    : live.at(Value{plan.state_inputs[static_cast<size_t>(b.state)], 0}).bytes;
+    if (b.offset < 0 || b.offset + b.bytes > size)
+      errors.push_back(name + " at " + range + " is outside " +
+                       (b.state < 0 ? std::string("the arena")
+                                    : "the storage of state " + std::to_string(b.state)) +
+                       " of " + std::to_string(size) + " bytes");
     if (!vi.is_view) {
-      if (align > 0 && b.offset % align != 0)
+      if (b.state < 0 && align > 0 && b.offset % align != 0)
         errors.push_back(name + " at offset " + std::to_string(b.offset) + " is not aligned to " +
                          std::to_string(align));
       continue;
     }
-    int src = buffer_of[static_cast<size_t>(vi.root.node)][static_cast<size_t>(vi.root.index)];
     if (src >= 0 && b.offset != plan.buffers[static_cast<size_t>(src)].offset + vi.view_offset)
       errors.push_back(name + " at offset " + std::to_string(b.offset) + " must be at " +
                        value_name(g, vi.root) + "'s offset " +
@@ -419,10 +490,10 @@ std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan) {
            may_overwrite(g, live, n, static_cast<size_t>(later.value.index), root);
   };
   for (size_t a = 0; a < plan.buffers.size(); ++a) {
-    if (!in_arena[a]) continue;
+    if (space[a] < -1) continue;
     const BufferAssignment& x = plan.buffers[a];
     for (size_t b = a + 1; b < plan.buffers.size(); ++b) {
-      if (!in_arena[b]) continue;
+      if (space[b] != space[a]) continue;
       const BufferAssignment& y = plan.buffers[b];
       if (!live_together(x, y) || !bytes_overlap(x, y)) continue;
       if (live.at(x.value).root == live.at(y.value).root) continue;

@@ -78,7 +78,16 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  r.plan = plan_memory(r.graph, o.alignment);
+  std::vector<int32_t> state;
+  for (const std::string& name : o.state_inputs) {
+    int32_t found = -1;
+    for (int32_t id : r.graph.inputs())
+      if (r.graph.node(id).name == name) found = id;
+    check(found >= 0,
+          "pipeline: state input '" + name + "' is not an input of graph '" + r.graph.name() + "'");
+    state.push_back(found);
+  }
+  r.plan = plan_memory(r.graph, o.alignment, state);
   auto t1 = std::chrono::steady_clock::now();
   r.timings.push_back(
       {"memory-plan", std::chrono::duration<double, std::milli>(t1 - t0).count(), false});

@@ -35,6 +35,7 @@ std::string CompileOptions::cache_key() const {
   k += ";memory_limit=" + (memory_limit ? std::to_string(*memory_limit) : std::string("default"));
   k +=
       ";profile=" + (profile ? std::to_string(static_cast<int>(*profile)) : std::string("default"));
+  for (const StateBinding& b : state) k += ";state:" + b.input + "<-" + b.output;
   for (const auto& [name, q] : quantized_params)
     k += ";q:" + name + "=" + std::string(quant_format_info(q.format).name) + "@" +
          std::to_string(q.axis);

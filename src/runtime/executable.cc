@@ -53,15 +53,21 @@ size_t check_param_binding(const std::vector<IoSpec>& params, const std::string&
   throw Error("set_param: unknown param '" + name + "' (params: " + names_of(params) + ")");
 }
 
-void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs) {
+void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs,
+                      const std::vector<StateSpec>& state) {
   // The messages are built only on failure: this runs on every call, where a tiny graph's whole
   // run costs about a microsecond.
   for (const auto& [name, t] : inputs) {
     const IoSpec* spec = nullptr;
     for (const IoSpec& s : specs)
       if (s.name == name) spec = &s;
-    if (spec == nullptr)
+    if (spec == nullptr) {
+      for (const StateSpec& st : state)
+        if (st.name == name)
+          throw Error("run: '" + name +
+                      "' is state of this executable (set it with set_state), not a run input");
       throw Error("run: unknown input '" + name + "' (inputs: " + names_of(specs) + ")");
+    }
     if (!(t.type() == spec->type))
       throw Error("run: input '" + name + "': expected " + spec->type.to_string() + ", got " +
                   t.type().to_string());
@@ -69,6 +75,21 @@ void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs)
   for (const IoSpec& s : specs)
     if (inputs.count(s.name) == 0)
       throw Error("run: missing input '" + s.name + "' (" + s.type.to_string() + ")");
+}
+
+size_t check_state_access(const std::vector<StateSpec>& state, const std::string& name,
+                          std::string_view what, const Tensor* value) {
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (state[i].name != name) continue;
+    if (value != nullptr && !(value->type() == state[i].type))
+      throw Error(std::string(what) + " '" + name + "': expected " + state[i].type.to_string() +
+                  ", got " + value->type().to_string());
+    return i;
+  }
+  std::string names;
+  for (const StateSpec& st : state) names += (names.empty() ? "" : ", ") + st.name;
+  throw Error(std::string(what) + ": unknown state '" + name +
+              "' (state: " + (names.empty() ? "none" : names) + ")");
 }
 
 void check_params_set(const std::vector<IoSpec>& params,

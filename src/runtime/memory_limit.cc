@@ -101,13 +101,15 @@ int64_t physical_memory_bytes() {
 }
 
 int64_t PlannedMemory::total() const {
-  return add_saturating(add_saturating(arena, params), add_saturating(constants, outputs));
+  return add_saturating(
+      add_saturating(add_saturating(arena, params), add_saturating(constants, outputs)), state);
 }
 
 PlannedMemory planned_memory(const Graph& compiled, const MemoryPlan& plan,
-                             const std::vector<IoSpec>& params,
-                             const std::vector<IoSpec>& outputs) {
+                             const std::vector<IoSpec>& params, const std::vector<IoSpec>& outputs,
+                             const std::vector<StateSpec>& state) {
   PlannedMemory m;
+  for (const StateSpec& s : state) m.state = add_saturating(m.state, bytes_of(s.type));
   m.arena = plan.arena_bytes;
   for (const IoSpec& p : params) m.params = add_saturating(m.params, bytes_of(p.type));
   for (const IoSpec& o : outputs) m.outputs = add_saturating(m.outputs, bytes_of(o.type));
@@ -125,9 +127,11 @@ void check_memory_limit(const std::string& backend, const PlannedMemory& planned
                                    : "physical memory; RLX_MEMORY_LIMIT sets another";
   throw Error(backend + " backend: planned memory " + mib(total) + " (arena " + mib(planned.arena) +
               ", params " + mib(planned.params) + ", constants " + mib(planned.constants) +
-              ", outputs " + mib(planned.outputs) + "; " + std::to_string(total) +
-              (total == kMaxBytes ? "+" : "") + " bytes) exceeds the limit " + mib(max) + " (" +
-              std::to_string(max) + " bytes, " + source + ")");
+              ", outputs " + mib(planned.outputs) +
+              (planned.state > 0 ? ", state " + mib(planned.state) : std::string()) + "; " +
+              std::to_string(total) + (total == kMaxBytes ? "+" : "") +
+              " bytes) exceeds the limit " + mib(max) + " (" + std::to_string(max) + " bytes, " +
+              source + ")");
 }
 
 }  // namespace rlx

@@ -38,6 +38,9 @@ std::string Location::to_string() const {
     case Kind::Constant:
       s = "constant" + std::to_string(index);
       break;
+    case Kind::State:
+      s = "state" + std::to_string(index);
+      break;
   }
   if (kind == Kind::Arena || offset != 0) s += "+" + std::to_string(offset);
   return s;
@@ -67,8 +70,10 @@ Schedule make_schedule(const Graph& compiled, const MemoryPlan& plan,
 
   // Locations of leaves first, then of every planned buffer.
   std::map<std::pair<int32_t, int32_t>, Location> where;
+  std::set<int32_t> state(plan.state_inputs.begin(), plan.state_inputs.end());
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
     const Node& n = g.node(id);
+    if (state.count(id)) continue;  // planned: a State location below
     if (n.op == OpKind::Input) {
       where[{id, 0}] = {Location::Kind::Input, index_in(inputs, n.name, "input"), 0};
     } else if (n.op == OpKind::Param) {
@@ -87,7 +92,9 @@ Schedule make_schedule(const Graph& compiled, const MemoryPlan& plan,
   };
   for (const BufferAssignment& b : plan.buffers) {
     Location l{Location::Kind::Arena, 0, b.offset};
-    if (b.is_view && is_leaf_data(g.node(b.alias_of).op)) {
+    if (b.state >= 0) {
+      l = {Location::Kind::State, b.state, b.offset};
+    } else if (b.is_view && is_leaf_data(g.node(b.alias_of).op)) {
       // A view outside the arena: its offset counts from the leaf's data.
       l = at(b.alias_of);
       l.offset = b.offset;
@@ -98,7 +105,7 @@ Schedule make_schedule(const Graph& compiled, const MemoryPlan& plan,
   // One step per node that computes (views and leaf data have none).
   std::set<int32_t> computes;
   for (const BufferAssignment& b : plan.buffers)
-    if (!b.is_view) computes.insert(b.value.node);
+    if (!b.is_view && !state.count(b.value.node)) computes.insert(b.value.node);
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
     const Node& n = g.node(id);
     if (is_leaf_data(n.op)) continue;

@@ -475,7 +475,7 @@ TEST(Attention, Errors) {
             std::string::npos);
   EXPECT_NE(error_of([&] {
               g.attention(q4, k, v, opts("local"));
-            }).find("expected one of none, causal, sliding_window, bool, bias"),
+            }).find("expected one of none, causal, sliding_window, causal_lengths, bool, bias"),
             std::string::npos);
   Value k3 = g.input("k3", DType::f32, {1, 2, 5, 3});
   EXPECT_NE(error_of([&] { g.attention(q4, k3, v, opts("none")); }).find("same head dim D"),

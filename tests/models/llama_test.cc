@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "common/tiny_llama.h"
 #include "rlx/io/gguf.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/models/bpe_tokenizer.h"
@@ -23,78 +24,17 @@ namespace rlx::models {
 namespace {
 
 using rlx::testing::error_of;
-
-// A 2-layer llama file: hidden 64, 4 query heads of 16, 2 KV heads (GQA), FFN 96, vocab 40.
-// Matrices are Q8_0 (packed with quantize_row) except attn_v (F32) and ffn_up (F16), norms F32.
-struct TinyFile {
-  GgufMetadata metadata;
-  std::vector<std::pair<std::string, std::pair<GgmlType, std::vector<int64_t>>>> specs;
-  std::map<std::string, std::vector<std::byte>> bytes;
-};
-
-constexpr int64_t kH = 64, kHeads = 4, kKv = 2, kDh = 16, kFfn = 96, kVocab = 40, kLayers = 2;
-
-TinyFile tiny_file() {
-  TinyFile f;
-  f.metadata = {{"general.architecture", std::string("llama")},
-                {"llama.block_count", uint32_t{kLayers}},
-                {"llama.context_length", uint32_t{64}},
-                {"llama.embedding_length", uint32_t{kH}},
-                {"llama.feed_forward_length", uint32_t{kFfn}},
-                {"llama.attention.head_count", uint32_t{kHeads}},
-                {"llama.attention.head_count_kv", uint32_t{kKv}},
-                {"llama.attention.layer_norm_rms_epsilon", 1e-5f},
-                {"llama.rope.freq_base", 10000.0f}};
-  auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> shape) {
-    f.specs.push_back({name, {type, shape}});
-  };
-  add("token_embd.weight", GgmlType::Q8_0, {kVocab, kH});
-  add("output_norm.weight", GgmlType::F32, {kH});
-  for (int64_t l = 0; l < kLayers; ++l) {
-    std::string p = "blk." + std::to_string(l) + ".";
-    add(p + "attn_norm.weight", GgmlType::F32, {kH});
-    add(p + "attn_q.weight", GgmlType::Q8_0, {kHeads * kDh, kH});
-    add(p + "attn_k.weight", GgmlType::Q8_0, {kKv * kDh, kH});
-    add(p + "attn_v.weight", GgmlType::F32, {kKv * kDh, kH});
-    add(p + "attn_output.weight", GgmlType::Q8_0, {kH, kHeads * kDh});
-    add(p + "ffn_norm.weight", GgmlType::F32, {kH});
-    add(p + "ffn_gate.weight", GgmlType::Q8_0, {kFfn, kH});
-    add(p + "ffn_up.weight", GgmlType::F16, {kFfn, kH});
-    add(p + "ffn_down.weight", GgmlType::Q8_0, {kH, kFfn});
-  }
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (const auto& [name, spec] : f.specs) {
-    const auto& [type, shape] = spec;
-    const int64_t cols = shape.back(), rows = shape.size() == 2 ? shape[0] : 1;
-    const bool norm = shape.size() == 1;
-    std::vector<float> values(static_cast<size_t>(rows * cols));
-    for (float& v : values) v = norm ? 1.0f + 0.1f * normal(rng) : 0.15f * normal(rng);
-    const QuantFormat format = quant_format_from_ggml_type(static_cast<int>(type));
-    std::vector<std::byte> out(static_cast<size_t>(rows * quant_row_bytes(format, cols)));
-    for (int64_t r = 0; r < rows; ++r)
-      quantize_row(format, values.data() + r * cols,
-                   reinterpret_cast<uint8_t*>(out.data()) + r * quant_row_bytes(format, cols),
-                   cols);
-    f.bytes[name] = std::move(out);
-  }
-  return f;
-}
-
-std::string write(const TinyFile& f, const std::string& name) {
-  std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
-  std::vector<GgufTensorData> tensors;
-  for (const auto& [tname, spec] : f.specs)
-    tensors.push_back({tname, spec.first, spec.second, std::span(f.bytes.at(tname))});
-  write_gguf(path, f.metadata, tensors);
-  return path;
-}
-
-std::string write_edited(const std::string& name, const std::function<void(TinyFile&)>& edit) {
-  TinyFile f = tiny_file();
-  edit(f);
-  return write(f, name);
-}
+using rlx::testing::kDh;
+using rlx::testing::kFfn;
+using rlx::testing::kH;
+using rlx::testing::kHeads;
+using rlx::testing::kKv;
+using rlx::testing::kLayers;
+using rlx::testing::kVocab;
+using rlx::testing::tiny_file;
+using rlx::testing::TinyFile;
+using rlx::testing::write;
+using rlx::testing::write_edited;
 
 TEST(Llama, ConfigFromMetadata) {
   LlamaModel m = LlamaModel::load(write(tiny_file(), "llama_config.gguf"));

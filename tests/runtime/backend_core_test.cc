@@ -264,7 +264,9 @@ class EvalExecutable final : public ExecutableCore<EvalProgram, Tensor> {
     return c;
   }
   std::unique_ptr<Executable> clone() const override {
-    return std::make_unique<EvalExecutable>(program_ptr(), share_params());
+    auto c = std::make_unique<EvalExecutable>(program_ptr(), share_params());
+    copy_state_to(*c);
+    return c;
   }
   int executes = 0;
   bool fail_next_bind = false;
@@ -277,22 +279,29 @@ class EvalExecutable final : public ExecutableCore<EvalProgram, Tensor> {
     }
     return value.clone();  // a "device copy"
   }
-  std::vector<Tensor> execute(const TensorMap& inputs,
-                              const ParamBindings<Tensor>& params) override {
+  Tensor make_state(size_t, const Tensor& value) override { return value.clone(); }
+  Tensor read_state(size_t, const Tensor& value) const override { return value.clone(); }
+  std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<Tensor>& params,
+                              std::vector<Tensor>& state) override {
     ++executes;
+    const EvalProgram& p = program();
     TensorMap feeds = inputs;
-    for (size_t i = 0; i < params.size(); ++i) feeds.emplace(program().params[i].name, params[i]);
-    return evaluate(program().graph, feeds);
+    for (size_t i = 0; i < params.size(); ++i) feeds.emplace(p.params[i].name, params[i]);
+    for (size_t i = 0; i < state.size(); ++i) feeds.emplace(p.state[i].name, state[i]);
+    std::vector<Tensor> all = evaluate(p.graph, feeds), out;
+    for (size_t i : p.returned) out.push_back(all[i]);
+    for (size_t i = 0; i < state.size(); ++i) state[i] = all[p.state_outputs[i]];
+    return out;
   }
 };
 
 std::unique_ptr<EvalExecutable> compile_eval(const Graph& g, const CompileOptions& o = {}) {
   BackendFacts facts;
   facts.name = "eval";
-  check_compile_request(facts, Device::cpu());
+  check_compile_request(facts, Device::cpu(), g, o);
   auto p = std::make_shared<EvalProgram>();
   p->init(g, run_standard_pipeline(g, make_pipeline_options(facts, o)), Device::cpu(),
-          o.quantized_params);
+          o.quantized_params, o.state);
   ParamBindings<Tensor> params(p->params.size());
   return std::make_unique<EvalExecutable>(std::move(p), std::move(params));
 }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <ios>
@@ -18,6 +19,7 @@
 #include "cli_util.h"
 #include "common/scoped_env.h"
 #include "common/tiny_bert.h"
+#include "common/tiny_llama.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::tools {
@@ -205,6 +207,35 @@ TEST(Cli, TokenizePrintsBpeIds) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "2\n");
   expect_error(run_rlx({"tokenize", "--model", "/nonexistent.gguf", "x"}), 1, "/nonexistent.gguf");
+}
+
+// `rlx generate` streams SmolLM2's greedy continuation and prints speeds, load time and memory
+// to stderr; unknown flags (sampling is not there yet) are usage errors, not ignored.
+TEST(Cli, GenerateStreamsGreedyText) {
+  Result r = run_rlx({"generate", "-p", "The capital of France is", "-n", "4", "--ctx", "64"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(" Paris", 0), 0u) << r.out;
+  EXPECT_HAS(r.err, "prompt: 5 tokens");
+  EXPECT_HAS(r.err, "decode: 4 tokens");
+  EXPECT_HAS(r.err, "tok/s");
+  EXPECT_HAS(r.err, "KV cache");
+  EXPECT_HAS(r.err, "load ");
+  Result chat = run_rlx({"generate", "--chat", "-p", "Hi", "-n", "3", "--ctx", "64"});
+  EXPECT_EQ(chat.status, 0) << chat.err;
+  EXPECT_HAS(chat.err, "prompt: 31 tokens");  // the ChatML prompt with the default system line
+  expect_error(run_rlx({"generate", "--temp", "0.5", "-p", "x"}), 2, "--temp");
+  expect_error(run_rlx({"generate", "-p", "x", "--ctx", "99999"}), 1, "ctx 99999 is outside");
+}
+
+// `rlx chat` reads one user turn per line from stdin (not a terminal here) and answers each;
+// a file whose template is not ChatML (here: none) is an error naming the key.
+TEST(Cli, ChatAnswersEachLine) {
+  Result r = run_rlx({"chat", "-n", "6", "--ctx", "256"}, "Hello!\nWhat is 2+2?\n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_GE(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  EXPECT_EQ(r.err, "");
+  const std::string tiny = rlx::testing::write(rlx::testing::tiny_file(), "chat_tiny.gguf");
+  expect_error(run_rlx({"chat", "--model", tiny}, "hi\n"), 1, "'tokenizer.chat_template'");
 }
 
 TEST(Cli, MaxLengthUpToTheModelsLimit) {

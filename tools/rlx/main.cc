@@ -1,5 +1,5 @@
-// rlx command-line tool: embed, serve, quantize, tokenize, devices, demo, check, ops, opt,
-// train-demo and compile.
+// rlx command-line tool: embed, serve, quantize, tokenize, generate, chat, devices, demo, check,
+// ops, opt, train-demo and compile.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "embed.h"
+#include "generate.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/bpe_tokenizer.h"
@@ -342,6 +343,10 @@ int run(int argc, char** argv) {
   tokenize->add_flag("--special", tok_special,
                      "match control tokens such as <|im_end|> in the text (parse_special)");
 
+  tools::GenerateArgs gen_args, chat_args;
+  auto* generate = tools::add_generate_command(app, gen_args);
+  auto* chat = tools::add_chat_command(app, chat_args);
+
   auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
 
   train::DigitsDemoOptions train_args;
@@ -400,6 +405,8 @@ int run(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
+    if (*generate) return tools::run_generate(gen_args);
+    if (*chat) return tools::run_chat(chat_args);
     if (*devices) return tools::run_devices();
     if (*train_demo) return tools::run_train_demo(train_args);
     if (*compile) {

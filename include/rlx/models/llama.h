@@ -1,13 +1,15 @@
 // Llama-family decoders (llama, qwen2, qwen3) read from a GGUF file: the config from its
-// metadata, the full-sequence forward graph (token ids -> logits) over the file's packed
-// weights, and LlamaModel, which owns the mapping, the tokenizer and the compiled executables.
+// metadata, the full-sequence forward graph (token ids -> logits) and the cached step graph
+// (prefill / decode over a KV cache held as executable state) over the file's packed weights,
+// and LlamaModel, which owns the mapping, the tokenizer, the compiled executables, the KV
+// caches and the generation loop.
 //
 // Source followed: llama.cpp's llm_build_llama / llm_build_qwen2 / llm_build_qwen3
-// (src/llama-model.cpp) and its GGUF key and tensor names (gguf-py's constants.py). No KV
-// cache yet: every call runs the whole sequence.
+// (src/llama-model.cpp) and its GGUF key and tensor names (gguf-py's constants.py).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +21,7 @@
 #include "rlx/ir/quant.h"
 #include "rlx/ir/tensor.h"
 #include "rlx/opt/precision.h"
+#include "rlx/runtime/backend.h"
 #include "rlx/runtime/device.h"
 
 namespace rlx {
@@ -102,6 +105,51 @@ struct LlamaWeightLayout {
 Graph build_llama_decoder(const LlamaConfig& config, const LlamaWeightLayout& layout, int64_t batch,
                           int64_t seq, std::span<const double> rope_freq_factors = {});
 
+/// Appends to `g` the choice of one token per row from `logits` f32[B, V] and returns the ids
+/// i32[B]: the seam where a step graph picks its next tokens (greedy_tokens by default; a
+/// sampler built from the same graph ops replaces it).
+using TokenSelector = std::function<Value(Graph& g, Value logits)>;
+
+/// Greedy decoding: argmax over the vocabulary, i32[B] (the lowest id among equal maxima, as
+/// jnp.argmax).
+Value greedy_tokens(Graph& g, Value logits);
+
+/// What build_llama_step builds.
+struct LlamaStepOptions {
+  int64_t batch = 1;    ///< B: independent sequences, each at its own position
+  int64_t seq = 1;      ///< S: new tokens per row in this step (1: a decode step)
+  int64_t ctx = 0;      ///< positions the cache holds (its length); 0: config.context_length
+  bool logits = false;  ///< also output "logits" f32[B, V] (the rows the selector reads)
+  TokenSelector select = greedy_tokens;
+};
+
+/// The KV-cache state of a step graph: per layer l, input "k_cache.<l>" f32[B, head_count_kv,
+/// ctx, key_length] bound to output "k_cache.<l>.next", and "v_cache.<l>" [B, head_count_kv,
+/// ctx, value_length] to "v_cache.<l>.next" (CompileOptions::state). f32 storage:
+/// 4 * block_count * head_count_kv * (key_length + value_length) bytes per position and row
+/// (SmolLM2-135M: 46,080 bytes, 180 MiB for 4096 positions).
+std::vector<StateBinding> llama_cache_state(const LlamaConfig& config);
+
+/// One step of the decoder over a KV cache, for fixed [B, S] and cache length ctx:
+/// - inputs "ids" i32[B, S] (row b's new tokens; positions past its real count are padding),
+///   "pos" i32[B] (tokens already in row b's cache: its new tokens sit at positions pos[b] ..
+///   pos[b] + S - 1), and, when S > 1, "last" i32[B] (the index in S of row b's last real
+///   token, whose logits the step returns);
+/// - state (llama_cache_state): the caches; row b's new keys and values are written at
+///   pos[b] by dynamic_update_slice (one per row, in place on the CPU), and attention reads
+///   the whole cache under mask "causal_lengths" with lengths pos + S (query i of row b sees
+///   keys 0 .. pos[b] + i; padding keys come after every real query's position);
+/// - RoPE of each row at its own positions: the cos / sin tables of build_llama_decoder for
+///   ctx positions, gathered at pos[b] + i;
+/// - outputs "next" i32[B] (options.select of the last real token's logits), then "logits"
+///   f32[B, V] when options.logits, then the cache outputs.
+/// The caller keeps pos[b] + S <= ctx (dynamic_update_slice would clamp the start and write
+/// elsewhere); LlamaModel checks it. Throws rlx::Error for a non-positive batch or seq, seq or
+/// ctx above context_length, and as build_llama_decoder.
+Graph build_llama_step(const LlamaConfig& config, const LlamaWeightLayout& layout,
+                       const LlamaStepOptions& options,
+                       std::span<const double> rope_freq_factors = {});
+
 /// Options of LlamaModel.
 struct LlamaOptions {
   Device device = Device::cpu();
@@ -109,8 +157,54 @@ struct LlamaOptions {
   std::optional<PrecisionPolicy> precision;
   /// Sequence lengths are padded up to a multiple of this (at most context_length) with token
   /// 0 at the end, so prompts of different lengths share compiled executables; causal
-  /// attention keeps the padding from reaching the real positions. 1: exact lengths.
+  /// attention keeps the padding from reaching the real positions. 1: exact lengths. Also the
+  /// prefill buckets of append().
   int64_t bucket = 16;
+  /// KV-cache length in positions (append, generate); 0: min(context_length, 4096). Above
+  /// context_length is an error.
+  int64_t ctx = 0;
+};
+
+/// The tokens of one append(): each row's next token, and the logits they were chosen from.
+struct LlamaStep {
+  std::vector<int32_t> next;  ///< [B]: greedy_tokens of each row's last appended token
+  Tensor logits;              ///< f32[B, vocab] when asked for (want_logits), else empty
+};
+
+/// How generate() runs and stops.
+struct GenerateOptions {
+  int64_t max_tokens = 128;  ///< most new tokens
+  /// Stop when the tokenizer's EOS token (tokenizer.ggml.eos_token_id) is chosen; it is not
+  /// part of the result.
+  bool stop_at_eos = true;
+  /// Stop strings: generation ends where the text first contains one; the text is cut before
+  /// it and no piece of it is streamed.
+  std::vector<std::string> stop;
+  /// Called with each new piece of text as soon as it is complete UTF-8 (BpeTokenizer's
+  /// StreamDecoder) and cannot be the start of a stop string.
+  std::function<void(std::string_view)> on_text;
+  /// Keep the tokens the cache already holds from an earlier generate() when the new prompt
+  /// starts with them (multi-turn chat appends only the new turn); false: prefill everything.
+  bool reuse_prefix = true;
+};
+
+/// What one generate() did.
+struct GenerateStats {
+  int64_t prompt_tokens = 0;     ///< tokens of the prompt
+  int64_t reused_tokens = 0;     ///< of them, already in the cache (GenerateOptions::reuse_prefix)
+  double prefill_seconds = 0;    ///< appending the rest of the prompt (compiles excluded)
+  int64_t generated_tokens = 0;  ///< new tokens (the EOS that stopped it is not counted)
+  double decode_seconds = 0;     ///< the decode steps (compiles excluded)
+  double compile_seconds = 0;    ///< compiling step executables this call needed first
+  /// "eos", "stop" (a stop string), "length" (max_tokens) or "context" (the cache is full).
+  std::string stop_reason;
+};
+
+/// The result of generate().
+struct GenerateResult {
+  std::vector<int32_t> ids;  ///< the new tokens (up to the stop)
+  std::string text;          ///< their text, cut before a stop string
+  GenerateStats stats;
 };
 
 /// Counters of a LlamaModel.
@@ -118,12 +212,15 @@ struct LlamaStats {
   int64_t compiles = 0;        ///< executables compiled (one per (batch, padded seq))
   double compile_seconds = 0;  ///< total compile wall time
   int64_t runs = 0;            ///< executable calls
+  double load_seconds = 0;     ///< LlamaModel::load: opening, validating, binding the file
 };
 
 /// A Llama-family decoder loaded from a GGUF file: the memory-mapped weights (bound to every
-/// executable zero-copy), the byte-level BPE tokenizer when the file has one, and the
-/// executables compiled so far, one per (batch, bucketed seq). Not thread-safe: logits()
-/// compiles and caches.
+/// executable zero-copy), the byte-level BPE tokenizer when the file has one, the executables
+/// compiled so far (full-sequence ones per (batch, bucketed seq); cached-step ones per (batch,
+/// bucketed seq, logits wanted), sharing one KV cache per batch size, Executable::share_state)
+/// and those caches with each row's position. Peak memory: the weights, one KV cache per batch
+/// size used, and an arena per executable. Not thread-safe.
 class LlamaModel {
  public:
   /// Opens and validates `path`: the config (LlamaConfig::from_gguf), every tensor the
@@ -152,6 +249,36 @@ class LlamaModel {
   /// context_length, ids.size() != batch * seq, or an id is outside [0, vocab_size) (naming
   /// row, position and id), and when a logit is not finite.
   Tensor logits(std::span<const int32_t> ids, int64_t batch, int64_t seq);
+
+  /// Positions of the KV caches (LlamaOptions::ctx).
+  int64_t ctx() const;
+  /// Appends `seq` tokens per row to the B = `batch` sequences of the batch-B KV cache (row b
+  /// holds positions() of them; its new tokens are ids[b * seq, b * seq + counts[b]), the rest
+  /// of its row is ignored; empty counts: seq each) and returns each row's next token (greedy)
+  /// and, when want_logits, the logits of its last appended token. seq 1 runs the decode
+  /// executable of batch B; longer runs the prefill executable of the bucket (LlamaOptions::
+  /// bucket) above max(counts). Throws rlx::Error for ids outside the vocabulary, counts not
+  /// in [1, seq], or a row whose cache cannot take its tokens ("LlamaModel: the KV cache is
+  /// full: row 0 holds 4090 of 4096 positions, 16 more do not fit (LlamaOptions::ctx, --ctx)")
+  /// — nothing is written then.
+  LlamaStep append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                   std::span<const int64_t> counts = {}, bool want_logits = false);
+  /// Tokens each row of the batch-B cache holds (zeros for a batch size not used yet).
+  std::vector<int64_t> positions(int64_t batch) const;
+  /// Empties every row of the batch-B cache (positions 0; the stale entries are never read:
+  /// attention sees only positions below each row's length, and appends overwrite them).
+  void reset(int64_t batch = 1);
+
+  /// Greedy generation on row 0 of the batch-1 cache: `prompt` ids are appended (after the
+  /// part of them the cache already holds, GenerateOptions::reuse_prefix), then one token per
+  /// decode step until EOS, a stop string, max_tokens or a full cache. The choice of each token
+  /// happens inside the step executable (only B ids leave it per step). Without a tokenizer
+  /// in the file there is no text (nor EOS): only ids. Throws rlx::Error for an empty prompt,
+  /// ids outside the vocabulary, and stop strings or on_text without a tokenizer.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options = {});
+  /// generate() of tokenizer().encode(prompt, add_special = true, parse_special = true)
+  /// (special tokens in the text, e.g. ChatML's <|im_start|>, are matched).
+  GenerateResult generate(std::string_view prompt, const GenerateOptions& options = {});
 
   /// The layout the builder declares the weights with.
   const LlamaWeightLayout& layout() const;

@@ -1,5 +1,6 @@
 // Static memory planning: liveness over the node order, one arena with offset reuse, in-place
-// elementwise and dynamic_update_slice results and zero-copy views.
+// elementwise and dynamic_update_slice results, zero-copy views, and inputs held as executable
+// state (stored outside the arena, updated in place).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,10 @@ struct BufferAssignment {
   /// For a view, the value that owns the storage (the end of the view chain, never a view
   /// itself): an arena value, or an input/param/constant for a view outside the arena.
   Value alias_of;
+  /// -1: the value lives in the arena (or is a view of a leaf). k >= 0: it lives in the storage
+  /// of state k (MemoryPlan::state_inputs[k]), `offset` bytes from its start: the state input
+  /// itself, a result written in place over it, or a view of either.
+  int32_t state = -1;
 };
 
 /// The arena layout of one graph, produced by plan_memory.
@@ -38,6 +43,9 @@ struct MemoryPlan {
   /// each rounded up to `alignment`. arena_bytes <= naive_bytes always holds.
   int64_t naive_bytes = 0;
   int64_t alignment = 64;
+  /// Node ids of the inputs held as executable state (CompileOptions::state), in state order.
+  /// Each has its own storage outside the arena, which the executable keeps between runs.
+  std::vector<int32_t> state_inputs;
   /// A header line (arena, naive, alignment) and one line per buffer: value (node id and
   /// result index), offset, bytes, live range and, for a view, its source.
   std::string to_string() const;
@@ -64,6 +72,12 @@ struct MemoryPlan {
 ///   storage and no other operand (update, start indices) reads it: the kernel then writes
 ///   only the update's elements, so a KV-cache write costs O(update), not O(cache). An x that
 ///   is an input, param or constant (or is read later) is copied first.
+/// - State (`state_inputs`, node ids of input nodes, in state order): such an input is not fed
+///   by the caller but lives in storage of its own that the executable keeps between runs
+///   (CompileOptions::state). It is planned like an arena value whose slot is not placed in the
+///   arena: results written in place over it (the in-place rules above: a
+///   dynamic_update_slice of a KV cache writes only the update into the state's storage) and
+///   views of them get BufferAssignment::state = its index and an offset into that storage.
 /// - Offsets: "greedy by size" (TFLite GPU delegate, memory_management/
 ///   greedy_by_size_assignment.cc; Pisarchyk & Lee, "Efficient Memory Management for Deep
 ///   Neural Net Inference", 2020): buffers (an in-place chain counts as one) sorted by size,
@@ -71,9 +85,11 @@ struct MemoryPlan {
 ///   ranges intersect its own, or above them all. Sizes are rounded up to `alignment`, so every
 ///   non-view offset is a multiple of it.
 ///
-/// Throws rlx::Error if `alignment` is not a power of two >= 64, or if a value or the arena
-/// would need more than 2^63 - 1 bytes (legal shapes can: f64[2^62]).
-MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
+/// Throws rlx::Error if `alignment` is not a power of two >= 64, if a value or the arena
+/// would need more than 2^63 - 1 bytes (legal shapes can: f64[2^62]), or if a state node is
+/// not an input node or is listed twice.
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64,
+                       const std::vector<int32_t>& state_inputs = {});
 
 /// Checks `plan` against `g` and returns one message per violation (empty when valid):
 /// alignment below 64 or not a power of two; a value that needs a buffer but has none, or has
@@ -84,7 +100,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
 /// offset; and two buffers live at the same node whose byte ranges overlap, unless they share
 /// storage (one is a view of the other, or both views of one value) or the later one is an
 /// elementwise or dynamic_update_slice result written in place over an operand that dies at
-/// that node (the in-place rule of plan_memory).
+/// that node (the in-place rule of plan_memory). Buffers in a state's storage
+/// (plan.state_inputs) are checked the same way within that storage: the state input at offset
+/// 0 of its own storage, every buffer inside it, no overlap of live buffers.
 std::vector<std::string> validate_plan(const Graph& g, const MemoryPlan& plan);
 
 }  // namespace rlx

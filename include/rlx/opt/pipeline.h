@@ -42,6 +42,9 @@ struct PipelineOptions {
   uint64_t seed = 0;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
+  /// Inputs held as executable state (CompileOptions::state), in state order: the memory plan
+  /// gives them storage of their own outside the arena (plan_memory). Each must name an input.
+  std::vector<std::string> state_inputs;
   /// When set, called with each pass's name and the graph after it, in pipeline order (IR dumps
   /// of every stage, e.g. Session.compile(..., dump_stages=True) in Python). It replaces the
   /// PassManager's dump sink, so RLX_PRINT_IR_BEFORE/AFTER dumps are not printed while it is

@@ -18,6 +18,14 @@
 
 namespace rlx {
 
+/// One input held as executable state and the output written back to it after each run
+/// (CompileOptions::state; Executable::state()).
+struct StateBinding {
+  std::string input;   ///< a graph input's name
+  std::string output;  ///< a graph output's name, "node" or "node#i" (Executable::outputs())
+  bool operator==(const StateBinding&) const = default;
+};
+
 /// Options of one compilation. Defaults are the fast, correct choice. Constructing them reads
 /// no environment variable: Session::compile resolves what they leave absent from the
 /// environment (resolve_environment in session.h) and passes the result to the backend; a
@@ -55,6 +63,17 @@ struct CompileOptions {
   /// otherwise, and for a direct Backend::compile, Off. Backends without a profiler (pjrt)
   /// ignore it: their profile() stays empty.
   std::optional<ProfileMode> profile;
+  /// Inputs held as executable state (XLA's input/output aliasing, jax's donate_argnums): each
+  /// binding's input is not passed to run() but kept by the executable (host memory on the CPU,
+  /// device buffers on PJRT) and replaced after each run by the binding's output, which run()
+  /// does not return (Executable::state(), set_state, get_state, reset_state, share_state).
+  /// The CPU backend plans the state's storage like an arena value outside the arena, so a
+  /// dynamic_update_slice whose x is the state input writes only its update there (a KV-cache
+  /// step moves O(update) bytes); PJRT donates the state buffers to the run, aliased to their
+  /// outputs. Input and output must have the same dtype and shape; each input and each output is
+  /// bound at most once. Otherwise the compile fails with rlx::Error naming both. Part of the
+  /// cache key.
+  std::vector<StateBinding> state;
 
   /// A canonical text of every field, used in compile-cache keys (an absent dispatch or
   /// precision prints as "default").

@@ -39,6 +39,17 @@ struct IoSpec {
   bool operator==(const IoSpec&) const = default;
 };
 
+/// One graph input held as executable state (CompileOptions::state, the buffer donation /
+/// input-output aliasing of XLA and jax's donate_argnums): run() does not take input `name`
+/// but reads it from storage the executable keeps (on the device on device backends), and
+/// after each run that storage holds the graph output `output`, which run() does not return.
+struct StateSpec {
+  std::string name;    ///< the graph input
+  std::string output;  ///< the graph output written back to it ("node" or "node#i")
+  TensorType type;     ///< of both
+  bool operator==(const StateSpec&) const = default;
+};
+
 /// What an executable can do beyond run().
 struct Capabilities {
   /// clone() works; clones share read-only weights and own their activations.
@@ -64,10 +75,32 @@ class Executable {
   virtual Device device() const = 0;
   /// Graph inputs, params and outputs in graph order. An output is named by the node that
   /// computes it, with "#i" for result i of a multi-result node as in the text form ("topk#1");
-  /// an output listed twice appears twice.
+  /// an output listed twice appears twice. Inputs and outputs held as state (state()) are not
+  /// listed: run() neither takes nor returns them.
   virtual const std::vector<IoSpec>& inputs() const = 0;
   virtual const std::vector<IoSpec>& params() const = 0;
   virtual const std::vector<IoSpec>& outputs() const = 0;
+
+  /// The inputs held as state (CompileOptions::state), in the options' order. Each starts as
+  /// zeros; every run reads the current value and then replaces it by the bound output of that
+  /// run. Like params, the state belongs to the executable object: a Session's cached
+  /// executable is shared by every holder of it, a clone() has its own copy.
+  virtual const std::vector<StateSpec>& state() const = 0;
+  /// Replaces state `name` by a copy of `value` (its dtype and shape exactly the spec's).
+  /// Throws rlx::Error "set_state: unknown state 'x' (state: a, b)" or "set_state 'k': expected
+  /// f32[1,2,8,4], got f32[1,2,4,4]"; the state is then unchanged.
+  virtual void set_state(const std::string& name, const Tensor& value) = 0;
+  /// A copy of the current value of state `name` (a host tensor of its spec type). Throws
+  /// rlx::Error "get_state: unknown state 'x' (state: a, b)".
+  virtual Tensor get_state(const std::string& name) const = 0;
+  /// Sets every state to zeros.
+  virtual void reset_state() = 0;
+  /// From now on this executable reads and writes the state storage of `other` (shared: a run
+  /// of either is seen by the next run of both; runs of the two are serialized on it), e.g. the
+  /// prefill and decode executables of a decoder sharing one KV cache. Its own state is
+  /// dropped. Both must come from the same backend and have equal state() specs. Throws
+  /// rlx::Error "share_state: ..." naming the first difference, or another backend.
+  virtual void share_state(const Executable& other) = 0;
 
   /// Binds param `name` to `value`, whose dtype and shape must equal the declared ones. The
   /// executable keeps a reference to value's storage (no copy, when
@@ -92,8 +125,10 @@ class Executable {
                        std::span<const std::byte> bytes);
 
   /// Runs the graph on `inputs` (by input name; dtypes and shapes exactly as declared) and
-  /// returns the outputs in graph order, each in its own storage. Inputs are only read (never
-  /// written, also not in place). Throws rlx::Error naming the input and the expected and
+  /// returns the outputs in graph order, each in its own storage, then writes the state
+  /// outputs back to the state (state()). Inputs are only read (never written, also not in
+  /// place). Passing a state input is an error ("run: 'k' is state of this executable (set it
+  /// with set_state), not a run input"). Throws rlx::Error naming the input and the expected and
   /// actual type for a wrong dtype or shape ("run: input 'x': expected f32[2,3], got
   /// f32[3,2]"), naming unknown inputs with the list of valid names, missing inputs, and params
   /// never set; all of that is checked before anything runs.
@@ -106,8 +141,8 @@ class Executable {
                                 std::optional<DType> output_dtype = std::nullopt);
 
   /// An executable sharing this one's compiled program and params (copy on write: set_param on
-  /// either afterwards affects only that one) with its own activations. Throws rlx::Error when
-  /// capabilities().clone is false.
+  /// either afterwards affects only that one) with its own activations and its own copy of the
+  /// current state. Throws rlx::Error when capabilities().clone is false.
   virtual std::unique_ptr<Executable> clone() const = 0;
 
   /// The graph as compiled (after legalization, fusion, precision and planning).
@@ -137,8 +172,17 @@ class Executable {
 
 /// Checks `inputs` against `specs` (names, dtypes, shapes, none missing or unknown) and throws
 /// rlx::Error naming the first problem, e.g. "run: input 'x': expected f32[2,3], got
-/// f32[3,2]". ExecutableCore::run calls this before running.
-void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs);
+/// f32[3,2]"; an input that names one of `state` says it is state ("run: 'k' is state of this
+/// executable (set it with set_state), not a run input"). ExecutableCore::run calls this
+/// before running.
+void check_run_inputs(const std::vector<IoSpec>& specs, const TensorMap& inputs,
+                      const std::vector<StateSpec>& state = {});
+
+/// The index of state `name` in `state`, after checking `value` (when given) against its
+/// type. Throws rlx::Error "<what>: unknown state 'x' (state: a, b)" or "<what> 'k': expected
+/// f32[2,8], got f16[2,8]".
+size_t check_state_access(const std::vector<StateSpec>& state, const std::string& name,
+                          std::string_view what, const Tensor* value = nullptr);
 
 /// Throws rlx::Error "run: param 'w' (f32[8,16]) was never set" for the first param spec i with
 /// !is_set(i). ExecutableCore::run calls it only when some param is unset, so the message is

@@ -37,15 +37,18 @@ struct PlannedMemory {
   int64_t params = 0;     ///< every declared param, at its declared type
   int64_t constants = 0;  ///< the compiled graph's constants, stored dense
   int64_t outputs = 0;    ///< the output tensors one run returns
-  /// arena + params + constants + outputs (saturating).
+  int64_t state = 0;      ///< the state storage (CompileOptions::state)
+  /// arena + params + constants + outputs + state (saturating).
   int64_t total() const;
 };
 
-/// The memory an executable of `compiled` (planned as `plan`, with the source graph's `params`
-/// and `outputs` specs) holds: the arena, the params, the constants and one run's outputs.
-/// Inputs are the caller's and are not counted.
+/// The memory an executable of `compiled` (planned as `plan`, with the source graph's `params`,
+/// `outputs` and `state` specs) holds: the arena, the params, the constants, one run's outputs
+/// and the state (counted for each executable, also where executables share_state). Inputs
+/// are the caller's and are not counted.
 PlannedMemory planned_memory(const Graph& compiled, const MemoryPlan& plan,
-                             const std::vector<IoSpec>& params, const std::vector<IoSpec>& outputs);
+                             const std::vector<IoSpec>& params, const std::vector<IoSpec>& outputs,
+                             const std::vector<StateSpec>& state = {});
 
 /// Throws rlx::Error when `planned.total()` exceeds `limit` (absent: physical_memory_bytes()):
 /// "cpu backend: planned memory 4096.0 MiB (arena 4000.0 MiB, params 96.0 MiB, constants 0.0

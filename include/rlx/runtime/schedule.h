@@ -21,15 +21,16 @@ struct Location {
     Input,     ///< the data of caller input `index` (the executable's inputs() order)
     Param,     ///< the data bound to param `index` (the executable's params() order)
     Constant,  ///< the data of constant `index` (Schedule::constants order)
+    State,     ///< the storage of state `index` (the executable's state() order), kept by it
   };
   Kind kind = Kind::Arena;
-  /// Input, param or constant number; 0 for the arena.
+  /// Input, param, constant or state number; 0 for the arena.
   int32_t index = 0;
-  /// Bytes from the base: the planned arena offset, or the byte offset of a view into a leaf's
-  /// data (0 for the leaf itself).
+  /// Bytes from the base: the planned arena offset, the byte offset of a view into a leaf's
+  /// data (0 for the leaf itself), or the offset into a state's storage.
   int64_t offset = 0;
   bool operator==(const Location&) const = default;
-  /// "arena+64", "input0", "param1+16", "constant2".
+  /// "arena+64", "input0", "param1+16", "constant2", "state0".
   std::string to_string() const;
 };
 
@@ -42,8 +43,8 @@ struct ScheduleStep {
   bool operator==(const ScheduleStep&) const = default;
 };
 
-/// A planned graph as a flat list of steps over one arena. Only Arena locations are ever
-/// written (a result never lives in an input, param or constant).
+/// A planned graph as a flat list of steps over one arena. Only Arena and State locations are
+/// ever written (a result never lives in an input, param or constant).
 struct Schedule {
   /// The computing nodes in node order (the plan's liveness order). A node has no step when
   /// it is a leaf (input, param, constant), when every result is a view (reshape, contiguous
@@ -68,9 +69,11 @@ struct Schedule {
 /// The schedule of `compiled` (a graph after the pipeline, executed in node order) under
 /// `plan` (plan_memory(compiled)). `inputs` / `params` are the executable's specs: a compiled
 /// input or param node is located by its name in them, so Location indices follow the
-/// executable's order, not the compiled graph's. Throws rlx::Error when an input or param of
-/// `compiled` is not in the specs, or when the plan has no buffer for a value a step or output
-/// needs ("schedule: no buffer for %x#0 in the memory plan").
+/// executable's order, not the compiled graph's. The inputs the plan holds as state
+/// (MemoryPlan::state_inputs) and the values planned in their storage get State locations,
+/// numbered as in plan.state_inputs (the executable's state() order). Throws rlx::Error when an
+/// input or param of `compiled` is not in the specs, or when the plan has no buffer for a value
+/// a step or output needs ("schedule: no buffer for %x#0 in the memory plan").
 Schedule make_schedule(const Graph& compiled, const MemoryPlan& plan,
                        const std::vector<IoSpec>& inputs, const std::vector<IoSpec>& params);
 

@@ -117,7 +117,7 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
                                      const BackendFacts& facts, const CompileOptions& options) {
   auto program = std::make_shared<Program>();
   Program& p = *program;
-  p.init(source, std::move(compiled), Device::cpu(), options.quantized_params);
+  p.init(source, std::move(compiled), Device::cpu(), options.quantized_params, options.state);
   // Before the dense constants below and the executable's arena are allocated.
   check_program_memory(facts, options, p);
   const Graph& g = p.graph;
@@ -154,7 +154,9 @@ std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compi
   return program;
 }
 
-class CpuExecutable final : public ExecutableCore<Program, Tensor> {
+// State (CompileOptions::state) is a host tensor per state that the kernels read and write in
+// place: the schedule locates the state input and the results planned in its storage there.
+class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
  public:
   CpuExecutable(std::shared_ptr<const Program> program, ParamBindings<Tensor> params)
       : ExecutableCore(std::move(program), std::move(params)),
@@ -203,15 +205,21 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
   }
 
   std::unique_ptr<Executable> clone() const override {
-    return std::make_unique<CpuExecutable>(program_ptr(), share_params());
+    auto c = std::make_unique<CpuExecutable>(program_ptr(), share_params());
+    copy_state_to(*c);
+    return c;
   }
 
  protected:
   // Zero copy: the binding is the caller's tensor (its storage is shared, not copied).
   Tensor bind_param(size_t, const Tensor& value) override { return value; }
 
-  std::vector<Tensor> execute(const TensorMap& inputs,
-                              const ParamBindings<Tensor>& params) override {
+  // State has storage of its own (kernels write it), never the caller's.
+  Tensor make_state(size_t, const Tensor& value) override { return copy_of(value); }
+  Tensor read_state(size_t, const Tensor& value) const override { return copy_of(value); }
+
+  std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<Tensor>& params,
+                              std::vector<Tensor>& state) override {
     const Program& p = program();
     using Clock = std::chrono::steady_clock;
     // Profiling off: this bool is all it costs (no clock call, no lock).
@@ -239,9 +247,12 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
         case Location::Kind::Constant:
           base = p.constants[static_cast<size_t>(l.index)].data();
           break;
+        case Location::Kind::State:
+          base = state[static_cast<size_t>(l.index)].data();
+          break;
       }
-      // Only arena locations are ever written (results never live in feeds, params or
-      // constants).
+      // Only arena and state locations are ever written (results never live in feeds, params
+      // or constants).
       return const_cast<std::byte*>(base) + l.offset;
     };
     bind_library_threads();
@@ -272,13 +283,14 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
     std::optional<ArenaGuard> outputs_guard;
     if (RLX_POISON_ARENA) outputs_guard.emplace(*arena_, p.output_arena_ranges);
     std::vector<Tensor> results;
-    results.reserve(p.schedule.outputs.size());
-    for (size_t i = 0; i < p.schedule.outputs.size(); ++i) {
+    results.reserve(p.returned.size());
+    for (size_t i : p.returned) {
       const TensorType& t = p.output_types[i];
       Tensor o(t.dtype, t.shape);
       if (o.nbytes() > 0) std::memcpy(o.data(), resolve(p.schedule.outputs[i]), o.nbytes());
       results.push_back(std::move(o));
     }
+    write_back_state(state, resolve);
     if (timed) {
       ++runs_;
       run_seconds_ += std::chrono::duration<double>(Clock::now() - run_start).count();
@@ -287,6 +299,37 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor> {
   }
 
  private:
+  static Tensor copy_of(const Tensor& value) {
+    Tensor t(value.dtype(), value.shape());
+    if (t.nbytes() > 0) std::memcpy(t.data(), value.data(), t.nbytes());
+    return t;
+  }
+
+  // After a run: each state takes its bound output. An output the plan computed in the state's
+  // own storage (a dynamic_update_slice in place over the state input) is already there;
+  // others are copied, through temporaries when some source lies in a state's storage (one
+  // state's new value may be another's old storage).
+  template <class Resolve>
+  void write_back_state(std::vector<Tensor>& state, const Resolve& resolve) {
+    const Program& p = program();
+    std::vector<std::pair<size_t, const std::byte*>> copies;
+    bool staged = false;
+    for (size_t j = 0; j < state.size(); ++j) {
+      const Location& l = p.schedule.outputs[p.state_outputs[j]];
+      const std::byte* src = resolve(l);
+      if (src == state[j].data() || state[j].nbytes() == 0) continue;
+      copies.emplace_back(j, src);
+      staged = staged || l.kind == Location::Kind::State;
+    }
+    std::vector<Tensor> temps;
+    if (staged)
+      for (auto& [j, src] : copies) {
+        temps.push_back(copy_of(Tensor::borrow(state[j].dtype(), state[j].shape(), src)));
+        src = temps.back().data();
+      }
+    for (const auto& [j, src] : copies) std::memcpy(state[j].data(), src, state[j].nbytes());
+  }
+
   std::unique_ptr<Arena> arena_;  // guarded by the executable's lock (execute runs under it)
   // The profile (ProfileMode other than Off): written by execute, read by profile(), both
   // under profile_mu_ (profile() does not take the executable's lock).
@@ -313,7 +356,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
     BackendFacts facts = BackendFacts::of(*this);  // the graph's own dtypes by default
-    check_compile_request(facts, device);
+    check_compile_request(facts, device, graph, options);
     // oneDNN sizes a primitive's parallel work when the kernel factories create it below, from
     // the calling thread's OpenMP setting: bind it now, not only in run().
     bind_library_threads();

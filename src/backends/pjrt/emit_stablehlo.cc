@@ -87,6 +87,8 @@ std::string Emitter::run() {
     for (int32_t id : leaves) {
       std::string name = "%arg" + std::to_string(arg);
       head << (arg ? ", " : "") << name << ": " << tensor_type(g_.node(id).results[0]);
+      if (auto it = aliases_.find(id); it != aliases_.end())
+        head << " {tf.aliasing_output = " << it->second << " : i32}";
       names_[static_cast<size_t>(id)] = {name};
       ++arg;
     }
@@ -211,6 +213,8 @@ const OpTable<LowerFn>& lowering_table() {
 
 std::set<OpKind> native_ops() { return lower::lowering_table().keys(); }
 
-std::string emit_stablehlo(const Graph& g) { return lower::Emitter(g).run(); }
+std::string emit_stablehlo(const Graph& g, const std::map<int32_t, size_t>& aliases) {
+  return lower::Emitter(g, aliases).run();
+}
 
 }  // namespace rlx::pjrt

@@ -1,6 +1,8 @@
 // The PJRT backend: legalizes a graph to the StableHLO-lowerable ops, emits StableHLO, compiles
-// it with a PJRT plugin and runs it; params live on the device between runs.
+// it with a PJRT plugin and runs it; params and state live on the device between runs.
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "pjrt_client.h"
@@ -15,13 +17,16 @@ namespace {
 // Everything compile produces; shared read-only by an executable and its clones.
 struct Program : ProgramInfo {
   std::string stablehlo;
-  // The compiled function's arguments in order: (true, i) = inputs[i], (false, i) = params[i].
-  std::vector<std::pair<bool, size_t>> args;
+  // The compiled function's arguments in order: inputs[i], params[i] or state[i].
+  enum class Arg : uint8_t { Input, Param, State };
+  std::vector<std::pair<Arg, size_t>> args;
   std::unique_ptr<LoadedProgram> loaded;
   capi::PJRT_Device* pjrt_device = nullptr;  // null: the compile-time default (device 0)
 };
 
-// Params live on the device: set_param uploads once, runs reuse the device copy.
+// Params live on the device: set_param uploads once, runs reuse the device copy. State too:
+// each run takes the state buffers as (donated) arguments and keeps the buffers of their bound
+// outputs as the new state, so the state never leaves the device between runs.
 using DeviceParam = std::shared_ptr<const DeviceBuffer>;
 
 class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
@@ -34,7 +39,9 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
   }
 
   std::unique_ptr<Executable> clone() const override {
-    return std::make_unique<PjrtExecutable>(program_ptr(), share_params());
+    auto c = std::make_unique<PjrtExecutable>(program_ptr(), share_params());
+    copy_state_to(*c);
+    return c;
   }
 
  protected:
@@ -43,29 +50,47 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
     return program().loaded->client()->upload(value, device_ptr());
   }
 
-  std::vector<Tensor> execute(const TensorMap& inputs,
-                              const ParamBindings<DeviceParam>& params) override {
+  DeviceParam make_state(size_t, const Tensor& value) override {
+    return program().loaded->client()->upload(value, device_ptr());
+  }
+  Tensor read_state(size_t index, const DeviceParam& value) const override {
+    const TensorType& t = program().state[index].type;
+    Tensor out(t.dtype, t.shape);
+    value->download(out);
+    return out;
+  }
+
+  std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<DeviceParam>& params,
+                              std::vector<DeviceParam>& state) override {
     const Program& p = program();
     const Client& client = *p.loaded->client();
     std::vector<std::unique_ptr<DeviceBuffer>> fed;  // this run's inputs, freed after it
     std::vector<capi::PJRT_Buffer*> args;
-    for (auto [is_input, index] : p.args) {
-      if (is_input) {
-        fed.push_back(client.upload(inputs.at(p.inputs[index].name), device_ptr()));
-        args.push_back(fed.back()->raw());
-      } else {
-        args.push_back(params[index]->raw());
+    for (auto [kind, index] : p.args) {
+      switch (kind) {
+        case Program::Arg::Input:
+          fed.push_back(client.upload(inputs.at(p.inputs[index].name), device_ptr()));
+          args.push_back(fed.back()->raw());
+          break;
+        case Program::Arg::Param:
+          args.push_back(params[index]->raw());
+          break;
+        case Program::Arg::State:
+          args.push_back(state[index]->raw());
+          break;
       }
     }
     std::vector<std::unique_ptr<DeviceBuffer>> outs =
-        p.loaded->execute(args, p.outputs.size(), p.pjrt_device);
+        p.loaded->execute(args, p.graph.outputs().size(), p.pjrt_device);
     std::vector<Tensor> results;
-    results.reserve(outs.size());
-    for (size_t i = 0; i < outs.size(); ++i) {
+    results.reserve(p.returned.size());
+    for (size_t i = 0; i < p.returned.size(); ++i) {
       Tensor t(p.outputs[i].type.dtype, p.outputs[i].type.shape);
-      outs[i]->download(t);
+      outs[p.returned[i]]->download(t);
       results.push_back(std::move(t));
     }
+    // The donated state buffers are consumed by the run (aliased to these outputs).
+    for (size_t j = 0; j < state.size(); ++j) state[j] = std::move(outs[p.state_outputs[j]]);
     return results;
   }
 
@@ -115,25 +140,41 @@ class PjrtBackend final : public Backend {
 
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
-    check_compile_request(pjrt_facts(), device);
+    check_compile_request(pjrt_facts(), device, graph, options);
     // Legalize and optimize first: an unsupported graph fails before any plugin is needed.
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
 
     auto program = std::make_shared<Program>();
     Program& p = *program;
-    p.init(graph, std::move(compiled), device, options.quantized_params);
+    p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
     // rlx's plan, before the plugin compiles and any device buffer exists.
     check_program_memory(pjrt_facts(), options, p);
-    auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
+    auto index_of = [](const auto& specs, const std::string& name) {
       for (size_t i = 0; i < specs.size(); ++i)
         if (specs[i].name == name) return i;
-      throw Error("pjrt: internal error: compiled graph has an unknown leaf '" + name + "'");
+      return specs.size();
     };
-    for (int32_t id : p.graph.inputs())
-      p.args.emplace_back(true, index_of(p.inputs, p.graph.node(id).name));
-    for (int32_t id : p.graph.params())
-      p.args.emplace_back(false, index_of(p.params, p.graph.node(id).name));
-    p.stablehlo = emit_stablehlo(p.graph);
+    // State arguments are donated to the run, aliased to their bound outputs.
+    std::map<int32_t, size_t> aliases;
+    for (int32_t id : p.graph.inputs()) {
+      const std::string& name = p.graph.node(id).name;
+      if (size_t s = index_of(p.state, name); s < p.state.size()) {
+        p.args.emplace_back(Program::Arg::State, s);
+        aliases[id] = p.state_outputs[s];
+      } else if (size_t i = index_of(p.inputs, name); i < p.inputs.size()) {
+        p.args.emplace_back(Program::Arg::Input, i);
+      } else {
+        throw Error("pjrt: internal error: compiled graph has an unknown input '" + name + "'");
+      }
+    }
+    for (int32_t id : p.graph.params()) {
+      const std::string& name = p.graph.node(id).name;
+      size_t i = index_of(p.params, name);
+      check(i < p.params.size(),
+            "pjrt: internal error: compiled graph has an unknown param '" + name + "'");
+      p.args.emplace_back(Program::Arg::Param, i);
+    }
+    p.stablehlo = emit_stablehlo(p.graph, aliases);
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
 
     std::shared_ptr<const Client> client = this->client();

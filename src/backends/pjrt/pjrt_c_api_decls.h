@@ -225,6 +225,12 @@ struct PJRT_Buffer_Destroy_Args {
   PJRT_Buffer* buffer;
   RLX_PJRT_ARGS_TAIL;
 };
+struct PJRT_Buffer_IsDeleted_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Buffer* buffer;
+  bool is_deleted;  // out
+  RLX_PJRT_ARGS_TAIL;
+};
 struct PJRT_Buffer_ToHostBuffer_Args {
   RLX_PJRT_ARGS_HEADER;
   PJRT_Buffer* src;
@@ -325,7 +331,7 @@ struct PJRT_Api {
   PJRT_Fn PJRT_Buffer_Device;
   PJRT_Fn PJRT_Buffer_Memory;
   PJRT_Fn PJRT_Buffer_Delete;
-  PJRT_Fn PJRT_Buffer_IsDeleted;
+  PJRT_Error* (*PJRT_Buffer_IsDeleted)(PJRT_Buffer_IsDeleted_Args*);
   PJRT_Fn PJRT_Buffer_CopyToDevice;
   PJRT_Error* (*PJRT_Buffer_ToHostBuffer)(PJRT_Buffer_ToHostBuffer_Args*);
 };

@@ -216,6 +216,14 @@ void DeviceBuffer::download(Tensor& out) const {
   p.check(derr, "pjrt: Event_Destroy");
 }
 
+bool DeviceBuffer::is_deleted() const {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_Buffer_IsDeleted_Args>();
+  a.buffer = buffer_;
+  p.check(p.api->PJRT_Buffer_IsDeleted(&a), "pjrt: Buffer_IsDeleted");
+  return a.is_deleted;
+}
+
 std::string minimal_compile_options() {
   // xla.CompileOptionsProto { executable_build_options (field 3, message):
   //   ExecutableBuildOptionsProto { num_replicas (field 4) = 1, num_partitions (field 5) = 1 } }

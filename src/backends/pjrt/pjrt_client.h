@@ -63,6 +63,9 @@ class DeviceBuffer {
   capi::PJRT_Buffer* raw() const { return buffer_; }
   /// Copies the buffer into `out` (whose dtype and shape the caller knows) and waits.
   void download(Tensor& out) const;
+  /// Whether the plugin deleted the buffer's data, e.g. because a run took it as a donated
+  /// argument (input/output aliasing).
+  bool is_deleted() const;
 
  private:
   std::shared_ptr<const Client> client_;

@@ -89,7 +89,7 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
                                           : 1.0 / std::sqrt(static_cast<double>(d));
   Shape scores{nb, hq, sq, sk};
   std::optional<BroadcastIndexer> mask_index;
-  if (mask) mask_index.emplace(mask->shape(), scores);
+  if (mask && kind != "causal_lengths") mask_index.emplace(mask->shape(), scores);
   Tensor out(q.dtype(), Shape{nb, hq, sq, dv});
   std::vector<double> s(static_cast<size_t>(sk)), p(static_cast<size_t>(sk));
   std::vector<bool> visible(static_cast<size_t>(sk));
@@ -97,7 +97,10 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
     for (int64_t h = 0; h < hq; ++h) {
       int64_t kh = h / group;  // GQA: query head h reads kv head h / (Hq / Hkv)
       for (int64_t i = 0; i < sq; ++i) {
-        int64_t pos = i + sk - sq;  // the last query is aligned with the last key
+        // The last query is aligned with the last key (causal_lengths: with the row's last
+        // valid key, lengths[b] - 1).
+        int64_t pos = i + sk - sq;
+        if (kind == "causal_lengths") pos = i + mask->get_i64(b) - sq;
         for (int64_t j = 0; j < sk; ++j) {
           auto ju = static_cast<size_t>(j);
           double dot = 0;
@@ -106,7 +109,7 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
                    k.get_f64(((b * hkv + kh) * sk + j) * d + c);
           s[ju] = dot * scale;
           int64_t flat = ((b * hq + h) * sq + i) * sk + j;
-          if (kind == "causal") {
+          if (kind == "causal" || kind == "causal_lengths") {
             visible[ju] = j <= pos;
           } else if (kind == "sliding_window") {
             visible[ju] = pos - window < j && j <= pos;

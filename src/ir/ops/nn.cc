@@ -49,7 +49,7 @@ std::vector<TensorType> infer_norm(const InferContext& ctx) {
 
 std::vector<TensorType> infer_attention(const InferContext& ctx) {
   const std::string& mask = ctx.attrs.get_string("mask");
-  bool wants_operand = mask == "bool" || mask == "bias";
+  bool wants_operand = mask == "bool" || mask == "bias" || mask == "causal_lengths";
   size_t n = ctx.operands.size();
   if (n != 3 && n != 4)
     ctx.fail("expected 3 or 4 operands (q, k, v[, mask]), got " + std::to_string(n));
@@ -90,6 +90,14 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
              std::to_string(window) + " with mask \"" + mask + "\"");
   if (wants_operand) {
     const TensorType& m = ctx.operands[3];
+    if (mask == "causal_lengths") {
+      require_dtype(ctx, m.dtype, is_integer(m.dtype), "an integer dtype",
+                    "the lengths of mask \"causal_lengths\"");
+      if (m.shape != Shape{qs[0]})
+        ctx.fail("the lengths of mask \"causal_lengths\" must have shape [B] = " +
+                 Shape{qs[0]}.to_string() + ", got " + m.shape.to_string());
+      return {{q.dtype, Shape{qs[0], qs[1], qs[2], vs[3]}}};
+    }
     if (mask == "bool")
       require_dtype(ctx, m.dtype, is_bool(m.dtype), "bool", "the mask tensor of mask \"bool\"");
     else if (m.dtype != q.dtype)
@@ -166,7 +174,7 @@ void register_nn_ops() {
             infer_norm);
   define_op(OpKind::Attention,
             {def("mask", AttrType::String, std::string("none"),
-                 {"none", "causal", "sliding_window", "bool", "bias"}),
+                 {"none", "causal", "sliding_window", "causal_lengths", "bool", "bias"}),
              opt("scale", AttrType::Float), def("window", AttrType::Int, int64_t{0})},
             infer_attention);
   define_op(OpKind::Rope, {def("layout", AttrType::String, std::string("neox"), {"neox", "gptj"})},

@@ -94,6 +94,13 @@ std::vector<Value> decompose_attention(Graph& g, const Node& node, std::span<con
     mask = g.le(col, pos);
     if (kind == "sliding_window")
       mask = g.logical_and(*mask, g.lt(g.sub(pos, g.scalar(static_cast<double>(window), it)), col));
+  } else if (kind == "causal_lengths") {
+    // Query i of row b sits at key position lengths[b] - Sq + i: [B,1,Sq,Sk] from iotas.
+    DType it = g.dtype(ops[3]) == DType::i64 ? DType::i64 : DType::i32;
+    Value len = g.reshape(g.convert(ops[3], it), {nb, 1, 1, 1});
+    Value pos =
+        g.add(g.iota(it, Shape{sq, sk}, 0), g.sub(len, g.scalar(static_cast<double>(sq), it)));
+    mask = g.le(g.iota(it, Shape{sq, sk}, 1), pos);
   } else if (kind == "bool") {
     mask = ops[3];
   } else if (kind == "bias") {

@@ -61,6 +61,15 @@ void add_attention(CaseList& cs) {
       .sample({T({2, 2, 3, 4}, v), T({2, 2, 4, 4}, v), T({2, 2, 4, 4}, v),
                fixed(DType::bool_, {2, 1, 1, 4}, {1, 1, 0, 1, 1, 0, 0, 0})},
               mask("bool"));
+  // A KV cache: row b has lengths[b] valid keys, its queries at the last of them (row 1 of the
+  // first sample: query 0 sees nothing, query 2 keys 0-1; lengths past Sk see every key).
+  cs.add(OpKind::Attention, "causal_lengths")
+      .sample({T({2, 4, 3, 4}, v), T({2, 2, 5, 4}, v), T({2, 2, 5, 3}, v),
+               fixed(DType::i32, {2}, {4, 2})},
+              mask("causal_lengths"))
+      .sample({T({3, 2, 1, 4}, v), T({3, 1, 6, 4}, v), T({3, 1, 6, 4}, v),
+               fixed(DType::i64, {3}, {1, 4, 9})},
+              mask("causal_lengths"));
   AttrMap scaled = mask("bias");
   scaled.set("scale", 0.7);
   cs.add(OpKind::Attention, "bias")

@@ -1,6 +1,8 @@
 // The XLA backend through the PJRT C API: StableHLO emission, plugin discovery and the backend.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -17,8 +19,11 @@ namespace rlx::pjrt {
 /// graph order) and whose results are the graph outputs. Elementwise ops broadcast their
 /// operands explicitly (stablehlo.broadcast_in_dim); erf is chlo.erf; constants are exact hex
 /// (dense<"0x...">, little-endian bytes). Throws rlx::Error naming the op and node for an op
-/// outside native_ops() (legalize the graph first, as the backend does).
-std::string emit_stablehlo(const Graph& g);
+/// outside native_ops() (legalize the graph first, as the backend does). `aliases` maps input
+/// node ids to output indices: such an argument gets `tf.aliasing_output = <index>` (jax's
+/// donated arguments), so XLA may write that output into the argument's donated buffer
+/// (CompileOptions::state).
+std::string emit_stablehlo(const Graph& g, const std::map<int32_t, size_t>& aliases = {});
 
 /// The StableHLO module the pjrt backend would compile for `graph` under exactly `options`
 /// (no environment variable is read; pass resolve_environment(options) to get what a Session

@@ -11,6 +11,10 @@
 // K and V are read in place, row by row, with no packing. Scratch is O(Bq (D + Bk + Dv) + Bk
 // (D + Dv)); the [Sq, Sk] score matrix never exists.
 //
+// causal_lengths (a KV cache: row b has lengths[b] valid keys, its queries aligned to the last
+// of them) is a positional mask with a per-row offset: an item walks only the key blocks up to
+// its row's length, so a decode step costs O(length), not O(cache size).
+//
 // f32, f16 and bf16 without a positional mask and with at most kDirectMaxKeys keys (encoders such
 // as BERT) take a direct path instead (f16 / bf16 widened to f32 once per item, the output
 // rounded once): per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
@@ -44,7 +48,7 @@
 
 namespace rlx::cpu::attention_simd {
 
-enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kBool, kBias };
+enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kCausalLengths, kBool, kBias };
 
 /// Query rows and keys per block. 64 x 64 keeps an item's scratch (Qt, St, Ot and the 16-bit
 /// K / V blocks) within L2 for head dims up to 256.
@@ -62,6 +66,7 @@ struct AttentionTask {
   int64_t window;  // sliding_window, clamped to sk like the reference
   int64_t
       mask_strides[4];  // element strides of the mask tensor over [B, Hq, Sq, Sk]; 0 = broadcast
+  DType lengths_dtype;  // causal_lengths: the integer dtype of the lengths operand
   int64_t q_blocks;
 };
 
@@ -72,6 +77,28 @@ C* scratch(size_t n) {
   thread_local std::vector<C> buffer;
   if (buffer.size() < n) buffer.resize(n);
   return buffer.data();
+}
+
+/// causal_lengths: the valid key count of row `b` (operand 3), clamped to [0, sk + sq], which
+/// keeps the same visible keys (a row at or past the end sees them all, one below 0 none) and
+/// keeps positions exact in f32 lanes.
+inline int64_t RowLength(const AttentionTask& t, const KernelIO& io, int64_t b) {
+  int64_t len = 0;
+  switch (t.lengths_dtype) {
+    case DType::i8:
+      len = reinterpret_cast<const int8_t*>(io.in[3])[b];
+      break;
+    case DType::u8:
+      len = reinterpret_cast<const uint8_t*>(io.in[3])[b];
+      break;
+    case DType::i32:
+      len = reinterpret_cast<const int32_t*>(io.in[3])[b];
+      break;
+    default:
+      len = reinterpret_cast<const int64_t*>(io.in[3])[b];
+      break;
+  }
+  return std::clamp<int64_t>(len, 0, t.sk + t.sq);
 }
 
 }  // namespace rlx::cpu::attention_simd
@@ -372,7 +399,8 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   C* keep = row + n_row;
   const int64_t group = t.heads / t.kv_heads;
   const C scale = static_cast<C>(t.scale);
-  const bool positional = t.mask == MaskKind::kCausal || t.mask == MaskKind::kSlidingWindow;
+  const bool positional = t.mask == MaskKind::kCausal || t.mask == MaskKind::kSlidingWindow ||
+                          t.mask == MaskKind::kCausalLengths;
   const int64_t window = t.mask == MaskKind::kSlidingWindow ? t.window : 0;
 
   for (int64_t item = begin; item < end; ++item) {
@@ -384,7 +412,9 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
     const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
     const int64_t i0 = qb * kBlockQ;
     const auto nq = static_cast<size_t>(std::min(kBlockQ, t.sq - i0));
-    const int64_t pos0 = i0 + t.sk - t.sq;  // position of the block's first query
+    // Position of the block's first query: the last query sits at the last (valid) key.
+    const int64_t pos0 =
+        i0 + (t.mask == MaskKind::kCausalLengths ? RowLength(t, io, b) : t.sk) - t.sq;
     const int64_t pos_last = pos0 + static_cast<int64_t>(nq) - 1;
 
     // Qt [dim, bq] with zero padding lanes.
@@ -405,6 +435,7 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
           break;
         case MaskKind::kCausal:
         case MaskKind::kSlidingWindow:
+        case MaskKind::kCausalLengths:
           vis = pos0 + static_cast<int64_t>(r) >= 0;
           break;
         default:
@@ -711,13 +742,16 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   const std::string& kind = node.attrs.get_string("mask");
   t.mask = kind == "causal"           ? MaskKind::kCausal
            : kind == "sliding_window" ? MaskKind::kSlidingWindow
+           : kind == "causal_lengths" ? MaskKind::kCausalLengths
            : kind == "bool"           ? MaskKind::kBool
            : kind == "bias"           ? MaskKind::kBias
                                       : MaskKind::kNone;
   t.window = std::min(node.attrs.get_int("window"), t.sk);
   // Positions are compared in the compute type's lanes: exact for integers below 2^24 in f32.
   if (dt != DType::f64 && t.sq + t.sk + t.window >= (int64_t{1} << 24)) return {};
-  if (node.operands.size() == 4) {
+  if (t.mask == MaskKind::kCausalLengths) {
+    t.lengths_dtype = g.type(node.operands[3]).dtype;
+  } else if (node.operands.size() == 4) {
     const Shape& ms = g.type(node.operands[3]).shape;
     int64_t stride = 1;
     for (int i = 3, j = ms.rank() - 1; i >= 0; --i, --j) {
@@ -729,7 +763,8 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
   if (dt != DType::f64 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
-      t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 && t.dv >= 1) {
+      t.mask != MaskKind::kCausalLengths && t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 &&
+      t.dv >= 1) {
     return [t, items](const KernelIO& io) {
       parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
         HWY_DYNAMIC_DISPATCH(DirectRange)(t, io, b, e);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -41,7 +42,9 @@ struct Operand {
 /// through the helpers below; SSA names are %0, %1, ... in emission order.
 class Emitter {
  public:
-  explicit Emitter(const Graph& g) : g_(g), names_(g.nodes().size()) {}
+  /// `aliases`: input node id -> the output index it is aliased to (emit_stablehlo).
+  explicit Emitter(const Graph& g, std::map<int32_t, size_t> aliases = {})
+      : g_(g), names_(g.nodes().size()), aliases_(std::move(aliases)) {}
 
   /// The module text. Throws rlx::Error naming the op and node for an op without a lowering.
   std::string run();
@@ -92,6 +95,7 @@ class Emitter {
  private:
   const Graph& g_;
   std::vector<std::vector<std::string>> names_;  // SSA name of each node result
+  std::map<int32_t, size_t> aliases_;            // donated input node -> output index
   std::ostringstream body_;
   int next_ = 0;
 };

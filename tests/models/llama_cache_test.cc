@@ -1,0 +1,222 @@
+// LlamaModel's KV cache (append, generate) against its own full-sequence forward (logits(),
+// checked against the reference evaluator in llama_test.cc): every decode step's logits equal
+// the full forward's at that position, rows of one batch at different positions equal each row
+// run alone, a full cache is an error, and greedy generation on SmolLM2 equals the argmax of
+// the full forward token by token.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/scoped_env.h"
+#include "common/test_util.h"
+#include "common/tiny_llama.h"
+#include "rlx/models/bpe_tokenizer.h"
+#include "rlx/models/llama.h"
+
+namespace rlx::models {
+namespace {
+
+using rlx::testing::error_of;
+
+std::vector<int32_t> random_ids(size_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+  return ids;
+}
+
+// Largest |a[i] - b[i]| over `n` floats.
+double max_diff(const float* a, const float* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+// Prefill `split` tokens of `ids`, then decode the rest one by one: each step's logits (and
+// its greedy token) against the full-sequence forward at that position. Returns the largest
+// |difference| seen.
+double check_steps_match_full_forward(LlamaModel& m, const std::vector<int32_t>& ids, size_t split,
+                                      double bound) {
+  const int64_t V = m.config().vocab_size;
+  const auto n = static_cast<int64_t>(ids.size());
+  Tensor full = m.logits(ids, 1, n);
+  m.reset(1);
+  double worst = 0;
+  for (size_t t = split - 1; t < ids.size(); ++t) {
+    LlamaStep step = t + 1 == split ? m.append(std::span(ids).first(split), 1,
+                                               static_cast<int64_t>(split), {}, true)
+                                    : m.append(std::span(ids).subspan(t, 1), 1, 1, {}, true);
+    EXPECT_EQ(m.positions(1)[0], static_cast<int64_t>(t + 1));
+    const float* want = full.data_as<float>() + static_cast<int64_t>(t) * V;
+    double d = max_diff(step.logits.data_as<float>(), want, V);
+    EXPECT_LE(d, bound) << "position " << t;
+    EXPECT_EQ(step.next[0], argmax(step.logits.data_as<float>(), V)) << "position " << t;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+TEST(LlamaCache, TinyDecodeStepsEqualFullForward) {
+  LlamaOptions o;
+  o.ctx = 32;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "cache.gguf"), o);
+  EXPECT_EQ(m.ctx(), 32);
+  // Prefill 5 (padded to the bucket of 16), then 9 decode steps; another split: 1 then 13.
+  const std::vector<int32_t> ids = random_ids(14, rlx::testing::kVocab, 3);
+  double worst = check_steps_match_full_forward(m, ids, 5, 2e-5);
+  worst = std::max(worst, check_steps_match_full_forward(m, ids, 1, 2e-5));
+  std::printf("tiny llama: cached steps vs full forward: max |dlogit| %.3g\n", worst);
+}
+
+// Two rows at different positions (prompts of 5 and 9 tokens in one prefill, row 0 padded,
+// then 4 decode steps each) give the logits of each row run alone, bit for bit: rows never mix
+// (per-row cache writes, RoPE, lengths), and every kernel computes a row the same way at
+// batch 1 and 2. Exact lengths (bucket 1) keep every quant_matmul below kDequantGemmRows (32)
+// rows: from there the op switches to exact dequantize + sgemm, whose rounding differs from
+// the int8 kernel's (up to ~0.04 on these logits), which a 2 x 16 padded prefill would reach.
+TEST(LlamaCache, BatchedRowsEqualEachRowAlone) {
+  LlamaOptions o;
+  o.bucket = 1;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "batch.gguf"), o);
+  const int64_t V = rlx::testing::kVocab;
+  const std::vector<int32_t> a = random_ids(5, V, 11), b = random_ids(9, V, 12);
+  const std::vector<int32_t> more_a = random_ids(4, V, 13), more_b = random_ids(4, V, 14);
+
+  auto alone = [&](const std::vector<int32_t>& prompt, const std::vector<int32_t>& more) {
+    m.reset(1);
+    std::vector<Tensor> out{
+        m.append(prompt, 1, static_cast<int64_t>(prompt.size()), {}, true).logits};
+    for (int32_t id : more)
+      out.push_back(m.append(std::vector<int32_t>{id}, 1, 1, {}, true).logits);
+    return out;
+  };
+  std::vector<Tensor> ra = alone(a, more_a), rb = alone(b, more_b);
+
+  std::vector<int32_t> both(2 * 9, 0);
+  std::copy(a.begin(), a.end(), both.begin());
+  std::copy(b.begin(), b.end(), both.begin() + 9);
+  std::vector<Tensor> batched{m.append(both, 2, 9, std::vector<int64_t>{5, 9}, true).logits};
+  EXPECT_EQ(m.positions(2), (std::vector<int64_t>{5, 9}));
+  for (size_t s = 0; s < more_a.size(); ++s)
+    batched.push_back(m.append(std::vector<int32_t>{more_a[s], more_b[s]}, 2, 1, {}, true).logits);
+  EXPECT_EQ(m.positions(2), (std::vector<int64_t>{9, 13}));
+  for (size_t s = 0; s < batched.size(); ++s) {
+    const float* got = batched[s].data_as<float>();
+    EXPECT_EQ(max_diff(got, ra[s].data_as<float>(), V), 0.0) << "row 0, step " << s;
+    EXPECT_EQ(max_diff(got + V, rb[s].data_as<float>(), V), 0.0) << "row 1, step " << s;
+  }
+}
+
+TEST(LlamaCache, FullCacheIsAnError) {
+  LlamaOptions o;
+  o.ctx = 8;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "full.gguf"), o);
+  const std::vector<int32_t> ids = random_ids(6, rlx::testing::kVocab, 5);
+  m.append(ids, 1, 6);
+  EXPECT_EQ(error_of([&] {
+              m.append(std::vector<int32_t>{1, 2, 3}, 1, 3);
+            }),
+            "LlamaModel: the KV cache is full: row 0 holds 6 of 8 positions, 3 more do not fit "
+            "(LlamaOptions::ctx, --ctx)");
+  EXPECT_EQ(m.positions(1)[0], 6);             // nothing written
+  m.append(std::vector<int32_t>{1, 2}, 1, 2);  // exactly fills it (no padding past the end)
+  EXPECT_EQ(m.positions(1)[0], 8);
+  EXPECT_NE(error_of([&] { m.append(std::vector<int32_t>{1}, 1, 1); }).find("row 0 holds 8 of 8"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] {
+              m.append(std::vector<int32_t>{1, 99}, 1, 2);
+            }).substr(0, 64),
+            "LlamaModel::append: row 0 position 1: token id 99 is outside the");
+  LlamaOptions big;
+  big.ctx = 65;
+  EXPECT_NE(error_of([&] {
+              LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "big.gguf"), big);
+            }).find("ctx 65 is outside [1, context_length 64]"),
+            std::string::npos);
+}
+
+// SmolLM2-135M Q4_1: cached steps against the full forward, greedy generation against the
+// argmax of the full forward, streaming and stop strings.
+class SmolLm2Cache : public ::testing::Test {
+ protected:
+  static LlamaModel& model() {
+    static LlamaModel m = [] {
+      LlamaOptions o;
+      o.ctx = 256;
+      return LlamaModel::load(default_llm_gguf_path(), o);
+    }();
+    return m;
+  }
+};
+
+// With quant_matmul's int8 kernel, a decode step (M = 1 rows: the GEMV tiles) and the full
+// forward (M = S: the GEMM tiles) round the activations to int8 on inputs that differ in the
+// last float bits, which flips single roundings and drifts to ~1 logit over 30 layers (the
+// activation-quantization noise llama.cpp has too). With quant_matmul decomposed (dequantize
+// + f32 dot, RLX_KERNEL_DISPATCH) only f32 summation order differs: that is the tight check.
+TEST(SmolLm2CacheExact, DecodeStepsEqualFullForward) {
+  rlx::testing::ScopedEnv env;
+  env.set("RLX_KERNEL_DISPATCH", "quant_matmul=force_common");
+  LlamaOptions o;
+  o.ctx = 64;
+  LlamaModel m = LlamaModel::load(default_llm_gguf_path(), o);
+  const std::vector<int32_t> ids =
+      m.tokenizer().encode("The quick brown fox jumps over the lazy dog. It was");
+  double worst = check_steps_match_full_forward(m, ids, 4, 2e-3);
+  std::printf(
+      "SmolLM2 (exact matmul): %zu positions, cached steps vs full forward: max |dlogit| "
+      "%.3g\n",
+      ids.size(), worst);
+}
+
+TEST_F(SmolLm2Cache, GreedyGenerateEqualsFullForwardArgmax) {
+  LlamaModel& m = model();
+  const std::vector<int32_t> prompt = m.tokenizer().encode("The capital of France is");
+  GenerateOptions o;
+  o.max_tokens = 16;
+  o.stop_at_eos = false;
+  o.reuse_prefix = false;
+  std::string streamed;
+  o.on_text = [&](std::string_view piece) { streamed += piece; };
+  GenerateResult r = m.generate(prompt, o);
+  ASSERT_EQ(r.ids.size(), 16u);
+  EXPECT_EQ(r.stats.prompt_tokens, static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(r.stats.generated_tokens, 16);
+  EXPECT_EQ(r.stats.stop_reason, "length");
+  EXPECT_EQ(streamed, r.text);
+  EXPECT_EQ(r.text, m.tokenizer().decode(r.ids));
+  std::printf("SmolLM2 greedy: \"%s\"\n", r.text.c_str());
+
+  std::vector<int32_t> seq = prompt;
+  const int64_t V = m.config().vocab_size;
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    Tensor full = m.logits(seq, 1, static_cast<int64_t>(seq.size()));
+    const float* last = full.data_as<float>() + (static_cast<int64_t>(seq.size()) - 1) * V;
+    EXPECT_EQ(r.ids[i], argmax(last, V)) << "token " << i;
+    seq.push_back(r.ids[i]);
+  }
+
+  // The same prompt again reuses the cached prefix; a stop string cuts the text before it and
+  // none of it is streamed.
+  const std::string stop = r.text.substr(r.text.size() / 2, 4);
+  o.reuse_prefix = true;
+  o.stop = {stop};
+  streamed.clear();
+  GenerateResult cut = m.generate(prompt, o);
+  EXPECT_EQ(cut.stats.reused_tokens, static_cast<int64_t>(prompt.size()) - 1);
+  EXPECT_EQ(cut.stats.stop_reason, "stop");
+  EXPECT_EQ(cut.text, r.text.substr(0, r.text.find(stop)));
+  EXPECT_EQ(streamed, cut.text);
+}
+
+}  // namespace
+}  // namespace rlx::models
