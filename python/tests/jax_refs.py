@@ -266,6 +266,10 @@ def attention(attrs, q, k, v, m=None):
         allowed = allowed & (kj <= qi)
     elif mask == "sliding_window":
         allowed = allowed & (kj <= qi) & (kj > qi - window)
+    elif mask == "causal_lengths":
+        # Row b's query i sits at position lengths[b] - Sq + i (a KV cache with lengths[b] keys).
+        pos = jnp.asarray(m).reshape(-1, 1, 1, 1) - sq + jnp.arange(sq)[:, None]
+        allowed = allowed & (kj <= pos)
     elif mask == "bool":
         allowed = allowed & m
     elif mask == "bias":

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,9 +170,10 @@ TEST(SmolLm2CacheExact, DecodeStepsEqualFullForward) {
   LlamaOptions o;
   o.ctx = 64;
   LlamaModel m = LlamaModel::load(default_llm_gguf_path(), o);
-  const std::vector<int32_t> ids =
-      m.tokenizer().encode("The quick brown fox jumps over the lazy dog. It was");
-  double worst = check_steps_match_full_forward(m, ids, 4, 2e-3);
+  const std::vector<int32_t> ids = m.tokenizer().encode("The quick brown fox jumps over");
+  // Prefill all but the last three tokens, then three decode steps: every step dequantizes
+  // all 30 layers' weights on this path, so more steps only cost time.
+  double worst = check_steps_match_full_forward(m, ids, ids.size() - 3, 2e-3);
   std::printf(
       "SmolLM2 (exact matmul): %zu positions, cached steps vs full forward: max |dlogit| "
       "%.3g\n",
@@ -196,13 +198,27 @@ TEST_F(SmolLm2Cache, GreedyGenerateEqualsFullForwardArgmax) {
   EXPECT_EQ(r.text, m.tokenizer().decode(r.ids));
   std::printf("SmolLM2 greedy: \"%s\"\n", r.text.c_str());
 
+  // One causal forward over the prompt and the first 15 generated tokens: its logits at the
+  // position before generated token i are what greedy decoding must have picked.
   std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), r.ids.begin(), r.ids.end() - 1);
   const int64_t V = m.config().vocab_size;
+  Tensor full = m.logits(seq, 1, static_cast<int64_t>(seq.size()));
+  // Both use quant_matmul's int8 kernels, whose activation rounding makes a decode step and
+  // the full forward differ by up to ~1 logit (SmolLm2CacheExact above is the tight check), so
+  // the greedy pick must be the full forward's top-1 wherever its top-2 margin exceeds twice
+  // that, and within that noise of the top logit everywhere.
+  constexpr float kInt8Noise = 1.25f;
   for (size_t i = 0; i < r.ids.size(); ++i) {
-    Tensor full = m.logits(seq, 1, static_cast<int64_t>(seq.size()));
-    const float* last = full.data_as<float>() + (static_cast<int64_t>(seq.size()) - 1) * V;
-    EXPECT_EQ(r.ids[i], argmax(last, V)) << "token " << i;
-    seq.push_back(r.ids[i]);
+    const float* row = full.data_as<float>() + (static_cast<int64_t>(prompt.size() + i) - 1) * V;
+    const int32_t top = argmax(row, V);
+    float second = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < V; ++j)
+      if (j != top) second = std::max(second, row[j]);
+    if (row[top] - second > 2 * kInt8Noise) {
+      EXPECT_EQ(r.ids[i], top) << "token " << i;
+    }
+    EXPECT_LE(row[top] - row[r.ids[i]], 2 * kInt8Noise) << "token " << i;
   }
 
   // The same prompt again reuses the cached prefix; a stop string cuts the text before it and

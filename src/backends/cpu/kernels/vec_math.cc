@@ -9,10 +9,6 @@
 // contrib math leaves them undefined, to match the reference evaluator's double formulas.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/vec_math.cc"
-// SSSE3 / SSE4 machines run the portable EMU128 code: two fewer targets to compile.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 // clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
