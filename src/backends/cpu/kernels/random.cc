@@ -1,13 +1,11 @@
 // CPU kernel of threefry2x32 (rlx/ir/threefry.h): the four broadcast operands are gathered in
 // blocks into u32 buffers (read in place through their broadcast strides), the 20 rounds run on
-// Highway vectors of u32 (add, rotate, xor; AVX-512 / AVX2 picked at run time; this file is
-// re-included once per target by foreach_target.h), blocks split across threads. rng_key has no
+// Highway vectors of u32 (add, rotate, xor; AVX-512 / AVX2 picked at run time, the targets
+// CMake's HWY_DISABLED_TARGETS leaves; this file is re-included once per target by
+// foreach_target.h), blocks split across threads. rng_key has no
 // kernel: it decomposes to a constant.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/random.cc"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 // clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
