@@ -1,9 +1,9 @@
 // CPU kernel of threefry2x32 (rlx/ir/threefry.h): the four broadcast operands are gathered in
 // blocks into u32 buffers (read in place through their broadcast strides), the 20 rounds run on
-// Highway vectors of u32 (add, rotate, xor; AVX-512 / AVX2 picked at run time, the targets
+// Highway vectors of u32 (add, rotate, xor; AVX-512 / AVX2 picked at run time among the targets
 // CMake's HWY_DISABLED_TARGETS leaves; this file is re-included once per target by
-// foreach_target.h), blocks split across threads. rng_key has no
-// kernel: it decomposes to a constant.
+// foreach_target.h), blocks split across threads. rng_key has no kernel: it decomposes to a
+// constant.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/random.cc"
 // clang-format off
