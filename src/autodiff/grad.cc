@@ -29,13 +29,14 @@ OpTable<VjpFn>& rules() {
 // The explicit list of ops whose cotangent is zero (JAX gives these zero or integer-valued
 // tangents): comparisons and logic, index-valued reductions, piecewise-constant rounding, and
 // stop_gradient, whose whole point is to cut the gradient; dequantize, whose operand is packed
-// integer data (its f32 result is a constant of the weight bytes, so no float input reaches it).
+// integer data (its f32 result is a constant of the weight bytes, so no float input reaches it);
+// threefry2x32, whose operands and results are integer words (random bits).
 // The coverage test requires every op to be here or to have a rule or a decomposition.
 constexpr OpKind kNonDifferentiable[] = {
-    OpKind::Not,    OpKind::And,          OpKind::Or,        OpKind::Xor,   OpKind::Eq,
-    OpKind::Ne,     OpKind::Lt,           OpKind::Le,        OpKind::Gt,    OpKind::Ge,
-    OpKind::ArgMax, OpKind::ArgMin,       OpKind::Sign,      OpKind::Floor, OpKind::Ceil,
-    OpKind::Round,  OpKind::StopGradient, OpKind::Dequantize};
+    OpKind::Not,    OpKind::And,          OpKind::Or,         OpKind::Xor,         OpKind::Eq,
+    OpKind::Ne,     OpKind::Lt,           OpKind::Le,         OpKind::Gt,          OpKind::Ge,
+    OpKind::ArgMax, OpKind::ArgMin,       OpKind::Sign,       OpKind::Floor,       OpKind::Ceil,
+    OpKind::Round,  OpKind::StopGradient, OpKind::Dequantize, OpKind::Threefry2x32};
 
 }  // namespace
 
@@ -113,10 +114,12 @@ std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>&
   return ids;
 }
 
-// Keep composites that have their own rule or are non-differentiable; decompose the rest so
-// every remaining op has a rule (or contributes zero).
+// Keep composites that have their own rule or are non-differentiable, and leaves (rng_key's
+// key is the compile seed's, bound when the result is compiled); decompose the rest so every
+// remaining op has a rule (or contributes zero).
 bool keep_for_ad(OpKind op) {
-  return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op);
+  return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op) ||
+         op_info(op).has(kLeaf);
 }
 
 // The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of

@@ -1,4 +1,5 @@
-// Batching rules of elementwise ops (numpy broadcasting), reductions, cumsum and top_k.
+// Batching rules of elementwise ops (numpy broadcasting; threefry2x32 too), reductions, cumsum
+// and top_k.
 #include <algorithm>
 
 #include "vmap_rules.h"
@@ -60,6 +61,8 @@ void register_batch_elementwise() {
     if (info.has(kElementwise) && op != OpKind::ElementwiseRegion)
       set_batch_rule(op, batch_elementwise);
   }
+  // threefry2x32 broadcasts its four operands like an elementwise op (two results).
+  set_batch_rule(OpKind::Threefry2x32, batch_elementwise);
   set_batch_rule(OpKind::StopGradient, batch_same_attrs);
   set_batch_rule(OpKind::TopK, batch_same_attrs);
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,

@@ -32,6 +32,7 @@ OpTable<OpInfo>& registry() {
     detail::register_conv_ops();
     detail::register_fused_ops();
     detail::register_quant_ops();
+    detail::register_random_ops();
   });
   return t;
 }

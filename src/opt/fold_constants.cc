@@ -50,6 +50,8 @@ class FoldConstantsPass final : public Pass {
     // A dequantized weight stays packed: folding would store the f32 expansion (4-8x the
     // bytes) as a constant, where the kernels read the packed bytes directly (docs/ir.md).
     if (n.op == OpKind::Dequantize) return false;
+    // An rng_key without a seed is the compile seed's key, which only bind-rng-seed knows.
+    if (n.op == OpKind::RngKey && !n.attrs.has("seed")) return false;
     for (Value v : operands)
       if (dst.node(v).op != OpKind::Constant) return false;
     int64_t total = 0;

@@ -33,6 +33,11 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   PipelineResult r{
       o.quantized_params.empty() ? g : quantize_params(g, o.quantized_params), {}, {}, {}};
   PassManager pm;
+  // Only graphs that draw from the compile seed get the pass (and its stage in IR dumps).
+  bool unseeded = false;
+  for (const Node& n : r.graph.nodes())
+    unseeded = unseeded || (n.op == OpKind::RngKey && !n.attrs.has("seed"));
+  if (unseeded) pm.add(create_bind_rng_seed_pass(o.seed));
   pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
   if (o.dce) pm.add(create_dce_pass());
   if (o.fold_constants) pm.add(create_fold_constants_pass(o.fold_max_elements));

@@ -35,6 +35,7 @@ PipelineOptions make_pipeline_options(const BackendFacts& backend, const Compile
   po.dce = options.dce;
   po.fold_constants = options.fold_constants;
   po.quantized_params = options.quantized_params;
+  po.seed = options.seed;
   for (const StateBinding& b : options.state) po.state_inputs.push_back(b.input);
   return po;
 }

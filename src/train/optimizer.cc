@@ -81,7 +81,11 @@ Graph build_train_step(const Graph& loss_graph, const std::vector<std::string>& 
                                 "', which the train step needs for itself");
     return name;
   };
-  Value step = g.input(fresh(kStepInput), DType::f32, Shape{});
+  // A loss graph that reads the step (train::step_key) has the input already.
+  const int32_t given = g.find(kStepInput);
+  const bool reuse = given >= 0 && g.node(given).op == OpKind::Input &&
+                     g.node(given).results[0] == TensorType{DType::f32, Shape{}};
+  Value step = reuse ? Value{given, 0} : g.input(fresh(kStepInput), DType::f32, Shape{});
   Value lr = g.input(fresh(kLrInput), DType::f32, Shape{});
   std::vector<Value> outs(g.outputs().begin(), g.outputs().begin() + num_outputs);
   std::vector<Value> new_state;

@@ -9,7 +9,7 @@
 namespace rlx::train {
 
 Trainer::Trainer(Session& session, const Graph& loss_graph, std::vector<std::string> wrt,
-                 const Optimizer& opt, const TensorMap& initial)
+                 const Optimizer& opt, const TensorMap& initial, const CompileOptions& options)
     : step_graph_(build_train_step(loss_graph, wrt, opt)),
       wrt_(std::move(wrt)),
       slots_(opt.slots()),
@@ -44,7 +44,7 @@ Trainer::Trainer(Session& session, const Graph& loss_graph, std::vector<std::str
     const Shape& logits = loss_graph.shape(n.operands[0]);
     labels_.emplace_back(y.name, logits[logits.rank() - 1]);
   }
-  exe_ = session.compile(step_graph_);
+  exe_ = session.compile(step_graph_, options);
 }
 
 std::vector<Tensor> Trainer::step(const TensorMap& batch, double lr) {

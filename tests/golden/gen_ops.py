@@ -1545,10 +1545,34 @@ def gen_dynamic_slice():
          {"slice_sizes": []})
 
 
+def _threefry(*words):
+    """jax's threefry2x32 primitive on i32 bit patterns (lax needs equal ranks: broadcast first)."""
+    from jax._src import prng
+    shape = np.broadcast_shapes(*[np.shape(w) for w in words])
+    u32 = [lax.bitcast_convert_type(jnp.broadcast_to(w, shape), jnp.uint32) for w in words]
+    return [lax.bitcast_convert_type(y, jnp.int32) for y in prng.threefry2x32_p.bind(*u32)]
+
+
+def gen_random():
+    """rng_key (jax.random.PRNGKey's key data) and threefry2x32 over full-range 32-bit words,
+    with broadcast operands. The jax.random draws built on them (bits, uniform, fold_in, split)
+    are in random_ref.json (gen_random_ref.py)."""
+    for seed in (0, 42, 2**40 + 5, 2**64 - 1):
+        key = np.asarray(jax.random.key_data(jax.random.PRNGKey(np.uint64(seed)))).view(np.int32)
+        attr = seed - 2**64 if seed >= 2**63 else seed  # the attr holds the 64 bits as int64
+        ir = f"graph @main {{\n  %r = rng_key {{seed={attr}}} : i32[2]\n  return %r\n}}"
+        add_case(f"rng_key/{seed}", ir, {}, [("i32", key)])
+    full = lambda shape: rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    case("threefry2x32/i32", "threefry2x32", [("i32", full((3, 4))) for _ in range(4)], _threefry)
+    case("threefry2x32/i32/broadcast", "threefry2x32",
+         [("i32", full((2, 1))), ("i32", full((2, 1))), ("i32", full(())), ("i32", full((5,)))],
+         _threefry, note="a key per row against a row of counters, as random::bits emits it")
+
+
 def main():
     for i, gen in enumerate([gen_leaves, gen_unary, gen_convert, gen_activations, gen_binary, gen_linalg,
                              gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused, gen_quant,
-                             gen_dynamic_slice]):
+                             gen_dynamic_slice, gen_random]):
         reseed(i)
         gen()
     reseed(100)

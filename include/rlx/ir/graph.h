@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -98,6 +99,11 @@ class Graph {
   /// lax.broadcasted_iota: a numeric `dtype` tensor of `shape` whose element is its index along
   /// `dimension` (0 <= dimension < rank).
   Value iota(DType dtype, Shape shape, int64_t dimension);
+  /// The threefry key i32[2] of `seed` ([seed >> 32, seed & 0xffffffff] as i32 bit patterns,
+  /// jax.random.key_data(jax.random.PRNGKey(seed))); without a seed, the key of the compile
+  /// seed (CompileOptions::seed, bound by the pipeline; 0 in the reference evaluator).
+  /// Higher-level draws (bits, uniform, fold_in, split) are in rlx/ir/random.h.
+  Value rng_key(std::optional<uint64_t> seed = std::nullopt);
 
   // ---- elementwise unary: result has x's type. Transcendentals, rounding and activations need
   // a float dtype; neg/abs/sign take floats or integers; logical_not takes bool or integers
@@ -282,6 +288,10 @@ class Graph {
   /// lax.top_k: (values, i32 indices) of the k largest along the last axis, descending, ties
   /// by lower index; 0 <= k <= last dim.
   std::pair<Value, Value> top_k(Value x, int64_t k);
+  /// Threefry-2x32 (20 rounds, jax's threefry2x32_p): the counters (x0, x1) encrypted under
+  /// the key (k0, k1), returning (y0, y1). All four are i32 (u32 words as bit patterns) and
+  /// broadcast (numpy rules) to the results' shape.
+  std::pair<Value, Value> threefry2x32(Value k0, Value k1, Value x0, Value x1);
   /// Per-example loss logsumexp(logits) - logits[label] for logits [..., C] (float) and
   /// integer labels [...] (clamped into [0, C-1]); result [...].
   Value softmax_cross_entropy(Value logits, Value labels);

@@ -2,6 +2,7 @@
 // rewrites and when it does nothing. All preserve reference-evaluator semantics.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,7 +20,8 @@ std::unique_ptr<Pass> create_dce_pass();
 std::unique_ptr<Pass> create_cse_pass();
 
 /// "fold-constants": evaluates (reference evaluator) every node other than input/param/constant
-/// (iota included) whose operands are all constants and whose results have at most
+/// (iota and seeded rng_key included; not dequantize, nor an rng_key without a seed, whose key
+/// is the compile seed's) whose operands are all constants and whose results have at most
 /// `max_elements` elements in total, replacing it by a constant. Larger results are left alone
 /// so huge constants are never materialised. Throws rlx::Error for max_elements < 0.
 std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{1} << 16);
@@ -57,6 +59,11 @@ std::unique_ptr<Pass> create_fuse_attention_pass();
 /// "mark-elementwise-regions": maximal chains of elementwise ops (two or more) become one
 /// elementwise_region node each.
 std::unique_ptr<Pass> create_mark_elementwise_regions_pass();
+
+/// "bind-rng-seed": gives every rng_key node without a `seed` attribute the seed `seed` (the
+/// compile seed, CompileOptions::seed), so its key is a function of the compile options; nodes
+/// with a seed keep theirs. The standard pipeline runs it first when the graph has such a node.
+std::unique_ptr<Pass> create_bind_rng_seed_pass(uint64_t seed);
 
 /// "decompose" (or `name`): replaces every composite op for which `keep(op)` is false by its
 /// decomposition (rlx::decompose). With keep = "not fused" it is the inverse of the fusions.

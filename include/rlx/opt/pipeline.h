@@ -1,6 +1,6 @@
 // The standard compile pipeline a backend composes: verify -> quantized param storage ->
-// legalize -> DCE -> fold -> CSE -> simplify -> fusions (those the backend claims) -> AMP -> DCE ->
-// memory plan.
+// bind-rng-seed -> legalize -> DCE -> fold -> CSE -> simplify -> fusions (those the backend
+// claims) -> AMP -> DCE -> memory plan.
 #pragma once
 
 #include <functional>
@@ -36,6 +36,10 @@ struct PipelineOptions {
   /// Params stored block-quantized (rlx/opt/quantize_params.h): the pipeline starts from
   /// quantize_params(g, quantized_params), so the result's params have the packed types.
   std::map<std::string, QuantizedParamBinding> quantized_params;
+  /// The key of every rng_key node without a seed attribute (CompileOptions::seed): the
+  /// pipeline's first pass, bind-rng-seed (run only when the graph has such a node), writes it
+  /// into those nodes.
+  uint64_t seed = 0;
   int64_t fold_max_elements = int64_t{1} << 16;
   int64_t alignment = 64;  ///< memory-plan buffer alignment in bytes
   /// Inputs held as executable state (CompileOptions::state), in state order: the memory plan

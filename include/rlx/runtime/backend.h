@@ -41,7 +41,8 @@ struct CompileOptions {
   std::optional<PrecisionPolicy> precision;
   bool dce = true;
   bool fold_constants = true;
-  /// Seed for ops that draw random numbers (dropout, initializers); part of the cache key.
+  /// The compile seed: the key of every rng_key node without a seed attribute (the random
+  /// numbers of dropout and token sampling, rlx/ir/random.h); part of the cache key.
   uint64_t seed = 0;
   /// Params stored block-quantized (ggml formats, rlx/opt/quantize_params.h), by name: every
   /// backend compiles the graph with each such param replaced by its packed u8 form and a

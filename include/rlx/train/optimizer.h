@@ -88,8 +88,11 @@ std::string state_name(const std::string& param, const std::string& slot);
 ///            and kLrInput, and one param state_name(p, slot) per trained leaf and slot;
 ///   outputs: every output of loss_graph (loss first), then the new value of each `wrt` leaf
 ///            (in order), then the new state (leaf-major, slot order).
+/// A loss graph may read the step itself: an f32[] input named kStepInput is kept as the step
+/// input (train::step_key, dropout's per-step key, does this).
 /// Errors: those of autodiff::value_and_grad (unknown / repeated / non-float name, loss not a
-/// rank-0 float), and rlx::Error if loss_graph already has a leaf named like an added one.
+/// rank-0 float), and rlx::Error if loss_graph already has a leaf named like an added one
+/// (other than an f32[] input kStepInput).
 Graph build_train_step(const Graph& loss_graph, const std::vector<std::string>& wrt,
                        const Optimizer& opt);
 

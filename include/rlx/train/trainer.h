@@ -22,9 +22,10 @@ class Trainer {
   /// `initial` must hold every param of loss_graph and every trained leaf, with exactly the
   /// declared dtype and shape; else rlx::Error ("Trainer: missing initial value for 'w1'",
   /// "Trainer: 'w1' expected f32[64,128], got f32[64,10]"). Throws build_train_step's and the
-  /// compiler's errors.
+  /// compiler's errors. `options` are the step's compile options; their seed is the key of the
+  /// step's random draws (train::step_key: dropout).
   Trainer(Session& session, const Graph& loss_graph, std::vector<std::string> wrt,
-          const Optimizer& opt, const TensorMap& initial);
+          const Optimizer& opt, const TensorMap& initial, const CompileOptions& options = {});
 
   /// One update on `batch` (the non-trained inputs of loss_graph, e.g. "x" and "labels") with
   /// learning rate `lr`. Returns loss_graph's outputs (the loss first) computed with the

@@ -88,5 +88,6 @@ void register_nn_kernels();
 void register_reduce_kernels();
 void register_shape_kernels();
 void register_quant_kernels();
+void register_random_kernels();
 
 }  // namespace rlx::cpu

@@ -16,6 +16,7 @@ OpTable<KernelEntry>& table() {
     register_reduce_kernels();
     register_shape_kernels();
     register_quant_kernels();
+    register_random_kernels();
   });
   return t;
 }

@@ -204,6 +204,7 @@ const OpTable<LowerFn>& lowering_table() {
     register_shape_lowerings(t);
     register_nn_lowerings(t);
     register_quant_lowerings(t);
+    register_random_lowerings(t);
   });
   return table;
 }

@@ -34,6 +34,7 @@ void register_eval_nn();
 void register_eval_conv();
 void register_eval_fused();
 void register_eval_quant();
+void register_eval_random();
 
 /// Multi-index helpers for naive loops over row-major tensors.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape);

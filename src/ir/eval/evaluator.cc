@@ -18,6 +18,7 @@ OpTable<EvalFn>& kernels() {
     register_eval_conv();
     register_eval_fused();
     register_eval_quant();
+    register_eval_random();
   });
   return t;
 }

@@ -24,6 +24,7 @@ void register_nn_ops();
 void register_conv_ops();
 void register_fused_ops();
 void register_quant_ops();
+void register_random_ops();
 
 // ---- schema shorthands
 inline AttrSpec req(std::string name, AttrType t) {

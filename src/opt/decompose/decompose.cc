@@ -20,6 +20,7 @@ OpTable<DecomposeFn>& decompositions() {
     register_decompose_conv();
     register_decompose_fused();
     register_decompose_quant();
+    register_decompose_random();
   });
   return t;
 }

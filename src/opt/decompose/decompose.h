@@ -16,5 +16,6 @@ void register_decompose_nn();
 void register_decompose_conv();
 void register_decompose_fused();
 void register_decompose_quant();
+void register_decompose_random();
 
 }  // namespace rlx::detail
