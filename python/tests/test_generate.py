@@ -85,3 +85,57 @@ def test_chat_template_errors(tmp_path):
                                    "{% endfor %}")
     with pytest.raises(rlx.Error, match="tokenizer.chat_template is not a ChatML template"):
         LLM(path).chat_prompt([{"role": "user", "content": "x"}])
+
+
+SETTINGS = dict(temperature=0.8, top_k=20, top_p=0.9, min_p=0.02, repetition_penalty=1.3,
+                presence_penalty=0.4, frequency_penalty=0.2)
+
+
+def test_tiny_sampled_generate_equals_the_numpy_sampler(tmp_path):
+    """Sampled generate, token by token, against test_sampling.py's NumPy rules applied to the
+    model's own logits (the full forward over the tokens so far: the cached steps equal it to
+    ~1e-5 on this f32 file, far from moving a draw across a boundary) with jax.random's draw
+    uniform(fold_in(fold_in(key(0), seed), step)) and the last 64 tokens as the history."""
+    from test_sampling import jax_uniform, np_sample
+
+    path = tmp_path / "f32.gguf"
+    write_tiny(path, **TINY_CASES["llama-gqa-f32-partial-rope"])
+    llm = LLM(path, ctx=48)
+    prompt = [3, 17, 5, 40, 8, 1, 22, 17, 3]
+    seed, n = 1234567, 10
+    llm.generate(prompt, max_tokens=n, stop_at_eos=False, seed=seed, **SETTINGS)
+    got = llm.last_ids
+    assert llm.last_stats["seed"] == seed and len(got) == n
+    p = {k: np.array([v]) for k, v in SETTINGS.items()}
+    seq = list(prompt)
+    for step in range(n):
+        logits = llm.logits(np.array(seq, np.int32))[-1][None].astype(np.float32)
+        history = np.full((1, 64), -1, np.int32)
+        history[0, :min(64, len(seq))] = seq[-64:]
+        u = jax_uniform(0, np.array([seed], np.uint32).view(np.int32), np.array([step], np.int32))
+        want = int(np_sample(logits, p, history, u, 64)[0])
+        assert got[step] == want, f"step {step}: got {got[step]}, the NumPy sampler {want}"
+        seq.append(want)
+
+
+def test_tiny_seeds_reproduce_and_differ(tmp_path):
+    path = tmp_path / "q8.gguf"
+    write_tiny(path, **TINY_CASES["llama-mha-q8_0-tied"])
+    llm = LLM(path, ctx=48)
+    prompt = [3, 17, 5, 40, 8, 1, 22]
+
+    def ids(**kw):
+        llm.generate(prompt, max_tokens=12, stop_at_eos=False, **kw)
+        return llm.last_ids
+
+    greedy = ids()
+    hot = dict(temperature=20.0, top_k=0, top_p=1.0, min_p=0.0)  # near uniform
+    a = ids(seed=1, **hot)
+    assert ids(seed=1, **hot) == a
+    assert ids(seed=2, **hot) != a
+    assert a != greedy
+    assert ids(temperature=1.5, top_k=1, seed=9) == greedy  # top-k 1 is the argmax
+    with pytest.raises(ValueError, match="seed must be in"):
+        ids(seed=-1)
+    with pytest.raises(rlx.Error, match="repetition_penalty must be finite and > 0"):
+        ids(repetition_penalty=0.0)

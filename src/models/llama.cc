@@ -249,9 +249,17 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
   check(ctx <= c.context_length && S <= ctx,
         "build_llama_step: need seq " + std::to_string(S) + " <= ctx " + std::to_string(ctx) +
             " <= context_length " + std::to_string(c.context_length));
+  check(o.cache_batch == 0 || o.cache_batch >= B,
+        "build_llama_step: cache_batch " + std::to_string(o.cache_batch) +
+            " is below the step's batch " + std::to_string(B));
   check(static_cast<bool>(o.select), "build_llama_step: no token selector");
   const int64_t hkv = c.head_count_kv, half = c.rope_dimension_count / 2;
+  // Rows of the cache; a subset step names its rows in the input "rows".
+  const int64_t NC = o.cache_batch > 0 ? o.cache_batch : B;
+  const bool subset = NC != B;
   Graph g(S == 1 ? "llama_decode" : "llama_prefill");
+  std::optional<Value> rows;
+  if (subset) rows = g.input("rows", DType::i32, Shape{B});
   Value ids = g.input("ids", DType::i32, Shape{B, S});
   Value pos = g.input("pos", DType::i32, Shape{B});
   std::optional<Value> last;
@@ -262,23 +270,25 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
   // Row b's token i sits at position pos[b] + i: its RoPE rows gathered from the ctx tables.
   Value positions = g.add(g.reshape(pos, {B, 1}), g.iota(DType::i32, Shape{1, S}, 1));
   auto [cos_t, sin_t] = rope_tables(c, ctx, freq_factors);
-  auto rows = [&](const Tensor& table, const char* name) {
+  auto table_rows = [&](const Tensor& table, const char* name) {
     return g.reshape(g.gather(g.constant(table, name), positions, 0), {B, 1, S, half});
   };
-  Value cos = rows(cos_t, "rope_cos"), sin = rows(sin_t, "rope_sin");
-  // Row b's cache start (a scalar per row) and its valid length after this step.
+  Value cos = table_rows(cos_t, "rope_cos"), sin = table_rows(sin_t, "rope_sin");
+  // Row b's cache row and start (scalars) and its valid length after this step.
   Value zero = g.scalar(0, DType::i32);
   std::vector<Value> row_index, row_start;
   for (int64_t r = 0; r < B; ++r) {
-    row_index.push_back(g.scalar(static_cast<double>(r), DType::i32));
+    row_index.push_back(subset ? g.reshape(g.slice(*rows, {r}, {r + 1}), {})
+                               : g.scalar(static_cast<double>(r), DType::i32));
     row_start.push_back(g.reshape(g.slice(pos, {r}, {r + 1}), {}));
   }
   Value lengths = g.add(pos, g.scalar(static_cast<double>(S), DType::i32));
   const Graph::AttentionOptions attn = attention_options(c, "causal_lengths");
   std::vector<Value> caches;
-  // Writes row r of `update` [B,hkv,S,d] into `cache` at (r, 0, pos[r], 0), row by row.
+  // Writes row r of `update` [B,hkv,S,d] into `cache` at (row r, 0, pos[r], 0), row by row;
+  // returns what attention reads: the cache, or the step's rows of it.
   auto write = [&](const std::string& name, Value update, int64_t d) {
-    Value cache = g.input(name, DType::f32, Shape{B, hkv, ctx, d});
+    Value cache = g.input(name, DType::f32, Shape{NC, hkv, ctx, d});
     for (int64_t r = 0; r < B; ++r) {
       Value row = B == 1 ? update : g.slice(update, {r, 0, 0, 0}, {r + 1, hkv, S, d});
       cache = g.dynamic_update_slice(
@@ -286,7 +296,7 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
           {row_index[static_cast<size_t>(r)], zero, row_start[static_cast<size_t>(r)], zero});
     }
     caches.push_back(named(g, cache, name + ".next"));
-    return cache;
+    return subset ? g.gather(cache, *rows, 0) : cache;
   };
   for (int64_t l = 0; l < c.block_count; ++l)
     x = b.layer(l, x, cos, sin, [&](int64_t layer, Value q, Value k, Value v) {
@@ -464,6 +474,49 @@ class TextStream {
 
 }  // namespace
 
+struct Generation::Impl {
+  GenerateOptions options;
+  TextStream text;
+  int32_t eos;
+  std::vector<int32_t> ids;
+  std::string stop_reason;
+  Impl(const BpeTokenizer* tokenizer, GenerateOptions o)
+      : options(std::move(o)),
+        text(tokenizer, options),
+        eos(tokenizer != nullptr ? tokenizer->eos_id() : -1) {}
+};
+
+Generation::Generation(const BpeTokenizer* tokenizer, GenerateOptions options)
+    : impl_(std::make_unique<Impl>(tokenizer, std::move(options))) {
+  check(impl_->options.max_tokens >= 0,
+        "Generation: max_tokens must be >= 0, got " + std::to_string(impl_->options.max_tokens));
+  if (impl_->options.max_tokens == 0) impl_->stop_reason = "length";
+}
+Generation::~Generation() = default;
+Generation::Generation(Generation&&) noexcept = default;
+Generation& Generation::operator=(Generation&&) noexcept = default;
+
+bool Generation::push(int32_t token, bool cache_full) {
+  Impl& m = *impl_;
+  check(m.stop_reason.empty(), "Generation::push: the sequence has ended (" + m.stop_reason + ")");
+  if (m.options.stop_at_eos && token == m.eos) {
+    m.stop_reason = "eos";
+  } else {
+    m.ids.push_back(token);
+    if (m.text.push(token))
+      m.stop_reason = "stop";
+    else if (static_cast<int64_t>(m.ids.size()) >= m.options.max_tokens)
+      m.stop_reason = "length";
+    else if (cache_full)
+      m.stop_reason = "context";
+  }
+  return !m.stop_reason.empty();
+}
+bool Generation::done() const { return !impl_->stop_reason.empty(); }
+const std::string& Generation::stop_reason() const { return impl_->stop_reason; }
+const std::vector<int32_t>& Generation::ids() const { return impl_->ids; }
+std::string Generation::finish() { return impl_->text.finish(); }
+
 struct LlamaModel::Impl {
   std::string path;
   GgufFile file;
@@ -485,12 +538,17 @@ struct LlamaModel::Impl {
     std::vector<std::vector<int32_t>> tokens;
   };
   std::map<int64_t, Cache> caches;
-  // Step executables by (batch, seq, logits output).
-  std::map<std::tuple<int64_t, int64_t, bool>, std::shared_ptr<Executable>> steps;
+  // Step executables by (cache batch, batch, seq, logits output, sampler history or 0).
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>, std::shared_ptr<Executable>> steps;
 
   Impl(const std::string& p, const LlamaOptions& o)
       : path(p), file(GgufFile::open(p)), options(o), session(o.device) {
     check(o.bucket >= 1, "LlamaModel: bucket must be at least 1, got " + std::to_string(o.bucket));
+    check(o.sampler_history >= 1, "LlamaModel: sampler_history must be at least 1, got " +
+                                      std::to_string(o.sampler_history));
+    check(o.sampler.max_candidates >= 1,
+          "LlamaModel: sampler.max_candidates must be at least 1, got " +
+              std::to_string(o.sampler.max_candidates));
     precision = o.precision
                     ? *o.precision
                     : precision_from_env().value_or(PrecisionPolicy{PrecisionMode::AlwaysF32, {}});
@@ -645,20 +703,24 @@ struct LlamaModel::Impl {
     return c;
   }
 
-  // The step executable of (batch, seq, logits), sharing the batch's KV cache.
-  std::shared_ptr<Executable> step_executable(int64_t batch, int64_t seq, bool want_logits) {
-    auto key = std::make_tuple(batch, seq, want_logits);
+  // The step executable of (cache batch, batch, seq, logits, sampler history), sharing the
+  // cache's state.
+  std::shared_ptr<Executable> step_executable(int64_t cache_batch, int64_t batch, int64_t seq,
+                                              bool want_logits, int64_t history) {
+    auto key = std::make_tuple(cache_batch, batch, seq, want_logits, history);
     if (auto it = steps.find(key); it != steps.end()) return it->second;
     LlamaStepOptions so;
     so.batch = batch;
     so.seq = seq;
     so.ctx = ctx;
     so.logits = want_logits;
+    so.cache_batch = cache_batch;
+    if (history > 0) so.select = token_sampler(history, options.sampler);
     CompileOptions co;
     co.state = llama_cache_state(config);
     std::shared_ptr<Executable> exe =
         compile(build_llama_step(config, layout, so, freq_factors), co);
-    Cache& c = cache(batch);
+    Cache& c = cache(cache_batch);
     if (c.owner)
       exe->share_state(*c.owner);  // before any run: it never allocates a cache of its own
     else
@@ -668,59 +730,95 @@ struct LlamaModel::Impl {
   }
 
   LlamaStep append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
-                   std::span<const int64_t> counts, bool want_logits) {
+                   const AppendOptions& o) {
     const char* what = "LlamaModel::append";
-    check(batch >= 1 && seq >= 1, std::string(what) + ": batch and seq must be positive, got [" +
-                                      std::to_string(batch) + ", " + std::to_string(seq) + "]");
-    check(static_cast<int64_t>(ids.size()) == batch * seq,
-          std::string(what) + ": ids holds " + std::to_string(ids.size()) +
-              " values, expected batch * seq = " + std::to_string(batch * seq));
-    check(counts.empty() || static_cast<int64_t>(counts.size()) == batch,
-          std::string(what) + ": counts holds " + std::to_string(counts.size()) +
-              " values, expected batch = " + std::to_string(batch));
+    auto fail = [&](const std::string& msg) { throw Error(std::string(what) + ": " + msg); };
+    if (batch < 1 || seq < 1)
+      fail("batch and seq must be positive, got [" + std::to_string(batch) + ", " +
+           std::to_string(seq) + "]");
+    if (static_cast<int64_t>(ids.size()) != batch * seq)
+      fail("ids holds " + std::to_string(ids.size()) +
+           " values, expected batch * seq = " + std::to_string(batch * seq));
+    if (!o.counts.empty() && static_cast<int64_t>(o.counts.size()) != batch)
+      fail("counts holds " + std::to_string(o.counts.size()) +
+           " values, expected batch = " + std::to_string(batch));
+    // The cache rows of the step's rows.
+    const int64_t cache_batch = o.rows.empty() ? batch : o.cache_batch;
+    std::vector<int64_t> rows = o.rows;
+    if (rows.empty()) {
+      for (int64_t r = 0; r < batch; ++r) rows.push_back(r);
+    } else {
+      if (static_cast<int64_t>(rows.size()) != batch)
+        fail("rows holds " + std::to_string(rows.size()) +
+             " values, expected batch = " + std::to_string(batch));
+      for (size_t r = 0; r < rows.size(); ++r)
+        if (rows[r] < 0 || rows[r] >= cache_batch || (r > 0 && rows[r] <= rows[r - 1]))
+          fail("rows must be strictly ascending in [0, cache_batch " + std::to_string(cache_batch) +
+               "), got " + std::to_string(rows[r]) + " at index " + std::to_string(r));
+    }
+    if (o.sampler != nullptr && o.sampler->batch() != cache_batch)
+      fail("the sampler state has " + std::to_string(o.sampler->batch()) +
+           " rows, expected the cache's " + std::to_string(cache_batch));
     std::vector<int64_t> n(static_cast<size_t>(batch), seq);
-    if (!counts.empty()) n.assign(counts.begin(), counts.end());
+    if (!o.counts.empty()) n.assign(o.counts.begin(), o.counts.end());
     for (int64_t r = 0; r < batch; ++r)
-      check(n[static_cast<size_t>(r)] >= 1 && n[static_cast<size_t>(r)] <= seq,
-            std::string(what) + ": row " + std::to_string(r) + " count " +
-                std::to_string(n[static_cast<size_t>(r)]) + " is outside [1, seq " +
-                std::to_string(seq) + "]");
+      if (n[static_cast<size_t>(r)] < 0 || n[static_cast<size_t>(r)] > seq)
+        fail("row " + std::to_string(r) + " count " + std::to_string(n[static_cast<size_t>(r)]) +
+             " is outside [0, seq " + std::to_string(seq) + "]");
     check_ids(what, ids, batch, seq, n);
-    Cache& c = cache(batch);
-    int64_t longest = 0, most = 0;  // the longest row after this step, the most new tokens
+    Cache& c = cache(cache_batch);
+    int64_t longest = 0, most = 0;  // the longest row before this step, the most new tokens
     for (int64_t r = 0; r < batch; ++r) {
-      const auto held = static_cast<int64_t>(c.tokens[static_cast<size_t>(r)].size());
+      const auto held = static_cast<int64_t>(c.tokens[static_cast<size_t>(rows[size_t(r)])].size());
       const int64_t add = n[static_cast<size_t>(r)];
-      check(held + add <= ctx, "LlamaModel: the KV cache is full: row " + std::to_string(r) +
-                                   " holds " + std::to_string(held) + " of " + std::to_string(ctx) +
-                                   " positions, " + std::to_string(add) +
-                                   " more do not fit (LlamaOptions::ctx, --ctx)");
+      check(held + add <= ctx,
+            "LlamaModel: the KV cache is full: row " + std::to_string(rows[size_t(r)]) + " holds " +
+                std::to_string(held) + " of " + std::to_string(ctx) + " positions, " +
+                std::to_string(add) + " more do not fit (LlamaOptions::ctx, --ctx)");
       longest = std::max(longest, held);
       most = std::max(most, add);
     }
+    if (most == 0) fail("every row is idle (count 0): nothing to append");
     // Padding beyond a row's count is written to the cache too (and overwritten by later
-    // appends): the bucket must fit behind every row, or dynamic_update_slice would clamp.
+    // appends): the bucket must fit behind every row, or dynamic_update_slice would clamp the
+    // start and overwrite real entries.
     const int64_t padded = most == 1 ? 1 : std::max(most, bucketed(most, ctx - longest));
+    for (int64_t r = 0; r < batch; ++r) {
+      const auto held = static_cast<int64_t>(c.tokens[static_cast<size_t>(rows[size_t(r)])].size());
+      if (held + padded > ctx)
+        fail("row " + std::to_string(rows[size_t(r)]) + " holds " + std::to_string(held) + " of " +
+             std::to_string(ctx) + " positions: this step's " + std::to_string(padded) +
+             " positions (its longest row's new tokens) do not fit behind it; step it apart "
+             "from the rows with more new tokens, or reset it");
+    }
     Tensor in(DType::i32, Shape{batch, padded}), pos(DType::i32, Shape{batch}),
-        last(DType::i32, Shape{batch});
+        last(DType::i32, Shape{batch}), row_t(DType::i32, Shape{batch});
     for (int64_t r = 0; r < batch; ++r) {
       const auto row = static_cast<size_t>(r);
       std::copy_n(ids.data() + r * seq, n[row], in.data_as<int32_t>() + r * padded);
-      pos.data_as<int32_t>()[r] = static_cast<int32_t>(c.tokens[row].size());
-      last.data_as<int32_t>()[r] = static_cast<int32_t>(n[row] - 1);
+      pos.data_as<int32_t>()[r] = static_cast<int32_t>(c.tokens[size_t(rows[row])].size());
+      last.data_as<int32_t>()[r] = static_cast<int32_t>(std::max<int64_t>(n[row] - 1, 0));
+      row_t.data_as<int32_t>()[r] = static_cast<int32_t>(rows[row]);
     }
     TensorMap feeds{{"ids", in}, {"pos", pos}};
     if (padded > 1) feeds.emplace("last", last);
-    std::vector<Tensor> out = step_executable(batch, padded, want_logits)->run(feeds);
+    const bool subset = batch != cache_batch;
+    if (subset) feeds.emplace("rows", row_t);
+    const int64_t history = o.sampler != nullptr ? o.sampler->history() : 0;
+    if (o.sampler != nullptr)
+      for (auto& [name, t] : o.sampler->feeds(rows)) feeds.emplace(name, t);
+    std::vector<Tensor> out =
+        step_executable(cache_batch, batch, padded, o.want_logits, history)->run(feeds);
     ++stats.runs;
-    for (int64_t r = 0; r < batch; ++r) {
-      const auto row = static_cast<size_t>(r);
-      c.tokens[row].insert(c.tokens[row].end(), ids.begin() + r * seq,
-                           ids.begin() + r * seq + n[row]);
-    }
     LlamaStep result;
     result.next.assign(out[0].data_as<int32_t>(), out[0].data_as<int32_t>() + batch);
-    if (want_logits) result.logits = out[1];
+    for (int64_t r = 0; r < batch; ++r) {
+      const auto row = static_cast<size_t>(r);
+      std::vector<int32_t>& held = c.tokens[size_t(rows[row])];
+      held.insert(held.end(), ids.begin() + r * seq, ids.begin() + r * seq + n[row]);
+      if (n[row] == 0) result.next[row] = -1;
+    }
+    if (o.want_logits) result.logits = out[1];
     return result;
   }
 
@@ -740,6 +838,14 @@ struct LlamaModel::Impl {
     check(o.max_tokens >= 0,
           "LlamaModel::generate: max_tokens must be >= 0, got " + std::to_string(o.max_tokens));
     check_ids("LlamaModel::generate", prompt, 1, static_cast<int64_t>(prompt.size()));
+    // The sampler's state (row 0), when the settings need more than the argmax.
+    std::optional<SamplerState> sampler;
+    if (o.sampling && !is_greedy(*o.sampling)) {
+      sampler.emplace(1, options.sampler_history);
+      sampler->reset(0, *o.sampling, prompt);
+    }
+    AppendOptions step;
+    step.sampler = sampler ? &*sampler : nullptr;
     GenerateResult result;
     GenerateStats& st = result.stats;
     st.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -759,35 +865,23 @@ struct LlamaModel::Impl {
     const double compiled_before = stats.compile_seconds;
     auto t0 = Clock::now();
     const auto rest = static_cast<int64_t>(prompt.size() - keep);
-    int32_t next = append(prompt.subspan(keep), 1, rest, {}, false).next[0];
+    int32_t next = append(prompt.subspan(keep), 1, rest, step).next[0];
     st.prefill_seconds = seconds(t0) - (stats.compile_seconds - compiled_before);
     const double compiled_prefill = stats.compile_seconds;
 
-    TextStream text(tokenizer ? &*tokenizer : nullptr, o);
-    const int32_t eos = tokenizer ? tokenizer->eos_id() : -1;
+    Generation gen(tokenizer ? &*tokenizer : nullptr, o);
     auto t1 = Clock::now();
-    st.stop_reason = "length";
-    while (st.generated_tokens < o.max_tokens) {
-      if (o.stop_at_eos && next == eos) {
-        st.stop_reason = "eos";
-        break;
-      }
-      result.ids.push_back(next);
-      ++st.generated_tokens;
-      if (text.push(next)) {
-        st.stop_reason = "stop";
-        break;
-      }
-      if (st.generated_tokens == o.max_tokens) break;
-      if (static_cast<int64_t>(held.size()) >= ctx) {
-        st.stop_reason = "context";
-        break;
-      }
-      next = append(std::span<const int32_t>(&next, 1), 1, 1, {}, false).next[0];
+    while (!gen.done()) {
+      if (gen.push(next, static_cast<int64_t>(held.size()) >= ctx)) break;
+      if (sampler) sampler->accept(0, next);
+      next = append(std::span<const int32_t>(&next, 1), 1, 1, step).next[0];
     }
     st.decode_seconds = seconds(t1) - (stats.compile_seconds - compiled_prefill);
     st.compile_seconds = stats.compile_seconds - compiled_before;
-    result.text = text.finish();
+    st.stop_reason = gen.stop_reason();
+    result.ids = gen.ids();
+    st.generated_tokens = static_cast<int64_t>(result.ids.size());
+    result.text = gen.finish();
     return result;
   }
 };
@@ -819,11 +913,25 @@ Tensor LlamaModel::logits(std::span<const int32_t> ids, int64_t batch, int64_t s
 int64_t LlamaModel::ctx() const { return impl_->ctx; }
 LlamaStep LlamaModel::append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
                              std::span<const int64_t> counts, bool want_logits) {
-  return impl_->append(ids, batch, seq, counts, want_logits);
+  AppendOptions o;
+  o.counts.assign(counts.begin(), counts.end());
+  o.want_logits = want_logits;
+  return impl_->append(ids, batch, seq, o);
+}
+LlamaStep LlamaModel::append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                             const AppendOptions& options) {
+  return impl_->append(ids, batch, seq, options);
 }
 std::vector<int64_t> LlamaModel::positions(int64_t batch) const { return impl_->positions(batch); }
 void LlamaModel::reset(int64_t batch) {
+  check(batch >= 1, "LlamaModel::reset: batch must be >= 1, got " + std::to_string(batch));
   for (std::vector<int32_t>& row : impl_->cache(batch).tokens) row.clear();
+}
+void LlamaModel::reset(int64_t batch, int64_t row) {
+  check(batch >= 1 && row >= 0 && row < batch, "LlamaModel::reset: row " + std::to_string(row) +
+                                                   " is outside [0, batch " +
+                                                   std::to_string(batch) + ")");
+  impl_->cache(batch).tokens[static_cast<size_t>(row)].clear();
 }
 GenerateResult LlamaModel::generate(std::span<const int32_t> prompt,
                                     const GenerateOptions& options) {

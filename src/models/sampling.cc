@@ -264,10 +264,18 @@ int32_t SamplerState::step(int64_t row) const {
 }
 
 TensorMap SamplerState::feeds() const {
-  const int64_t b = batch();
+  std::vector<int64_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  return feeds(all);
+}
+
+TensorMap SamplerState::feeds(std::span<const int64_t> rows) const {
+  for (int64_t r : rows) check_row(r, "feeds");
+  const auto b = static_cast<int64_t>(rows.size());
+  auto param = [&](int64_t i) -> const SamplingParams& { return params_[size_t(rows[size_t(i)])]; };
   auto column = [&](DType t, auto get) {
     Tensor out(t, Shape{b});
-    for (int64_t i = 0; i < b; ++i) out.set_f64(i, static_cast<double>(get(params_[size_t(i)])));
+    for (int64_t i = 0; i < b; ++i) out.set_f64(i, static_cast<double>(get(param(i))));
     return out;
   };
   TensorMap m;
@@ -283,16 +291,23 @@ TensorMap SamplerState::feeds() const {
   m[kSamplerFrequencyPenalty] =
       column(DType::f32, [](const SamplingParams& p) { return p.frequency_penalty; });
   Tensor seed(DType::i32, Shape{b}), step(DType::i32, Shape{b});
+  Tensor hist(DType::i32, Shape{b, history_});
   for (int64_t i = 0; i < b; ++i) {
-    seed.data_as<int32_t>()[i] = static_cast<int32_t>(params_[size_t(i)].seed);
-    step.data_as<int32_t>()[i] = steps_[size_t(i)];
+    const auto r = static_cast<size_t>(rows[size_t(i)]);
+    seed.data_as<int32_t>()[i] = static_cast<int32_t>(params_[r].seed);
+    step.data_as<int32_t>()[i] = steps_[r];
+    std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(r * size_t(history_)), history_,
+                hist.data_as<int32_t>() + i * history_);
   }
   m[kSamplerSeed] = seed;
   m[kSamplerStep] = step;
-  Tensor hist(DType::i32, Shape{b, history_});
-  std::copy(tokens_.begin(), tokens_.end(), hist.data_as<int32_t>());
   m[kSamplerHistory] = hist;
   return m;
+}
+
+bool is_greedy(const SamplingParams& p) {
+  return p.temperature <= 0 && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
 }
 
 }  // namespace rlx::models

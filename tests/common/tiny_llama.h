@@ -28,11 +28,11 @@ struct TinyFile {
 
 constexpr int64_t kH = 64, kHeads = 4, kKv = 2, kDh = 16, kFfn = 96, kVocab = 40, kLayers = 2;
 
-inline TinyFile tiny_file() {
+inline TinyFile tiny_file(int64_t vocab = kVocab, uint32_t context = 64) {
   TinyFile f;
   f.metadata = {{"general.architecture", std::string("llama")},
                 {"llama.block_count", uint32_t{kLayers}},
-                {"llama.context_length", uint32_t{64}},
+                {"llama.context_length", context},
                 {"llama.embedding_length", uint32_t{kH}},
                 {"llama.feed_forward_length", uint32_t{kFfn}},
                 {"llama.attention.head_count", uint32_t{kHeads}},
@@ -42,7 +42,7 @@ inline TinyFile tiny_file() {
   auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> shape) {
     f.specs.push_back({name, {type, shape}});
   };
-  add("token_embd.weight", GgmlType::Q8_0, {kVocab, kH});
+  add("token_embd.weight", GgmlType::Q8_0, {vocab, kH});
   add("output_norm.weight", GgmlType::F32, {kH});
   for (int64_t l = 0; l < kLayers; ++l) {
     std::string p = "blk." + std::to_string(l) + ".";
@@ -82,6 +82,50 @@ inline std::string write(const TinyFile& f, const std::string& name) {
     tensors.push_back({tname, spec.first, spec.second, std::span(f.bytes.at(tname))});
   write_gguf(path, f.metadata, tensors);
   return path;
+}
+
+// The ChatML template SmolLM2's file has (with its default system line shortened).
+inline constexpr const char* kChatMlTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a tiny test model.<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// Tokens of tiny_chat_file: GPT-2's 256 byte tokens (in byte order), the merge "h e", and
+// ChatML's control tokens; EOS is <|im_end|>.
+inline constexpr int64_t kChatVocab = 260;
+inline constexpr int32_t kImStart = 257, kImEnd = 258;
+
+// tiny_file with a byte-level BPE tokenizer (tokenizer.ggml.model gpt2) and a ChatML template,
+// context 256: what `rlx serve` and `rlx generate` need, at the tiny model's cost.
+inline TinyFile tiny_chat_file() {
+  TinyFile f = tiny_file(kChatVocab, 256);
+  std::vector<std::string> tokens;
+  int next = 256;  // GPT-2's byte alphabet: printable bytes map to themselves, others to 256+
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
+    std::string s;
+    if (c < 0x80) {
+      s.push_back(static_cast<char>(c));
+    } else {
+      s.push_back(static_cast<char>(0xC0 | (c >> 6)));
+      s.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    }
+    tokens.push_back(s);
+  }
+  tokens.insert(tokens.end(), {"he", "<|im_start|>", "<|im_end|>", "<|endoftext|>"});
+  std::vector<int32_t> types(tokens.size(), 1);
+  types[kImStart] = types[kImEnd] = types[259] = 3;  // control
+  f.metadata.emplace_back("tokenizer.ggml.model", std::string("gpt2"));
+  f.metadata.emplace_back("tokenizer.ggml.pre", std::string("smollm"));
+  f.metadata.emplace_back("tokenizer.ggml.tokens", GgufArray(tokens));
+  f.metadata.emplace_back("tokenizer.ggml.token_type", GgufArray(types));
+  f.metadata.emplace_back("tokenizer.ggml.merges", GgufArray(std::vector<std::string>{"h e"}));
+  f.metadata.emplace_back("tokenizer.ggml.bos_token_id", uint32_t{kImStart});
+  f.metadata.emplace_back("tokenizer.ggml.eos_token_id", uint32_t{kImEnd});
+  f.metadata.emplace_back("tokenizer.chat_template", std::string(kChatMlTemplate));
+  return f;
 }
 
 inline std::string write_edited(const std::string& name,

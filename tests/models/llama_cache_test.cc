@@ -145,6 +145,182 @@ TEST(LlamaCache, FullCacheIsAnError) {
             std::string::npos);
 }
 
+// A batch-3 cache stepped as a server steps its slots: one new sequence prefilled at a time
+// through a subset step (rows {1}, then {2}: a one-row executable writing and reading only that
+// row of the batch-3 cache), then decode steps over all three rows with row 0 idle (count 0).
+// Every row's logits equal its sequence run alone in a batch-1 cache, bit for bit (the subset
+// prefill has the shape of the batch-1 one; decode rows stay below 8, quant_matmul's GEMV
+// tiles, which compute each row as at batch 1).
+TEST(LlamaCache, IdleRowsAndSubsetStepsEqualEachRowAlone) {
+  LlamaOptions o;
+  o.ctx = 48;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "rows.gguf"), o);
+  const int64_t V = rlx::testing::kVocab;
+  const std::vector<int32_t> a = random_ids(5, V, 21), b = random_ids(9, V, 22);
+  constexpr int kDecode = 3;
+  // Greedy steps of `prompt` alone: each step's logits and chosen token.
+  auto alone = [&](const std::vector<int32_t>& prompt, std::vector<int32_t>& tokens) {
+    m.reset(1);
+    LlamaStep s = m.append(prompt, 1, static_cast<int64_t>(prompt.size()), {}, true);
+    std::vector<Tensor> out{s.logits};
+    tokens = {s.next[0]};
+    for (int i = 0; i < kDecode; ++i) {
+      s = m.append(std::vector<int32_t>{tokens.back()}, 1, 1, {}, true);
+      out.push_back(s.logits);
+      tokens.push_back(s.next[0]);
+    }
+    return out;
+  };
+  std::vector<int32_t> ta, tb;
+  const std::vector<Tensor> la = alone(a, ta), lb = alone(b, tb);
+
+  AppendOptions prefill;
+  prefill.cache_batch = 3;
+  prefill.want_logits = true;
+  prefill.rows = {1};
+  LlamaStep s = m.append(a, 1, static_cast<int64_t>(a.size()), prefill);
+  EXPECT_EQ(s.next[0], ta[0]);
+  EXPECT_EQ(max_diff(s.logits.data_as<float>(), la[0].data_as<float>(), V), 0.0);
+  prefill.rows = {2};
+  s = m.append(b, 1, static_cast<int64_t>(b.size()), prefill);
+  EXPECT_EQ(s.next[0], tb[0]);
+  EXPECT_EQ(max_diff(s.logits.data_as<float>(), lb[0].data_as<float>(), V), 0.0);
+  EXPECT_EQ(m.positions(3), (std::vector<int64_t>{0, 5, 9}));
+
+  AppendOptions decode;
+  decode.counts = {0, 1, 1};
+  decode.want_logits = true;
+  for (int i = 0; i < kDecode; ++i) {
+    s = m.append(std::vector<int32_t>{7, ta[size_t(i)], tb[size_t(i)]}, 3, 1, decode);
+    EXPECT_EQ(s.next, (std::vector<int32_t>{-1, ta[size_t(i) + 1], tb[size_t(i) + 1]}));
+    const float* got = s.logits.data_as<float>();
+    EXPECT_EQ(max_diff(got + V, la[size_t(i) + 1].data_as<float>(), V), 0.0) << "step " << i;
+    EXPECT_EQ(max_diff(got + 2 * V, lb[size_t(i) + 1].data_as<float>(), V), 0.0) << "step " << i;
+  }
+  EXPECT_EQ(m.positions(3), (std::vector<int64_t>{0, 5 + kDecode, 9 + kDecode}));
+  m.reset(3, 1);
+  EXPECT_EQ(m.positions(3), (std::vector<int64_t>{0, 0, 9 + kDecode}));
+
+  // Misuse is an error naming what is wrong, and writes nothing.
+  AppendOptions bad;
+  bad.cache_batch = 3;
+  bad.rows = {2, 1};
+  EXPECT_NE(error_of([&] {
+              m.append(std::vector<int32_t>{1, 2}, 2, 1, bad);
+            }).find("rows must be strictly ascending in [0, cache_batch 3), got 1 at index 1"),
+            std::string::npos);
+  bad.rows = {0, 3};
+  EXPECT_NE(error_of([&] {
+              m.append(std::vector<int32_t>{1, 2}, 2, 1, bad);
+            }).find("got 3"),
+            std::string::npos);
+  AppendOptions idle;
+  idle.counts = {0, 0, 0};
+  EXPECT_NE(error_of([&] {
+              m.append(std::vector<int32_t>{1, 2, 3}, 3, 1, idle);
+            }).find("every row is idle"),
+            std::string::npos);
+  // Row 2 holds 12 of 48: a 40-token prefill on row 0 would pad over its end.
+  AppendOptions wide;
+  wide.counts = {40, 0, 0};
+  EXPECT_NE(
+      error_of([&] { m.append(std::vector<int32_t>(3 * 40, 1), 3, 40, wide); })
+          .find("row 2 holds 12 of 48 positions: this step's 40 positions (its longest row's new "
+                "tokens) do not fit behind it"),
+      std::string::npos);
+  SamplerState wrong(2, 4);
+  AppendOptions sampled;
+  sampled.counts = {1, 1, 1};
+  sampled.sampler = &wrong;
+  EXPECT_NE(error_of([&] {
+              m.append(std::vector<int32_t>{1, 2, 3}, 3, 1, sampled);
+            }).find("the sampler state has 2 rows, expected the cache's 3"),
+            std::string::npos);
+  EXPECT_EQ(m.positions(3), (std::vector<int64_t>{0, 0, 9 + kDecode}));
+}
+
+GenerateOptions sampled(float temperature, uint32_t seed, int64_t n = 12) {
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.stop_at_eos = false;
+  o.reuse_prefix = false;
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  o.sampling = p;
+  return o;
+}
+
+// Sampling inside the step executables: a seed reproduces its tokens and another seed gives
+// others; top_k 1 and temperature 0 are greedy; a presence penalty that outweighs every logit
+// keeps each token from coming back (the penalties see the prompt and the output).
+TEST(LlamaSampling, SeedsSettingsAndPenaltiesReachTheSteps) {
+  LlamaOptions lo;
+  lo.ctx = 48;
+  LlamaModel m =
+      LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "sample.gguf"), lo);
+  const std::vector<int32_t> prompt = random_ids(7, rlx::testing::kVocab, 31);
+  GenerateOptions greedy = sampled(0, 0);
+  greedy.sampling.reset();
+  const std::vector<int32_t> g = m.generate(prompt, greedy).ids;
+  const std::vector<int32_t> s1 = m.generate(prompt, sampled(1.5f, 1)).ids;
+  EXPECT_EQ(m.generate(prompt, sampled(1.5f, 1)).ids, s1);
+  const std::vector<int32_t> s2 = m.generate(prompt, sampled(1.5f, 2)).ids;
+  EXPECT_NE(s1, s2);
+  EXPECT_NE(s1, g);
+  EXPECT_EQ(m.generate(prompt, sampled(0, 5)).ids, g);
+  GenerateOptions top1 = sampled(1.5f, 3);
+  top1.sampling->top_k = 1;
+  EXPECT_EQ(m.generate(prompt, top1).ids, g);
+
+  GenerateOptions fresh = sampled(0, 0, 20);
+  fresh.sampling->presence_penalty = 1000;
+  std::vector<int32_t> seen = prompt;
+  const std::vector<int32_t> f = m.generate(prompt, fresh).ids;
+  ASSERT_EQ(f.size(), 20u);
+  for (int32_t id : f) {
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), id), 0) << "token " << id << " came back";
+    seen.push_back(id);
+  }
+  EXPECT_EQ(m.stats().compiles, 4);  // greedy and sampling: one prefill and one decode each
+}
+
+// Each row of a batch samples with its own settings and seed: two rows prefilled one at a
+// time and decoded together give what generate() gives for each alone.
+TEST(LlamaSampling, RowsOfABatchSampleIndependently) {
+  LlamaOptions lo;
+  lo.ctx = 48;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "rows2.gguf"), lo);
+  const std::vector<int32_t> prompt = random_ids(6, rlx::testing::kVocab, 41);
+  const GenerateOptions o0 = sampled(1.0f, 11, 8), o1 = sampled(2.0f, 12, 8);
+  const std::vector<int32_t> want0 = m.generate(prompt, o0).ids, want1 = m.generate(prompt, o1).ids;
+  SamplerState st(2, lo.sampler_history);
+  st.reset(0, *o0.sampling, prompt);
+  st.reset(1, *o1.sampling, prompt);
+  AppendOptions step;
+  step.cache_batch = 2;
+  step.sampler = &st;
+  std::vector<int32_t> got0, got1;
+  for (int64_t row : {0, 1}) {
+    step.rows = {row};
+    (row == 0 ? got0 : got1).push_back(m.append(prompt, 1, 6, step).next[0]);
+  }
+  step.rows.clear();
+  for (int i = 1; i < 8; ++i) {
+    st.accept(0, got0.back());
+    st.accept(1, got1.back());
+    LlamaStep s = m.append(std::vector<int32_t>{got0.back(), got1.back()}, 2, 1, step);
+    got0.push_back(s.next[0]);
+    got1.push_back(s.next[1]);
+  }
+  EXPECT_EQ(got0, want0);
+  EXPECT_EQ(got1, want1);
+  EXPECT_NE(got0, got1);
+}
+
 // SmolLM2-135M Q4_1: cached steps against the full forward, greedy generation against the
 // argmax of the full forward, streaming and stop strings.
 class SmolLm2Cache : public ::testing::Test {

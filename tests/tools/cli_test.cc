@@ -210,7 +210,8 @@ TEST(Cli, TokenizePrintsBpeIds) {
 }
 
 // `rlx generate` streams SmolLM2's greedy continuation and prints speeds, load time and memory
-// to stderr; unknown flags (sampling is not there yet) are usage errors, not ignored.
+// to stderr; sampling flags (llama.cpp's names) reproduce a run by its seed; out-of-range
+// values are usage errors.
 TEST(Cli, GenerateStreamsGreedyText) {
   Result r = run_rlx({"generate", "-p", "The capital of France is", "-n", "4", "--ctx", "64"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -223,7 +224,27 @@ TEST(Cli, GenerateStreamsGreedyText) {
   Result chat = run_rlx({"generate", "--chat", "-p", "Hi", "-n", "3", "--ctx", "64"});
   EXPECT_EQ(chat.status, 0) << chat.err;
   EXPECT_HAS(chat.err, "prompt: 31 tokens");  // the ChatML prompt with the default system line
-  expect_error(run_rlx({"generate", "--temp", "0.5", "-p", "x"}), 2, "--temp");
+  EXPECT_HAS(chat.err, "; greedy");
+  // The seeds on the tiny model (SmolLM2 costs seconds per run).
+  const std::string tiny = rlx::testing::write(rlx::testing::tiny_chat_file(), "gen_tiny.gguf");
+  const std::vector<std::string> hot = {"generate", "--model", tiny,     "-p", "hello",
+                                        "-n",       "16",      "--temp", "20", "--top-k",
+                                        "0",        "--min-p", "0"};
+  auto with_seed = [&](const char* seed) {
+    std::vector<std::string> args = hot;
+    args.insert(args.end(), {"--seed", seed});
+    return run_rlx(args);
+  };
+  Result s1 = with_seed("7"), again = with_seed("7"), s2 = with_seed("8");
+  EXPECT_EQ(s1.status, 0) << s1.err;
+  EXPECT_HAS(s1.err,
+             "sampling: temp 20, top-k 0, top-p 0.95, min-p 0, repeat-penalty 1, "
+             "presence-penalty 0, frequency-penalty 0, seed 7");
+  EXPECT_EQ(s1.out, again.out);
+  EXPECT_NE(s1.out, s2.out);
+  expect_error(run_rlx({"generate", "--temp", "-0.5", "-p", "x"}), 2, "--temp");
+  expect_error(run_rlx({"generate", "--top-p", "1.5", "-p", "x"}), 2, "--top-p");
+  expect_error(run_rlx({"generate", "--repeat-penalty", "0", "-p", "x"}), 2, "--repeat-penalty");
   expect_error(run_rlx({"generate", "-p", "x", "--ctx", "99999"}), 1, "ctx 99999 is outside");
 }
 

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,44 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
   s->add_option("--threads", a.threads, "threads (default: RLX_NUM_THREADS, else physical cores)")
       ->check(CLI::PositiveNumber);
   s->add_option("--device", a.device, "device: cpu or pjrt:N");
+  s->add_option("--temp", a.temp, "temperature; 0 (the default): greedy, the argmax at every step")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--top-k", a.top_k, "keep the K most likely tokens (<= 0: all candidates)")
+      ->capture_default_str();
+  s->add_option("--top-p", a.top_p, "keep the smallest set of tokens whose probability reaches P")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  s->add_option("--min-p", a.min_p, "drop tokens less likely than P times the most likely one")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  s->add_option("--repeat-penalty", a.repeat_penalty,
+                "divide the logits of the last 64 tokens by this (1: off)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  s->add_option("--presence-penalty", a.presence_penalty,
+                "subtract this from the logits of tokens among the last 64 (0: off)")
+      ->capture_default_str();
+  s->add_option("--frequency-penalty", a.frequency_penalty,
+                "subtract this times their count from the logits of the last 64 tokens (0: off)")
+      ->capture_default_str();
+  s->add_option("--seed", a.seed, "seed of the sampler's draws (-1: random, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{UINT32_MAX}));
+}
+
+// The sampler settings of the flags (greedy when --temp is 0 and no penalty is set), with
+// the seed drawn at random when --seed is -1.
+models::SamplingParams sampling(const GenerateArgs& a) {
+  models::SamplingParams p;
+  p.temperature = a.temp;
+  p.top_k = a.top_k;
+  p.top_p = a.top_p;
+  p.min_p = a.min_p;
+  p.repetition_penalty = a.repeat_penalty;
+  p.presence_penalty = a.presence_penalty;
+  p.frequency_penalty = a.frequency_penalty;
+  p.seed = a.seed >= 0 ? static_cast<uint32_t>(a.seed) : std::random_device{}();
+  return p;
 }
 
 models::LlamaModel load(const GenerateArgs& a) {
@@ -37,6 +77,20 @@ models::LlamaModel load(const GenerateArgs& a) {
   o.device = Device::parse(a.device);
   o.ctx = a.ctx;
   return models::LlamaModel::load(a.model.empty() ? default_llm_gguf_path() : a.model, o);
+}
+
+// "greedy", or the sampler's settings and seed (to reproduce a run).
+std::string sampler_text(const models::SamplingParams& p) {
+  if (models::is_greedy(p)) return "greedy";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "sampling: temp %g, top-k %d, top-p %g, min-p %g, repeat-penalty %g, "
+                "presence-penalty %g, frequency-penalty %g, seed %u",
+                static_cast<double>(p.temperature), p.top_k, static_cast<double>(p.top_p),
+                static_cast<double>(p.min_p), static_cast<double>(p.repetition_penalty),
+                static_cast<double>(p.presence_penalty), static_cast<double>(p.frequency_penalty),
+                p.seed);
+  return buf;
 }
 
 // Resident memory of this process (Linux /proc/self/statm), in MB.
@@ -49,7 +103,8 @@ double rss_mb() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
 }
 
-void print_stats(const models::LlamaModel& m, const models::GenerateStats& s) {
+void print_stats(const models::LlamaModel& m, const models::GenerateStats& s,
+                 const models::SamplingParams& p) {
   auto rate = [](int64_t n, double sec) { return sec > 0 ? static_cast<double>(n) / sec : 0.0; };
   const int64_t prefilled = s.prompt_tokens - s.reused_tokens;
   const models::LlamaConfig& c = m.config();
@@ -60,20 +115,21 @@ void print_stats(const models::LlamaModel& m, const models::GenerateStats& s) {
   std::fprintf(stderr,
                "prompt: %lld tokens (%lld cached) in %.3f s, %.1f tok/s; decode: %lld tokens in "
                "%.3f s, %.1f tok/s (%s); load %.3f s, compile %.3f s; memory: weights %.1f MB, "
-               "KV cache %.1f MB (ctx %lld), RSS %.1f MB; %d threads\n",
+               "KV cache %.1f MB (ctx %lld), RSS %.1f MB; %d threads; %s\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.reused_tokens),
                s.prefill_seconds, rate(prefilled, s.prefill_seconds),
                static_cast<long long>(s.generated_tokens), s.decode_seconds,
                rate(s.generated_tokens, s.decode_seconds), s.stop_reason.c_str(),
                m.stats().load_seconds, s.compile_seconds,
                static_cast<double>(m.weight_bytes()) / 1e6, kv_mb, static_cast<long long>(m.ctx()),
-               rss_mb(), num_threads());
+               rss_mb(), num_threads(), sampler_text(p).c_str());
 }
 
 // Streams each piece to stdout as it comes.
-models::GenerateOptions streaming(const GenerateArgs& a) {
+models::GenerateOptions streaming(const GenerateArgs& a, const models::SamplingParams& p) {
   models::GenerateOptions o;
   o.max_tokens = a.max_tokens;
+  o.sampling = p;
   o.on_text = [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -86,7 +142,8 @@ models::GenerateOptions streaming(const GenerateArgs& a) {
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
   auto* s = app.add_subcommand(
       "generate",
-      "Continue a prompt with a Llama-family GGUF decoder (greedy), streaming the text");
+      "Continue a prompt with a Llama-family GGUF decoder (greedy unless --temp), streaming the "
+      "text");
   s->add_option("-p,--prompt", a.prompt, "the prompt")->required();
   s->add_flag("--chat", a.chat, "apply the file's chat template to the prompt (one user turn)");
   add_model_options(s, a);
@@ -112,10 +169,11 @@ int run_generate(const GenerateArgs& a) {
   } else {
     ids = tok.encode(a.prompt, true, false);
   }
-  models::GenerateResult r = m.generate(ids, streaming(a));
+  const models::SamplingParams p = sampling(a);
+  models::GenerateResult r = m.generate(ids, streaming(a, p));
   std::fputs("\n", stdout);
   std::fflush(stdout);
-  print_stats(m, r.stats);
+  print_stats(m, r.stats, p);
   return 0;
 }
 
@@ -125,6 +183,7 @@ int run_chat(const GenerateArgs& a) {
   std::vector<models::ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
   const bool interactive = isatty(STDIN_FILENO) != 0;
+  const models::SamplingParams p = sampling(a);  // one seed; each turn's draws start over
   std::string line;
   while (true) {
     if (interactive) std::fputs("> ", stderr);
@@ -132,10 +191,10 @@ int run_chat(const GenerateArgs& a) {
     if (line.empty()) continue;
     messages.push_back({"user", line});
     std::vector<int32_t> ids = m.tokenizer().encode(chat.render(messages), true, true);
-    models::GenerateResult r = m.generate(ids, streaming(a));
+    models::GenerateResult r = m.generate(ids, streaming(a, p));
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    if (interactive) print_stats(m, r.stats);
+    if (interactive) print_stats(m, r.stats, p);
     messages.push_back({"assistant", r.text});
   }
   return 0;

@@ -20,6 +20,7 @@
 #include "rlx/ir/graph.h"
 #include "rlx/ir/quant.h"
 #include "rlx/ir/tensor.h"
+#include "rlx/models/sampling.h"
 #include "rlx/opt/precision.h"
 #include "rlx/runtime/backend.h"
 #include "rlx/runtime/device.h"
@@ -121,6 +122,11 @@ struct LlamaStepOptions {
   int64_t ctx = 0;      ///< positions the cache holds (its length); 0: config.context_length
   bool logits = false;  ///< also output "logits" f32[B, V] (the rows the selector reads)
   TokenSelector select = greedy_tokens;
+  /// Rows of the KV cache; 0: batch (row b of the step is row b of the cache). Larger: the
+  /// step appends to `batch` of the cache's rows, named by the input "rows" i32[B] (distinct
+  /// values in [0, cache_batch)), and attention reads those rows of the cache (gathered), so a
+  /// prefill for one new sequence costs one row, not cache_batch.
+  int64_t cache_batch = 0;
 };
 
 /// The KV-cache state of a step graph: per layer l, input "k_cache.<l>" f32[B, head_count_kv,
@@ -131,11 +137,14 @@ struct LlamaStepOptions {
 std::vector<StateBinding> llama_cache_state(const LlamaConfig& config);
 
 /// One step of the decoder over a KV cache, for fixed [B, S] and cache length ctx:
+/// - with options.cache_batch > B, input "rows" i32[B]: the cache row of each step row (below,
+///   "row b" of the cache is then rows[b]);
 /// - inputs "ids" i32[B, S] (row b's new tokens; positions past its real count are padding),
 ///   "pos" i32[B] (tokens already in row b's cache: its new tokens sit at positions pos[b] ..
 ///   pos[b] + S - 1), and, when S > 1, "last" i32[B] (the index in S of row b's last real
 ///   token, whose logits the step returns);
-/// - state (llama_cache_state): the caches; row b's new keys and values are written at
+/// - state (llama_cache_state, [cache_batch or B, ...]): the caches; row b's new keys and values
+/// are written at
 ///   pos[b] by dynamic_update_slice (one per row, in place on the CPU), and attention reads
 ///   the whole cache under mask "causal_lengths" with lengths pos + S (query i of row b sees
 ///   keys 0 .. pos[b] + i; padding keys come after every real query's position);
@@ -145,7 +154,7 @@ std::vector<StateBinding> llama_cache_state(const LlamaConfig& config);
 ///   f32[B, V] when options.logits, then the cache outputs.
 /// The caller keeps pos[b] + S <= ctx (dynamic_update_slice would clamp the start and write
 /// elsewhere); LlamaModel checks it. Throws rlx::Error for a non-positive batch or seq, seq or
-/// ctx above context_length, and as build_llama_decoder.
+/// ctx above context_length, cache_batch in (0, batch), and as build_llama_decoder.
 Graph build_llama_step(const LlamaConfig& config, const LlamaWeightLayout& layout,
                        const LlamaStepOptions& options,
                        std::span<const double> rope_freq_factors = {});
@@ -163,17 +172,53 @@ struct LlamaOptions {
   /// KV-cache length in positions (append, generate); 0: min(context_length, 4096). Above
   /// context_length is an error.
   int64_t ctx = 0;
+  /// Graph options of the token sampler of sampling steps (max_candidates: the K best logits
+  /// the sampler draws from, so top_k and top_p reach at most that many tokens).
+  SamplerOptions sampler;
+  /// Tokens the penalties of generate()'s sampling count (llama.cpp's penalty_last_n, 64): the
+  /// history of its SamplerState.
+  int64_t sampler_history = 64;
 };
 
 /// The tokens of one append(): each row's next token, and the logits they were chosen from.
 struct LlamaStep {
-  std::vector<int32_t> next;  ///< [B]: greedy_tokens of each row's last appended token
-  Tensor logits;              ///< f32[B, vocab] when asked for (want_logits), else empty
+  /// [B]: the token chosen after each row's last appended token (greedy_tokens, or the
+  /// sampler's draw); -1 for an idle row (count 0).
+  std::vector<int32_t> next;
+  Tensor logits;  ///< f32[B, vocab] when asked for (want_logits), else empty
+};
+
+/// What else an append() does, beyond its tokens.
+struct AppendOptions {
+  /// Tokens per row, each in [0, seq]; empty: seq each. A row with 0 is idle: nothing of it
+  /// enters the cache and its `next` is -1 (its padding is still computed and written past
+  /// its length, where nothing reads it), so a batch can step a subset of its sequences.
+  std::vector<int64_t> counts;
+  /// The rows of the batch-`cache_batch` cache the step's rows append to, strictly ascending
+  /// in [0, cache_batch), one per step row; empty: all rows of the batch-B cache (B = the
+  /// step's batch). A strict subset runs a step executable of B rows that writes and reads
+  /// only those rows (LlamaStepOptions::cache_batch), e.g. the prefill of one new sequence
+  /// next to others in the middle of their generation.
+  std::vector<int64_t> rows;
+  int64_t cache_batch = 0;   ///< the cache `rows` index (0: the step's batch)
+  bool want_logits = false;  ///< also return the logits of each row's last token
+  /// Choose the tokens with the token sampler (rlx/models/sampling.h; LlamaOptions::sampler)
+  /// fed from this state, whose row r belongs to cache row r (its batch is the cache's);
+  /// null: greedy. The caller accepts the chosen tokens into it (SamplerState::accept).
+  const SamplerState* sampler = nullptr;
 };
 
 /// How generate() runs and stops.
 struct GenerateOptions {
   int64_t max_tokens = 128;  ///< most new tokens
+  /// How tokens are chosen. Absent (the default): greedy, the argmax of each step's logits,
+  /// which is what rlx's parity tests and benchmarks against llama.cpp compare and what the
+  /// CLI did before it sampled. Present: llama.cpp's sampler chain with these settings
+  /// (rlx/models/sampling.h, inside the step executables; LlamaOptions::sampler_history tokens
+  /// of prompt and output counted by the penalties); a temperature <= 0 is greedy over the
+  /// penalized logits, and settings for which is_greedy() holds run the greedy executables
+  /// (the same tokens). The same settings, seed and prompt give the same tokens.
+  std::optional<SamplingParams> sampling;
   /// Stop when the tokenizer's EOS token (tokenizer.ggml.eos_token_id) is chosen; it is not
   /// part of the result.
   bool stop_at_eos = true;
@@ -198,6 +243,40 @@ struct GenerateStats {
   double compile_seconds = 0;    ///< compiling step executables this call needed first
   /// "eos", "stop" (a stop string), "length" (max_tokens) or "context" (the cache is full).
   std::string stop_reason;
+};
+
+/// The stopping rules and the text of one generated sequence, token by token: what generate()
+/// runs, and what each sequence of a batch (a server's slot) runs. It stops at the EOS token
+/// (stop_at_eos; the EOS is not part of the result), at the first stop string (the text is cut
+/// before it and no byte of it is streamed), after max_tokens, or when the cache is full; the
+/// text streams through on_text as complete UTF-8 (BpeTokenizer::StreamDecoder), holding back
+/// what may begin a stop string.
+class Generation {
+ public:
+  /// `tokenizer` (null: no text and no EOS, ids only) must outlive the object; `options`'
+  /// max_tokens, stop_at_eos, stop and on_text apply (copied). max_tokens 0 is done at once
+  /// ("length").
+  Generation(const BpeTokenizer* tokenizer, GenerateOptions options);
+  ~Generation();
+  Generation(Generation&&) noexcept;
+  Generation& operator=(Generation&&) noexcept;
+
+  /// Takes the token the model chose after the sequence's last token. `cache_full`: the KV
+  /// cache cannot take this token, so no further step could run. Returns true when the
+  /// sequence has ended (stop_reason() says why); no push may follow.
+  bool push(int32_t token, bool cache_full);
+  bool done() const;
+  /// "eos", "stop", "length" (max_tokens) or "context"; "" while running.
+  const std::string& stop_reason() const;
+  /// The new tokens so far (the EOS that ended it excluded).
+  const std::vector<int32_t>& ids() const;
+  /// The whole text, after streaming what was held back (an unfinished UTF-8 character as
+  /// U+FFFD). Call once, when done (or to end it early).
+  std::string finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// The result of generate().
@@ -263,16 +342,29 @@ class LlamaModel {
   /// — nothing is written then.
   LlamaStep append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
                    std::span<const int64_t> counts = {}, bool want_logits = false);
+  /// append() with AppendOptions: idle rows (count 0), a subset of a larger cache's rows, the
+  /// sampler. `batch` is the step's rows B. The padded length of the step (the bucket above
+  /// the most new tokens of a row) must fit behind every row it touches, idle ones included:
+  /// a row whose held positions plus it exceed ctx is an error naming it (nothing is written)
+  /// — step such a row with fewer new tokens elsewhere, or reset it. Also throws for rows not
+  /// strictly ascending or outside the cache, no row with a token, a sampler of another batch
+  /// than the cache's, and as append() above.
+  LlamaStep append(std::span<const int32_t> ids, int64_t batch, int64_t seq,
+                   const AppendOptions& options);
   /// Tokens each row of the batch-B cache holds (zeros for a batch size not used yet).
   std::vector<int64_t> positions(int64_t batch) const;
   /// Empties every row of the batch-B cache (positions 0; the stale entries are never read:
   /// attention sees only positions below each row's length, and appends overwrite them).
   void reset(int64_t batch = 1);
+  /// Empties row `row` of the batch-B cache (a finished sequence's slot). Throws rlx::Error
+  /// for a row outside [0, batch).
+  void reset(int64_t batch, int64_t row);
 
-  /// Greedy generation on row 0 of the batch-1 cache: `prompt` ids are appended (after the
-  /// part of them the cache already holds, GenerateOptions::reuse_prefix), then one token per
-  /// decode step until EOS, a stop string, max_tokens or a full cache. The choice of each token
-  /// happens inside the step executable (only B ids leave it per step). Without a tokenizer
+  /// Generation on row 0 of the batch-1 cache: `prompt` ids are appended (after the part of
+  /// them the cache already holds, GenerateOptions::reuse_prefix), then one token per decode
+  /// step until EOS, a stop string, max_tokens or a full cache (Generation). Greedy, or
+  /// sampled (GenerateOptions::sampling); the choice of each token happens inside the step
+  /// executable (only B ids leave it per step). Without a tokenizer
   /// in the file there is no text (nor EOS): only ids. Throws rlx::Error for an empty prompt,
   /// ids outside the vocabulary, and stop strings or on_text without a tokenizer.
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options = {});

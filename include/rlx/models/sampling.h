@@ -125,6 +125,12 @@ struct SamplingParams {
   uint32_t seed = 0;
 };
 
+/// Whether the sampler picks the argmax of the raw logits with `p` (temperature <= 0, no
+/// penalty active: repetition_penalty 1, presence and frequency 0): the token greedy_tokens
+/// (rlx/models/llama.h) picks, lowest id among equal maxima, so a greedy executable may run
+/// in its place.
+bool is_greedy(const SamplingParams& p);
+
 /// Host-side state of B rows for the inputs of add_sampler_inputs: each row's settings, the last
 /// `history` tokens it saw (llama.cpp's penalty_last_n window: prompt and generated tokens) and
 /// its draw counter. After every decode step, accept() each row's token.
@@ -142,6 +148,9 @@ class SamplerState {
   void accept(int64_t row, int32_t token);
   /// The tensors of every kSampler* input.
   TensorMap feeds() const;
+  /// The tensors of every kSampler* input for the rows `rows` (in that order, [rows.size()]):
+  /// a step over some rows of a batch. Throws rlx::Error for a row out of range.
+  TensorMap feeds(std::span<const int64_t> rows) const;
   int64_t batch() const { return static_cast<int64_t>(params_.size()); }
   int64_t history() const { return history_; }
   const SamplingParams& params(int64_t row) const;
