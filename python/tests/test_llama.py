@@ -222,17 +222,50 @@ def quantized(values, qtype):
     return packed, gguf.quants.dequantize(packed, qtype)
 
 
+def byte_tokens():
+    """GPT-2's byte alphabet, in byte order: printable bytes stand for themselves, the others
+    for chr(256 + k) in order."""
+    out, extra = [], 256
+    for b in range(256):
+        if 33 <= b <= 126 or 161 <= b <= 172 or b >= 174:
+            out.append(chr(b))
+        else:
+            out.append(chr(extra))
+            extra += 1
+    return out
+
+
+# The ChatML template SmolLM2's file has (its default system line shortened); as
+# tests/common/tiny_llama.h's kChatMlTemplate.
+CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ '<|im_start|>system\nYou are a tiny test model.<|im_end|>\n' }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def write_tiny_chat(path, seed=0, embd_scale=1.0):
+    """A tiny decoder with the byte-level tokenizer and a ChatML template, context 256: what
+    `rlx serve` and `rlx generate --chat` need, at the cost of a 2-layer model. Its embedding
+    (and tied head) scale keeps the next-token distributions wide enough that sampled answers
+    vary with the seed from the first token on."""
+    return write_tiny(path, vocab=260, context=256, tokenizer=True, chat_template=CHATML,
+                      seed=seed, embd_scale=embd_scale)
+
+
 def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, vocab=48, layers=2,
                qtype=Q.Q8_0, tied=True, rope_dim=None, rope_scale=None, rope_freqs=False,
-               seed=0, chat_template=None):
-    """Writes a random decoder; returns (weights as the reference sees them, its config)."""
+               seed=0, chat_template=None, context=128, tokenizer=False, embd_scale=4.0):
+    """Writes a random decoder; returns (weights as the reference sees them, its config).
+    tokenizer=True adds a byte-level BPE vocabulary (GPT-2's 256 byte tokens in byte order,
+    "he", <|im_start|> 257, <|im_end|> 258 = EOS, <|endoftext|>; vocab must be 260), as the
+    C++ tests' tiny_chat_file (tests/common/tiny_llama.h)."""
     rng = np.random.default_rng(seed)
     rope_dim = rope_dim or dk
     cfg = dict(arch=arch, layers=layers, heads=heads, kv=kv, dk=dk, dv=dk, rope_dim=rope_dim,
                rope_base=10000.0, eps=1e-5, layout="gptj" if arch == "llama" else "neox")
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(layers)
-    w.add_context_length(128)
+    w.add_context_length(context)
     w.add_embedding_length(hidden)
     w.add_feed_forward_length(ffn)
     w.add_head_count(heads)
@@ -241,6 +274,15 @@ def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, voca
     w.add_rope_freq_base(cfg["rope_base"])
     if chat_template is not None:
         w.add_chat_template(chat_template)
+    if tokenizer:
+        assert vocab == 260, "the tiny tokenizer has 260 tokens"
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("smollm")
+        w.add_token_list(byte_tokens() + ["he", "<|im_start|>", "<|im_end|>", "<|endoftext|>"])
+        w.add_token_types([1] * 257 + [3] * 3)
+        w.add_token_merges(["h e"])
+        w.add_bos_token_id(257)
+        w.add_eos_token_id(258)
     if dk * heads != hidden:
         w.add_key_length(dk)
         w.add_value_length(dk)
@@ -264,7 +306,7 @@ def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, voca
         w.add_tensor(name, stored, raw_dtype=None if stored_type in (Q.F32, Q.F16) else stored_type)
         weights[name] = seen
 
-    add("token_embd.weight", (vocab, hidden), scale=4.0)  # logits of a real scale
+    add("token_embd.weight", (vocab, hidden), scale=embd_scale)  # logits of a real scale
     add("output_norm.weight", (hidden,), "norm")
     if not tied:
         add("output.weight", (vocab, hidden))

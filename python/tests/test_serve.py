@@ -58,11 +58,13 @@ pytestmark = pytest.mark.skipif(model_dir() is None or tool_path() is None,
 
 
 class Served:
-    """A running `rlx serve`; .client is an openai.OpenAI pointed at it."""
+    """A running `rlx serve` (by default of MiniLM as "minilm"; `model` replaces the --model
+    arguments); .client is an openai.OpenAI pointed at it."""
 
-    def __init__(self, *args: str, api_key: str = "unused"):
-        cmd = [str(tool_path()), "serve", "--model", model_dir(), "--model-name", "minilm",
-               "--port", "0", *args]
+    def __init__(self, *args: str, api_key: str = "unused", model: list[str] | None = None):
+        if model is None:
+            model = ["--model", model_dir(), "--model-name", "minilm"]
+        cmd = [str(tool_path()), "serve", *model, "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stdout.readline()  # "rlx serve: listening on http://127.0.0.1:PORT ..."

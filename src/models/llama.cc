@@ -901,6 +901,7 @@ LlamaModel LlamaModel::load(const std::string& path, const LlamaOptions& options
 
 const LlamaConfig& LlamaModel::config() const { return impl_->config; }
 const std::string& LlamaModel::path() const { return impl_->path; }
+const LlamaOptions& LlamaModel::options() const { return impl_->options; }
 bool LlamaModel::has_tokenizer() const { return impl_->tokenizer.has_value(); }
 const BpeTokenizer& LlamaModel::tokenizer() const {
   check(impl_->tokenizer.has_value(),

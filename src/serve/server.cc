@@ -11,15 +11,19 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <regex>
 #include <set>
 #include <thread>
 
+#include "api_error.h"
+#include "completions.h"
 #include "metrics.h"
 #include "rlx/ir/error.h"
 
@@ -31,20 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 // Connections the kernel queues for accept() (nginx's and llama-server's order of magnitude).
 constexpr int kListenBacklog = 1024;
-
-// A failed request: its status and OpenAI's error object.
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // "" -> null
-  std::string code;   // "" -> null
-};
-
-ApiError bad_request(std::string message, std::string param = "", std::string code = "") {
-  return ApiError{400, std::move(message), "invalid_request_error", std::move(param),
-                  std::move(code)};
-}
 
 void write_error(httplib::Response& res, const ApiError& e) {
   json err = {{"message", e.message},
@@ -58,13 +48,6 @@ void write_error(httplib::Response& res, const ApiError& e) {
 void write_json(httplib::Response& res, const json& j) {
   res.status = 200;
   res.set_content(j.dump(), "application/json");
-}
-
-// The name of a JSON value's type as OpenAI's messages say it.
-std::string type_name(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "number";
-  return j.type_name();
 }
 
 // One endpoint: method, path (a cpp-httplib regex), its label in the metrics, the handler.
@@ -124,7 +107,8 @@ struct Server::Impl {
     for (const ServedModel& sm : models) {
       check(!sm.id.empty(), "Server: a model needs an id");
       check(ids.insert(sm.id).second, "Server: two models with the id '" + sm.id + "'");
-      check(sm.embeddings != nullptr, "Server: model '" + sm.id + "' has no scheduler");
+      check((sm.embeddings != nullptr) != (sm.chat != nullptr),
+            "Server: model '" + sm.id + "' needs exactly one scheduler (embeddings or chat)");
     }
     check(options.max_inputs >= 1,
           "Server: max_inputs must be >= 1, got " + std::to_string(options.max_inputs));
@@ -134,19 +118,31 @@ struct Server::Impl {
           "Server: keep_alive_s must be >= 1, got " + std::to_string(options.keep_alive_s));
     check(options.timeout_ms >= 0,
           "Server: timeout_ms must be >= 0, got " + std::to_string(options.timeout_ms));
-    int64_t max_batch = 1;
-    for (const ServedModel& sm : models)
-      max_batch = std::max(max_batch, sm.embeddings->options().max_batch);
-    metrics.init(max_batch);
+    int64_t max_batch = 1, max_slots = 1;
     for (const ServedModel& sm : models) {
-      EmbeddingScheduler* s = sm.embeddings.get();
-      metrics.add_queue(
-          sm.id, [s] { return s->queue_depth(); }, [s] { return s->pending_sentences(); });
-      s->add_batch_observer([this](const BatchReport& r) { metrics.batch(r); });
+      if (sm.embeddings) max_batch = std::max(max_batch, sm.embeddings->options().max_batch);
+      if (sm.chat) max_slots = std::max(max_slots, sm.chat->options().parallel);
+    }
+    metrics.init(max_batch, max_slots);
+    for (const ServedModel& sm : models) {
+      if (EmbeddingScheduler* s = sm.embeddings.get()) {
+        metrics.add_queue(
+            sm.id, [s] { return s->queue_depth(); }, [s] { return s->pending_sentences(); });
+        s->add_batch_observer([this](const BatchReport& r) { metrics.batch(r); });
+      }
+      if (ChatScheduler* s = sm.chat.get()) {
+        metrics.add_chat_queue(
+            sm.id, [s] { return s->queue_depth(); }, [s] { return s->waiting(); });
+        s->add_step_observer([this](const ChatStepReport& r) { metrics.chat_step(r); });
+      }
     }
     routes = {
         {"POST", "/v1/embeddings", "/v1/embeddings",
          [this](const auto& req, auto& res) { embeddings(req, res); }},
+        {"POST", "/v1/chat/completions", "/v1/chat/completions",
+         [this](const auto& req, auto& res) { generation(req, res, true); }},
+        {"POST", "/v1/completions", "/v1/completions",
+         [this](const auto& req, auto& res) { generation(req, res, false); }},
         {"GET", "/v1/models", "/v1/models",
          [this](const auto&, auto& res) { write_json(res, list_models()); }},
         {"GET", "/v1/models/([^/]+)", "/v1/models/{id}",
@@ -426,27 +422,17 @@ struct Server::Impl {
   }
 
   void embeddings(const httplib::Request& req, httplib::Response& res) {
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded()) {
-      std::string why;
-      try {
-        json ignored = json::parse(req.body);
-      } catch (const json::parse_error& e) {
-        why = e.what();
-      }
-      throw bad_request("We could not parse the JSON body of your request: " + why, "",
-                        "invalid_json");
-    }
-    if (!body.is_object())
-      throw bad_request("The request body is " + type_name(body) + ", expected a JSON object");
+    json body = parse_body(req.body);
     for (const auto& [key, value] : body.items())
       if (key != "input" && key != "model" && key != "encoding_format" && key != "dimensions" &&
           key != "user")
         throw bad_request("Unrecognized request argument supplied: " + key, key);
-    if (!body.contains("model")) throw bad_request("You must provide a model parameter", "model");
-    if (!body["model"].is_string())
-      throw bad_request("'model' is " + type_name(body["model"]) + ", expected a string", "model");
-    const ServedModel& served = find(body["model"].get<std::string>());
+    const std::string model = model_field(body);
+    const ServedModel& served = find(model);
+    if (!served.embeddings)
+      throw bad_request(
+          "The model '" + served.id + "' generates text; it does not serve /v1/embeddings", "model",
+          "model_not_supported");
     EmbeddingScheduler& scheduler = *served.embeddings;
     const models::SentenceEmbedder& m = scheduler.model();
 
@@ -519,13 +505,150 @@ struct Server::Impl {
               {"model", served.id},
               {"usage", {{"prompt_tokens", ticket.tokens()}, {"total_tokens", ticket.tokens()}}}});
   }
+
+  // ---- text generation
+
+  // A fresh id for a completion ("chatcmpl-..." / "cmpl-...": 24 hex digits).
+  static std::string completion_id(bool chat) {
+    static std::atomic<uint64_t> counter{0};
+    static const uint64_t base = [] {
+      std::random_device rd;
+      return (static_cast<uint64_t>(rd()) << 32) | rd();
+    }();
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%08llx%016llx", static_cast<unsigned long long>(base >> 32),
+                  static_cast<unsigned long long>(base * 0x9E3779B97F4A7C15ull + ++counter));
+    return std::string(chat ? "chatcmpl-" : "cmpl-") + hex;
+  }
+
+  static ApiError timeout_error(int64_t ms) {
+    return ApiError{
+        504,
+        "The request was not answered within the server's timeout of " + std::to_string(ms) + " ms",
+        "timeout_error", "", "timeout"};
+  }
+
+  // POST /v1/chat/completions (chat) and /v1/completions: validate, queue on the model's
+  // ChatScheduler, then answer once done, or stream server-sent events as the text comes.
+  void generation(const httplib::Request& req, httplib::Response& res, bool chat) {
+    json body = parse_body(req.body);
+    const ServedModel& served = find(model_field(body));
+    if (!served.chat)
+      throw bad_request("The model '" + served.id +
+                            "' serves embeddings; it does not generate text (" +
+                            (chat ? "/v1/chat/completions" : "/v1/completions") + ")",
+                        "model", "model_not_supported");
+    ChatScheduler& scheduler = *served.chat;
+    auto call = std::make_shared<GenerationCall>(parse_generation(body, chat, scheduler));
+    call->model = served.id;
+    if (stopping)
+      throw ApiError{503, "The server is shutting down", "server_error", "", "shutting_down"};
+    ChatTicket ticket;
+    try {
+      ticket = scheduler.submit(call->request);
+    } catch (const QueueFullError& e) {
+      throw ApiError{429, e.what(), "rate_limit_error", "", "queue_full"};
+    } catch (const ShuttingDownError& e) {
+      throw ApiError{503, e.what(), "server_error", "", "shutting_down"};
+    } catch (const Error& e) {
+      throw bad_request(e.what(), chat ? "messages" : "prompt");
+    }
+    const auto start = Clock::now();
+    const int64_t timeout_ms = options.timeout_ms;
+    const auto deadline =
+        timeout_ms > 0 ? start + std::chrono::milliseconds(timeout_ms) : Clock::time_point::max();
+    const std::string id = completion_id(chat);
+    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    if (!call->stream) {
+      for (;;) {
+        ChatUpdate u = ticket.wait(deadline);
+        if (u.finished) break;
+        if (u.timed_out && Clock::now() >= deadline) {
+          ticket.cancel();
+          throw timeout_error(timeout_ms);
+        }
+      }
+      if (!ticket.error().empty())
+        throw ApiError{500, "generation failed: " + ticket.error(), "server_error", "", ""};
+      metrics.completed(ticket.prompt_tokens(), ticket.completion_tokens());
+      write_json(res, completion_object(*call, id, created, ticket.text(),
+                                        finish_reason(ticket.stop_reason()), ticket.prompt_tokens(),
+                                        ticket.completion_tokens()));
+      return;
+    }
+    // The whole stream is written by one call of the provider: cpp-httplib checks for a
+    // server stop only between calls, so a stream that began is finished on SIGTERM (drain).
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, call, ticket, deadline, timeout_ms,
+                                                           id, created](
+                                                              size_t,
+                                                              httplib::DataSink& sink) mutable {
+      auto event = [&](const json& j) {
+        const std::string data = "data: " + j.dump() + "\n\n";
+        return sink.write(data.data(), data.size());
+      };
+      auto end = [&] {
+        static constexpr char kDone[] = "data: [DONE]\n\n";
+        sink.write(kDone, sizeof kDone - 1);
+        sink.done();
+        return true;
+      };
+      // The assistant role first (as OpenAI streams it), then the text as it comes.
+      if (call->chat && !event(completion_chunk(*call, id, created, "", true, ""))) {
+        ticket.cancel();  // the client is gone: free its slot
+        return false;
+      }
+      for (;;) {
+        ChatUpdate u = ticket.wait(deadline);
+        if (!u.text.empty() && !event(completion_chunk(*call, id, created, u.text, false, ""))) {
+          ticket.cancel();
+          return false;
+        }
+        if (u.finished) break;
+        if (u.timed_out && Clock::now() >= deadline) {
+          ticket.cancel();
+          const ApiError e = timeout_error(timeout_ms);
+          event(
+              {{"error",
+                {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", e.code}}}});
+          return end();
+        }
+      }
+      if (!ticket.error().empty()) {
+        event({{"error",
+                {{"message", "generation failed: " + ticket.error()},
+                 {"type", "server_error"},
+                 {"param", nullptr},
+                 {"code", nullptr}}}});
+        return end();
+      }
+      event(completion_chunk(*call, id, created, "", false, finish_reason(ticket.stop_reason())));
+      if (call->include_usage) {
+        json usage = completion_chunk(*call, id, created, "", false, "");
+        usage["choices"] = json::array();
+        usage["usage"] = usage_object(ticket.prompt_tokens(), ticket.completion_tokens());
+        event(usage);
+      }
+      metrics.completed(ticket.prompt_tokens(), ticket.completion_tokens());
+      return end();
+    });
+  }
 };
+
+namespace {
+void stop_scheduler(ServedModel& m) {
+  if (m.embeddings) m.embeddings->stop();
+  if (m.chat) m.chat->stop();
+}
+}  // namespace
 
 Server::Server(ServerOptions options, std::vector<ServedModel> models)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(models))) {}
 
 Server::~Server() {
-  for (ServedModel& m : impl_->models) m.embeddings->stop();
+  for (ServedModel& m : impl_->models) stop_scheduler(m);
 }
 
 int Server::bind() {
@@ -573,7 +696,7 @@ void Server::run() {
   // listen_after_bind returned after every connection thread ended, so the requests in flight
   // have been answered; stop the schedulers (nothing is left in them but withdrawn requests).
   impl_->stopping = true;
-  for (ServedModel& m : impl_->models) m.embeddings->stop();
+  for (ServedModel& m : impl_->models) stop_scheduler(m);
 }
 
 void Server::stop() {

@@ -1,15 +1,21 @@
-// `rlx serve`: the OpenAI-compatible embeddings server (rlx/serve/server.h) from the command line.
+// `rlx serve`: the OpenAI-compatible server (rlx/serve/server.h) from the command line: embedding
+// models and text-generation models (GGUF decoders), one or several.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rlx::tools {
 
 struct ServeArgs {
-  std::string model;       ///< empty: models::default_model_dir()
-  std::string model_name;  ///< the id clients send as `model`; empty: the embedder's name
+  /// Model directories or GGUF files (a decoder's GGUF serves chat/completions, anything else
+  /// embeddings); empty: models::default_model_dir().
+  std::vector<std::string> models;
+  /// The ids clients send as `model`, in the order of `models`; missing ones: the embedder's
+  /// name, or the GGUF file's name without ".gguf".
+  std::vector<std::string> model_names;
   std::string device = "cpu";
   std::string precision;   ///< empty: RLX_PRECISION / f32
   int64_t max_length = 0;  ///< 0: the model's
@@ -18,7 +24,8 @@ struct ServeArgs {
   std::string api_key;  ///< empty: RLX_API_KEY if set, else no auth
   int64_t max_batch = 32;
   double batch_window_ms = 2;
-  int parallel = 1;  ///< worker threads, each with its own embedder
+  int parallel = 1;  ///< embeddings: worker threads, each with its own embedder; chat: slots
+  int64_t ctx = 0;   ///< chat: KV positions over all slots; 0: min(the file's, 4096)
   int64_t max_queue = 256;
   int64_t timeout_ms = 60000;
   int threads = 0;  ///< intra-op threads per worker; 0: RLX_NUM_THREADS / physical cores

@@ -317,6 +317,8 @@ class LlamaModel {
 
   const LlamaConfig& config() const;
   const std::string& path() const;
+  /// The options it was loaded with.
+  const LlamaOptions& options() const;
   /// Whether the file has a tokenizer (tokenizer.ggml.model present).
   bool has_tokenizer() const;
   /// The file's tokenizer. Throws rlx::Error naming the file when it has none.

@@ -1,5 +1,6 @@
 // `rlx serve`: an OpenAI-compatible HTTP server (cpp-httplib) over the model registry and its
-// schedulers: POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics (Prometheus).
+// schedulers: POST /v1/embeddings, POST /v1/chat/completions, POST /v1/completions,
+// GET /v1/models, GET /health, GET /metrics (Prometheus).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/serve/chat_scheduler.h"
 #include "rlx/serve/scheduler.h"
 
 namespace rlx::serve {
@@ -24,7 +26,8 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;
   /// Inputs per embeddings request, at most (OpenAI's limit: 2048).
   int64_t max_inputs = 2048;
-  /// A request not answered within this many ms is withdrawn and answered 504; 0: no limit.
+  /// A request not answered within this many ms is withdrawn and answered 504 (a stream ends
+  /// with an error event); 0: no limit.
   int64_t timeout_ms = 60000;
   /// Longer inputs are cut to the model's max_length (as `rlx embed` and sentence-transformers
   /// do) instead of answered 400 (as OpenAI does).
@@ -37,12 +40,12 @@ struct ServerOptions {
 };
 
 /// A model the server offers: its id (the `model` field of requests and of /v1/models) and the
-/// scheduler of each endpoint family it supports. Text generation (chat/completions) would add
-/// its scheduler here and its routes to the server's endpoint table.
+/// scheduler of the endpoint family it supports (one of them).
 struct ServedModel {
   std::string id;
-  int64_t created = 0;  ///< Unix seconds, as /v1/models reports it
-  std::shared_ptr<EmbeddingScheduler> embeddings;
+  int64_t created = 0;                             ///< Unix seconds, as /v1/models reports it
+  std::shared_ptr<EmbeddingScheduler> embeddings;  ///< POST /v1/embeddings
+  std::shared_ptr<ChatScheduler> chat;  ///< POST /v1/chat/completions and /v1/completions
 };
 
 /// The HTTP server. Endpoints and their errors follow the OpenAI API reference
@@ -51,8 +54,8 @@ struct ServedModel {
 /// run() on one thread, stop() and metrics() from any.
 class Server {
  public:
-  /// Throws rlx::Error for no models, two with one id, a model without a scheduler, or bad
-  /// options (max_inputs, http_threads or keep_alive_s < 1, timeout_ms < 0).
+  /// Throws rlx::Error for no models, two with one id, a model with no scheduler or two, or
+  /// bad options (max_inputs, http_threads or keep_alive_s < 1, timeout_ms < 0).
   Server(ServerOptions options, std::vector<ServedModel> models);
   ~Server();
   Server(const Server&) = delete;
