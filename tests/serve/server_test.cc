@@ -27,6 +27,8 @@
 #include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "common/tiny_bert.h"
+#include "common/tiny_llama.h"
+#include "rlx/models/bpe_tokenizer.h"
 
 namespace rlx::serve {
 namespace {
@@ -90,7 +92,9 @@ class ServeTest : public ::testing::Test {
     m.created = 1700000000;
     scheduler_ = std::make_shared<EmbeddingScheduler>(std::move(embedders), so);
     m.embeddings = scheduler_;
-    server_ = std::make_unique<Server>(o, std::vector<ServedModel>{m});
+    std::vector<ServedModel> served{m};
+    served.insert(served.end(), extra_.begin(), extra_.end());
+    server_ = std::make_unique<Server>(o, served);
     port_ = server_->bind();
   }
 
@@ -169,6 +173,7 @@ class ServeTest : public ::testing::Test {
 
   TempDir tmp_;
   std::string dir_;
+  std::vector<ServedModel> extra_;  ///< served next to "tiny" (chat models)
   std::shared_ptr<EmbeddingScheduler> scheduler_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<models::SentenceEmbedder> reference_;
@@ -578,24 +583,133 @@ TEST_F(ServeTest, BadConfigurationIsAnError) {
   EXPECT_EQ(rlx::testing::error_of([&] { Server s({}, {}); }), "Server: needs at least one model");
   auto s = scheduler({});
   EXPECT_EQ(rlx::testing::error_of([&] {
-              Server x({}, {{"m", 0, s}, {"m", 0, s}});
+              Server x({}, {{"m", 0, s, nullptr}, {"m", 0, s, nullptr}});
             }),
             "Server: two models with the id 'm'");
   EXPECT_EQ(rlx::testing::error_of([&] {
-              Server x({}, {{"m", 0, nullptr}});
+              Server x({}, {{"m", 0, nullptr, nullptr}});
             }),
-            "Server: model 'm' has no scheduler");
+            "Server: model 'm' needs exactly one scheduler (embeddings or chat)");
   EXPECT_EQ(rlx::testing::error_of([&] { s->submit({}); }),
             "EmbeddingScheduler::submit: a request needs at least one input");
   // A port already taken.
   ServerOptions o;
   o.port = 0;
-  Server first(o, {{"m", 0, s}});
+  Server first(o, {{"m", 0, s, nullptr}});
   o.port = first.bind();
-  Server second(o, {{"m", 0, s}});
+  Server second(o, {{"m", 0, s, nullptr}});
   EXPECT_EQ(rlx::testing::error_of([&] { second.bind(); }),
             "rlx serve: cannot listen on 127.0.0.1:" + std::to_string(o.port) +
                 " (address in use, or not an address of this machine)");
+}
+
+// ---- chat/completions
+
+// The tiny chat decoder (tests/common/tiny_llama.h) as a ChatScheduler of `parallel` slots of
+// `ctx` positions.
+std::shared_ptr<ChatScheduler> tiny_chat(const std::string& path, int64_t parallel,
+                                         int64_t ctx = 128) {
+  models::LlamaOptions o;
+  o.ctx = ctx;
+  ChatSchedulerOptions so;
+  so.parallel = parallel;
+  return std::make_shared<ChatScheduler>(models::LlamaModel::load(path, o), so);
+}
+
+models::GenerateOptions request_options(int i) {
+  models::GenerateOptions o;
+  o.max_tokens = 6 + i;
+  o.stop_at_eos = false;
+  o.reuse_prefix = false;
+  if (i % 3 != 0) {  // greedy, or sampled with a seed of its own
+    models::SamplingParams p;
+    p.temperature = 1.2f;
+    p.presence_penalty = 0.5f;
+    p.seed = static_cast<uint32_t>(100 + i);
+    o.sampling = p;
+  }
+  return o;
+}
+
+// Continuous batching in process: 7 requests (greedy and sampled) submitted at once to 3 slots,
+// so slots refill as sequences finish; each result equals LlamaModel::generate of that request
+// alone (a batch-1 cache), token for token.
+TEST(ChatSchedulerTest, ConcurrentRequestsEqualGenerateAlone) {
+  const std::string path = rlx::testing::write(rlx::testing::tiny_chat_file(), "chat_sched.gguf");
+  auto scheduler = tiny_chat(path, 3);
+  models::LlamaOptions lo;
+  lo.ctx = 128;
+  models::LlamaModel alone = models::LlamaModel::load(path, lo);
+  std::vector<ChatRequest> requests;
+  for (int i = 0; i < 7; ++i)
+    requests.push_back({alone.tokenizer().encode("prompt " + std::to_string(i) + ": hello", true),
+                        request_options(i)});
+  std::vector<ChatTicket> tickets;
+  for (const ChatRequest& r : requests) tickets.push_back(scheduler->submit(r));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    std::string streamed;
+    for (;;) {
+      ChatUpdate u = tickets[i].wait(deadline);
+      streamed += u.text;
+      if (u.finished) break;
+      ASSERT_FALSE(u.timed_out) << "request " << i;
+    }
+    models::GenerateResult want = alone.generate(requests[i].prompt, requests[i].options);
+    EXPECT_EQ(tickets[i].error(), "");
+    EXPECT_EQ(tickets[i].text(), want.text) << "request " << i;
+    EXPECT_EQ(streamed, want.text) << "request " << i;
+    EXPECT_EQ(tickets[i].completion_tokens(), static_cast<int64_t>(want.ids.size()));
+    EXPECT_EQ(tickets[i].stop_reason(), want.stats.stop_reason);
+  }
+  EXPECT_EQ(scheduler->queue_depth(), 0);
+  EXPECT_NE(tickets[1].text(), tickets[2].text());
+  // Misuse of submit: an empty prompt, one longer than a slot.
+  EXPECT_EQ(rlx::testing::error_of([&] { scheduler->submit({}); }),
+            "ChatScheduler::submit: the prompt is empty");
+  EXPECT_NE(rlx::testing::error_of([&] {
+              scheduler->submit({std::vector<int32_t>(129, 1), {}});
+            }).find("the prompt is 129 tokens long; a sequence holds at most 128"),
+            std::string::npos);
+}
+
+// A server with an embedding model and a chat model: each endpoint family answers for its own
+// kind only, /v1/models lists both, and the metrics have the chat families.
+TEST_F(ServeTest, ChatAndEmbeddingModelsSideBySide) {
+  const std::string path = rlx::testing::write(rlx::testing::tiny_chat_file(), "chat_side.gguf");
+  ServedModel chat;
+  chat.id = "tiny-chat";
+  chat.created = 1700000001;
+  chat.chat = tiny_chat(path, 2);
+  extra_.push_back(chat);
+  start();
+  Reply models = request("GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.body["data"].size(), 2u);
+  EXPECT_EQ(models.body["data"][1]["id"], "tiny-chat");
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  Reply r = request("POST", "/v1/chat/completions",
+                    json{{"model", "tiny-chat"}, {"messages", messages}, {"max_tokens", 4}}.dump());
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["object"], "chat.completion");
+  EXPECT_EQ(
+      r.body["usage"]["completion_tokens"].get<int>() + r.body["usage"]["prompt_tokens"].get<int>(),
+      r.body["usage"]["total_tokens"].get<int>());
+  expect_error(request("POST", "/v1/chat/completions",
+                       json{{"model", "tiny"}, {"messages", messages}}.dump()),
+               400, "serves embeddings", "model", "model_not_supported");
+  expect_error(request("POST", "/v1/completions", json{{"model", "tiny"}, {"prompt", "a"}}.dump()),
+               400, "serves embeddings", "model", "model_not_supported");
+  expect_error(embed({{"model", "tiny-chat"}, {"input", "a"}}), 400, "generates text", "model",
+               "model_not_supported");
+  expect_error(request("GET", "/v1/chat/completions"), 405, "not allowed", "",
+               "method_not_allowed");
+  const std::string m = request("GET", "/metrics").text;
+  for (const char* family :
+       {"rlx_generated_tokens_total", "rlx_decode_batch_occupancy_bucket",
+        "rlx_time_to_first_token_seconds_count", "rlx_chat_waiting_requests{model=\"tiny-chat\"}",
+        "rlx_queue_depth{model=\"tiny-chat\"} 0", "rlx_chat_steps_total{kind=\"prefill\"} 1"})
+    EXPECT_NE(m.find(family), std::string::npos) << family << "\n" << m;
 }
 
 }  // namespace
