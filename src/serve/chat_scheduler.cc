@@ -255,17 +255,32 @@ void ChatScheduler::prefill(Slot& slot, std::shared_ptr<ChatTicket::Shared> job)
 
 void ChatScheduler::decode() {
   const int64_t n = options_.parallel;
-  std::vector<int32_t> ids(static_cast<size_t>(n), 0);
+  // The busy slots, padded with free ones up to a power of two (at most n): a step of b < n
+  // rows runs a subset executable (its rows of the cache gathered for attention), so a few
+  // busy slots do not pay for the matrix products of idle ones.
+  std::vector<int64_t> busy, free;
+  for (int64_t s = 0; s < n; ++s) (slots_[static_cast<size_t>(s)].job ? busy : free).push_back(s);
+  int64_t b = 1;
+  while (b < static_cast<int64_t>(busy.size())) b *= 2;
+  b = std::min(b, n);
+  std::vector<int64_t> rows = busy;
+  rows.insert(rows.end(), free.begin(), free.begin() + (b - static_cast<int64_t>(busy.size())));
+  std::sort(rows.begin(), rows.end());
   models::AppendOptions step;
-  step.counts.assign(static_cast<size_t>(n), 0);
+  if (b < n) {
+    step.rows = rows;
+    step.cache_batch = n;
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(b), 0);
+  step.counts.assign(static_cast<size_t>(b), 0);
   bool sampled = false;
   ChatStepReport r;
   r.slots = n;
-  for (int64_t s = 0; s < n; ++s) {
-    const Slot& slot = slots_[static_cast<size_t>(s)];
+  for (int64_t i = 0; i < b; ++i) {
+    const Slot& slot = slots_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
     if (!slot.job) continue;
-    ids[static_cast<size_t>(s)] = slot.last;
-    step.counts[static_cast<size_t>(s)] = 1;
+    ids[static_cast<size_t>(i)] = slot.last;
+    step.counts[static_cast<size_t>(i)] = 1;
     sampled = sampled || slot.sampled;
     ++r.active;
   }
@@ -274,7 +289,7 @@ void ChatScheduler::decode() {
   models::LlamaStep out;
   try {
     const auto t0 = Clock::now();
-    out = model_.append(ids, n, 1, step);
+    out = model_.append(ids, b, 1, step);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   } catch (const std::exception& e) {
     for (Slot& slot : slots_)
@@ -282,10 +297,11 @@ void ChatScheduler::decode() {
     return;
   }
   const std::vector<int64_t> held = model_.positions(n);
-  for (int64_t s = 0; s < n; ++s) {
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t s = rows[static_cast<size_t>(i)];
     Slot& slot = slots_[static_cast<size_t>(s)];
     if (!slot.job) continue;
-    const int32_t next = out.next[static_cast<size_t>(s)];
+    const int32_t next = out.next[static_cast<size_t>(i)];
     const size_t before = slot.gen->ids().size();
     const bool done = slot.gen->push(next, held[static_cast<size_t>(s)] >= ctx_);
     r.generated += static_cast<int64_t>(slot.gen->ids().size() - before);

@@ -90,8 +90,12 @@ class ChatTicket {
 /// request was cancelled are freed; if a slot is free and a request waits, its prompt is
 /// prefilled alone (LlamaModel::append on that one row of the cache: the executable of a
 /// one-row prefill, whatever the other slots hold) and its first token chosen; then one decode
-/// step appends every busy slot's last token (free slots idle, count 0) and chooses each
-/// slot's next token. Steps run greedy executables unless a busy slot samples (then the
+/// step appends every busy slot's last token and chooses each one's next token. The decode
+/// step runs the busy slots padded with idle free ones (count 0) up to a power of two b: all
+/// `parallel` rows when b reaches it, else a b-row subset executable (AppendOptions::rows) that
+/// gathers its rows of the cache for attention, so a few busy slots do not pay the matrix
+/// products of idle rows (SmolLM2, 8 slots, 1 thread: one busy slot 32 ms per step this way,
+/// 95 ms with all 8 rows). Steps run greedy executables unless a busy slot samples (then the
 /// sampler's, where a greedy slot takes the argmax all the same). A sequence's tokens are the
 /// ones LlamaModel::generate gives for it alone with the same settings: its prefill has the
 /// shape of a batch-1 prefill, and decode rows are computed independently of the other rows
