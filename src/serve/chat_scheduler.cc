@@ -111,11 +111,7 @@ ChatTicket ChatScheduler::submit(ChatRequest request) {
   job->submitted = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) throw ShuttingDownError("the server is shutting down");
-    if (in_flight_ >= options_.max_queue)
-      throw QueueFullError("the server's queue is full (" + std::to_string(in_flight_) +
-                           " requests in flight, --max-queue " +
-                           std::to_string(options_.max_queue) + "); retry later");
+    check_admission(stopping_, in_flight_, options_.max_queue);
     ++in_flight_;
     queue_.push_back(job);
   }

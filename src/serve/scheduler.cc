@@ -5,6 +5,15 @@
 #include <cstring>
 
 namespace rlx::serve {
+
+void Scheduler::check_admission(bool stopping, int64_t in_flight, int64_t max_queue) {
+  if (stopping) throw ShuttingDownError("the server is shutting down");
+  if (in_flight >= max_queue)
+    throw QueueFullError("the server's queue is full (" + std::to_string(in_flight) +
+                         " requests in flight, --max-queue " + std::to_string(max_queue) +
+                         "); retry later");
+}
+
 // One request. Guarded by the scheduler's mutex.
 struct EmbeddingTicket::Shared {
   EmbeddingScheduler* scheduler = nullptr;
@@ -71,11 +80,7 @@ EmbeddingTicket EmbeddingScheduler::submit(std::vector<Encoding> inputs) {
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) throw ShuttingDownError("the server is shutting down");
-    if (in_flight_ >= options_.max_queue)
-      throw QueueFullError("the server's queue is full (" + std::to_string(in_flight_) +
-                           " requests in flight, --max-queue " +
-                           std::to_string(options_.max_queue) + "); retry later");
+    check_admission(stopping_, in_flight_, options_.max_queue);
     ++in_flight_;
     for (size_t i = 0; i < job->inputs.size(); ++i) {
       const auto len = static_cast<int64_t>(job->inputs[i].ids.size());

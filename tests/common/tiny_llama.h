@@ -98,10 +98,11 @@ inline constexpr int32_t kImStart = 257, kImEnd = 258;
 
 // tiny_file with a byte-level BPE tokenizer (tokenizer.ggml.model gpt2) and a ChatML template,
 // context 256: what `rlx serve` and `rlx generate` need, at the tiny model's cost.
-inline TinyFile tiny_chat_file() {
-  TinyFile f = tiny_file(kChatVocab, 256);
+// GPT-2's byte alphabet as GGUF token texts, in byte order: printable bytes stand for
+// themselves, the others for U+0100 + k in order (what BpeTokenizer maps back to bytes).
+inline std::vector<std::string> gpt2_byte_tokens() {
   std::vector<std::string> tokens;
-  int next = 256;  // GPT-2's byte alphabet: printable bytes map to themselves, others to 256+
+  int next = 256;
   for (int b = 0; b < 256; ++b) {
     const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
     const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
@@ -114,6 +115,12 @@ inline TinyFile tiny_chat_file() {
     }
     tokens.push_back(s);
   }
+  return tokens;
+}
+
+inline TinyFile tiny_chat_file() {
+  TinyFile f = tiny_file(kChatVocab, 256);
+  std::vector<std::string> tokens = gpt2_byte_tokens();
   tokens.insert(tokens.end(), {"he", "<|im_start|>", "<|im_end|>", "<|endoftext|>"});
   std::vector<int32_t> types(tokens.size(), 1);
   types[kImStart] = types[kImEnd] = types[259] = 3;  // control

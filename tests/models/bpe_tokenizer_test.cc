@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "common/tiny_llama.h"
 #include "rlx/io/gguf.h"
 #include "rlx/models/tokenizer.h"
 
@@ -133,21 +134,7 @@ TEST(BpeTokenizer, StreamEmitsWholeCharacters) {
 
 // A tiny GGUF with tokenizer metadata; `edit` changes it before writing.
 BpeTokenizer tiny(void (*edit)(GgufMetadata&)) {
-  std::vector<std::string> tokens;
-  for (int b = 0; b < 256; ++b) {  // GPT-2's byte alphabet, in byte order
-    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-    static int next = 256;
-    if (b == 0) next = 256;
-    char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
-    std::string s;
-    if (c < 0x80) {
-      s.push_back(static_cast<char>(c));
-    } else {
-      s.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      s.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
-    tokens.push_back(s);
-  }
+  std::vector<std::string> tokens = rlx::testing::gpt2_byte_tokens();
   tokens.push_back("ab");
   tokens.push_back("<ctl>");
   std::vector<int32_t> types(tokens.size(), 1);

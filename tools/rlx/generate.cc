@@ -31,24 +31,27 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
   s->add_option("--threads", a.threads, "threads (default: RLX_NUM_THREADS, else physical cores)")
       ->check(CLI::PositiveNumber);
   s->add_option("--device", a.device, "device: cpu or pjrt:N");
-  s->add_option("--temp", a.temp, "temperature; 0 (the default): greedy, the argmax at every step")
+  s->add_option("--temp", a.sampling.temperature,
+                "temperature; 0 (the default): greedy, the argmax at every step")
       ->check(CLI::NonNegativeNumber);
-  s->add_option("--top-k", a.top_k, "keep the K most likely tokens (<= 0: all candidates)")
+  s->add_option("--top-k", a.sampling.top_k, "keep the K most likely tokens (<= 0: all candidates)")
       ->capture_default_str();
-  s->add_option("--top-p", a.top_p, "keep the smallest set of tokens whose probability reaches P")
+  s->add_option("--top-p", a.sampling.top_p,
+                "keep the smallest set of tokens whose probability reaches P")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  s->add_option("--min-p", a.min_p, "drop tokens less likely than P times the most likely one")
+  s->add_option("--min-p", a.sampling.min_p,
+                "drop tokens less likely than P times the most likely one")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  s->add_option("--repeat-penalty", a.repeat_penalty,
+  s->add_option("--repeat-penalty", a.sampling.repetition_penalty,
                 "divide the logits of the last 64 tokens by this (1: off)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  s->add_option("--presence-penalty", a.presence_penalty,
+  s->add_option("--presence-penalty", a.sampling.presence_penalty,
                 "subtract this from the logits of tokens among the last 64 (0: off)")
       ->capture_default_str();
-  s->add_option("--frequency-penalty", a.frequency_penalty,
+  s->add_option("--frequency-penalty", a.sampling.frequency_penalty,
                 "subtract this times their count from the logits of the last 64 tokens (0: off)")
       ->capture_default_str();
   s->add_option("--seed", a.seed, "seed of the sampler's draws (-1: random, printed)")
@@ -59,14 +62,7 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
 // The sampler settings of the flags (greedy when --temp is 0 and no penalty is set), with
 // the seed drawn at random when --seed is -1.
 models::SamplingParams sampling(const GenerateArgs& a) {
-  models::SamplingParams p;
-  p.temperature = a.temp;
-  p.top_k = a.top_k;
-  p.top_p = a.top_p;
-  p.min_p = a.min_p;
-  p.repetition_penalty = a.repeat_penalty;
-  p.presence_penalty = a.presence_penalty;
-  p.frequency_penalty = a.frequency_penalty;
+  models::SamplingParams p = a.sampling;
   p.seed = a.seed >= 0 ? static_cast<uint32_t>(a.seed) : std::random_device{}();
   return p;
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "rlx/models/sampling.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
@@ -19,14 +21,9 @@ struct GenerateArgs {
   int64_t ctx = 0;    ///< 0: min(context_length, 4096)
   int threads = 0;    ///< 0: RLX_NUM_THREADS, else physical cores
   bool chat = false;  ///< generate: apply the chat template to the prompt (one user turn)
-  // Sampling (llama.cpp's flags and, except the temperature, its defaults); --temp 0: greedy.
-  float temp = 0.0f;
-  int32_t top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
+  /// Sampling (llama.cpp's flags and, except the temperature, its defaults): --temp 0, the
+  /// default, is greedy; the seed is `seed`'s.
+  models::SamplingParams sampling{.temperature = 0.0f};
   int64_t seed = -1;  ///< -1: a random seed (printed with the statistics)
 };
 

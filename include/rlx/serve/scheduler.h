@@ -44,6 +44,11 @@ class Scheduler {
   /// Stops admitting (submit throws ShuttingDownError), runs everything already admitted to
   /// completion, then joins the workers. Idempotent; the destructor calls it.
   virtual void stop() = 0;
+
+ protected:
+  /// The admission rule of every submit(): throws ShuttingDownError once stopping, and
+  /// QueueFullError when `in_flight` requests already fill `max_queue`.
+  static void check_admission(bool stopping, int64_t in_flight, int64_t max_queue);
 };
 
 /// Options of an EmbeddingScheduler.
