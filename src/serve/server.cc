@@ -555,8 +555,9 @@ struct Server::Impl {
     }
     const auto start = Clock::now();
     const int64_t timeout_ms = options.timeout_ms;
-    const auto deadline =
-        timeout_ms > 0 ? start + std::chrono::milliseconds(timeout_ms) : Clock::time_point::max();
+    // No limit: a year (time_point::max() would overflow inside the timed waits).
+    const auto deadline = start + (timeout_ms > 0 ? std::chrono::milliseconds(timeout_ms)
+                                                  : std::chrono::hours(24 * 365));
     const std::string id = completion_id(chat);
     const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
