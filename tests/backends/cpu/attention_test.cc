@@ -151,9 +151,9 @@ TEST(CpuAttentionKernel, MatchesReferenceForEveryMaskAndDtype) {
   const std::vector<Config> configs = {
       {1, 2, 2, 7, 7, 8, 8},     {2, 4, 2, 1, 129, 16, 8},  // decode with GQA
       {1, 2, 1, 64, 64, 32, 32}, {1, 1, 1, 129, 129, 16, 24},
-      {1, 2, 2, 5, 9, 8, 8},     {1, 1, 1, 9, 5, 8, 12},  // Sq < Sk, Sq > Sk
-      {1, 1, 1, 1, 1, 4, 4},     {0, 2, 2, 4, 4, 8, 8},   // one key; empty batch
-      {1, 6, 2, 17, 70, 5, 3},   {1, 2, 2, 3, 0, 8, 8},   // odd D; no keys
+      {1, 2, 2, 5, 9, 8, 8},     {1, 1, 1, 9, 5, 8, 12},    // Sq < Sk, Sq > Sk
+      {1, 1, 1, 1, 1, 4, 4},     {0, 2, 2, 4, 4, 8, 8},     // one key; empty batch
+      {1, 6, 2, 17, 70, 5, 3},   {1, 2, 2, 3, 0, 8, 8},     // odd D; no keys
       {3, 6, 2, 1, 150, 64, 64}, {3, 4, 1, 2, 67, 40, 72},  // KV-cache decode shapes
   };
   uint64_t seed = 1;
@@ -289,8 +289,7 @@ TEST(CpuAttentionKernel, SpecialValues) {
     for (int64_t row : {2, 5}) {
       Tensor q1(dt, Shape{1, 2, 1, 4});
       for (int64_t h = 0; h < 2; ++h)
-        for (int64_t e = 0; e < 4; ++e)
-          q1.set_f64(h * 4 + e, q.get_f64((h * 8 + row) * 4 + e));
+        for (int64_t e = 0; e < 4; ++e) q1.set_f64(h * 4 + e, q.get_f64((h * 8 + row) * 4 + e));
       for (const MaskCase& mc : {MaskCase{"none"}, MaskCase{"causal"}})
         expect_attention_matches({1, 2, 2, 1, 8, 4, 4}, dt, mc, 37, std::nullopt,
                                  {{"q", q1}, {"k", k}});
