@@ -12,6 +12,12 @@
 
 // NOLINTBEGIN(readability-function-size)
 
+// Complete unrolling of the loops over a tile's rows and accumulators, which -O2 leaves as loops
+// (the accumulators then live in memory instead of registers).
+#ifndef RLX_QM_UNROLL
+#define RLX_QM_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 // ---- f16 scale loads
 inline float ld_f16(const uint8_t* p) {
 #if RLX_QM_LEVEL >= 1
@@ -21,6 +27,12 @@ inline float ld_f16(const uint8_t* p) {
 #else
   return f16_to_float(f16{uint16_t(p[0] | (p[1] << 8))});
 #endif
+}
+
+inline uint32_t ld_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 
 // ---- weight formats
@@ -63,15 +75,19 @@ inline __m256i fifth_bits(uint32_t qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 #endif
 }
-// The f16 pairs at the start of the first nsub of 8 blocks kStride bytes apart (one gather):
-// lo = the first f16 of each block, hi = the second (0 in lanes from nsub on).
+// The f16 pairs at the start of the first nsub of 8 blocks kStride bytes apart: lo = the first
+// f16 of each block, hi = the second (0 in lanes from nsub on). Scalar loads paired into 64-bit
+// words on the integer pipes, then 4 vector ops: on Zen 4 a vpgatherdd of 8 costs ~11 cycles of
+// throughput, more than the integer dots of a block's row.
 template <int kStride>
 inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo, __m256& hi) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i v =
-      _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(g),
-                                  _mm256_mullo_epi32(lane, _mm256_set1_epi32(kStride)),
-                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(nsub), lane), 1);
+  // (the words stay in registers: no array, whose stores a vector load could not forward from)
+  auto pair = [&](int j) {
+    const uint64_t lo = j < nsub ? ld_u32(g + j * kStride) : 0;
+    const uint64_t hi = j + 1 < nsub ? ld_u32(g + (j + 1) * kStride) : 0;
+    return int64_t(lo | hi << 32);
+  };
+  const __m256i v = _mm256_setr_epi64x(pair(0), pair(2), pair(4), pair(6));
   // lane 0: lo 0..3 hi 0..3 | lane 1: lo 4..7 hi 4..7, then lo 0..7 | hi 0..7
   __m256i p =
       _mm256_packus_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(v, 16));
@@ -85,11 +101,6 @@ inline __m256 bytes_to_ps(uint64_t v) {
 }
 #endif
 inline uint8_t nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
-inline uint32_t ld_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: d f16 | m f16 (kMin) | qh u32 (kFifth) | qs[16] nibbles;
 // weight = d * q + m, or without a min d * (q - 8) (Q4_0) / d * (q - 16) (Q5_0).
@@ -118,6 +129,20 @@ struct FmtQ45 {
     gather_f16_pairs<kBytes>(g, nsub, d, m);
     sc[0] = d;
     cf[0] = kMin ? m : _mm256_mul_ps(_mm256_set1_ps(-kZero), d);
+  }
+#endif
+#if RLX_QM_LEVEL == 2
+  // The GEMV reads Q4_0 / Q4_1 high nibbles in place (byte & 0xF0 = 16 q: one AND instead of a
+  // shift, an insert and an AND): the dot's lanes 4..7 (elements 16..31) then hold 16 times
+  // their value (vpdpbusd does not saturate; vpmaddubsw would), which it undoes (kHighX16).
+  static constexpr bool kHighX16 = !kFifth;
+  static __m256i gemv_sub(const uint8_t* b, int s) {
+    if constexpr (kFifth) return sub(b, s);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    return _mm256_and_si256(
+        _mm256_broadcastsi128_si256(v),
+        _mm256_set_epi64x(int64_t(0xF0F0F0F0F0F0F0F0), int64_t(0xF0F0F0F0F0F0F0F0),
+                          0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F));
   }
 #endif
 };
@@ -275,6 +300,20 @@ struct FmtQ45_K {
     sc[0] = _mm256_mul_ps(_mm256_set1_ps(ld_f16(b)), bytes_to_ps(s));
     cf[0] = _mm256_mul_ps(_mm256_set1_ps(-1.0f),
                           _mm256_mul_ps(_mm256_set1_ps(ld_f16(b + 2)), bytes_to_ps(m)));
+  }
+#endif
+#if RLX_QM_LEVEL == 2
+  // Q4_K on VNNI: the GEMV reads the high nibbles in place (byte & 0xF0 = 16 q, no shift) and
+  // scales those sub-blocks by 1/16 (exact: the products and sums are those of q, scaled by 16).
+  static __m256i gemv_sub(const uint8_t* b, int s) {
+    if constexpr (kFifth) return sub(b, s);
+    return _mm256_and_si256(ld(b + kQs + 32 * (s / 2)),
+                            _mm256_set1_epi8(char(s % 2 ? 0xF0 : 0x0F)));
+  }
+  static void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
+    group_scales(b, nsub, sc, cf);
+    if constexpr (!kFifth)
+      sc[0] = _mm256_mul_ps(sc[0], _mm256_setr_ps(1, 0.0625f, 1, 0.0625f, 1, 0.0625f, 1, 0.0625f));
   }
 #endif
 };
@@ -602,18 +641,22 @@ template <int MR, bool kSigned>
 inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const ActRow* a,
                      int64_t nsub, float out[4][4]) {
   __m256 acc[MR][kNR];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) acc[m][n] = _mm256_setzero_ps();
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) acc[m][n] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nsub; ++j) {
     __m256i w[kNR];
     __m256 sv[kNR];
+    RLX_QM_UNROLL
     for (int n = 0; n < kNR; ++n) {
       w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[n] + 32 * j));
       sv[n] = _mm256_set_m128(_mm_set1_ps(wsc[n][2 * j + 1]), _mm_set1_ps(wsc[n][2 * j]));
     }
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) {
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * j));
       const __m256 da = _mm256_set1_ps(a[m].d[j]);
+      RLX_QM_UNROLL
       for (int n = 0; n < kNR; ++n) {
         __m256i dot;
         if constexpr (kSigned) {
@@ -625,8 +668,9 @@ inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const Ac
       }
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) out[m][n] = hsum_ps(acc[m][n]);
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) out[m][n] = hsum_ps(acc[m][n]);
 }
 #else
 inline constexpr int kNR = 2;
@@ -634,20 +678,21 @@ inline constexpr int kNR = 2;
 template <int MR, bool kSigned>
 inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const ActRow* a,
                      int64_t nsub, float out[4][4]) {
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) {
-      float acc = 0;
-      for (int64_t j = 0; j < nsub; ++j) {
-        int32_t sum[2] = {0, 0};
-        for (int i = 0; i < 32; ++i) {
-          const int wv = kSigned ? int(int8_t(wq[n][32 * j + i])) : int(wq[n][32 * j + i]);
-          sum[i / 16] += wv * int(a[m].q[32 * j + i]);
-        }
-        acc += (wsc[n][2 * j] * a[m].d[j]) * float(sum[0]) +
-               (wsc[n][2 * j + 1] * a[m].d[j]) * float(sum[1]);
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) {
+    float acc = 0;
+    for (int64_t j = 0; j < nsub; ++j) {
+      int32_t sum[2] = {0, 0};
+      for (int i = 0; i < 32; ++i) {
+        const int wv = kSigned ? int(int8_t(wq[n][32 * j + i])) : int(wq[n][32 * j + i]);
+        sum[i / 16] += wv * int(a[m].q[32 * j + i]);
       }
-      out[m][n] = acc;
+      acc += (wsc[n][2 * j] * a[m].d[j]) * float(sum[0]) +
+             (wsc[n][2 * j + 1] * a[m].d[j]) * float(sum[1]);
     }
+    out[m][n] = acc;
+  }
 }
 #endif
 
@@ -665,18 +710,21 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
   pcf.resize(static_cast<size_t>(kNR * G));
   const uint8_t* wq[kNR];
   const float* wsc[kNR];
+  RLX_QM_UNROLL
   for (int n = 0; n < kNR; ++n) {
     wq[n] = pq.data() + n * K;
     wsc[n] = psc.data() + n * G;
   }
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t n0 = t * kNR, nr = std::min<int64_t>(kNR, N - n0);
+    RLX_QM_UNROLL
     for (int n = 0; n < kNR; ++n)  // padding rows of the last tile repeat the last row
       unpack_row<F>(w + std::min(n0 + n, N - 1) * row_bytes, K, pq.data() + n * K,
                     psc.data() + n * G, pcf.data() + n * G);
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
       float out[4][4];
       int_tile<MR, F::kSigned>(wq, wsc, a, nsub, out);
+      RLX_QM_UNROLL
       for (int m = 0; m < MR; ++m)
         for (int n = 0; n < nr; ++n) {
           float v = out[m][n];
@@ -720,70 +768,142 @@ inline constexpr int gemv_nr() {
 // a chunk's rows stay in L2 between the passes of two activation-row groups (M > 4).
 inline constexpr int64_t kGemvChunkRows = 32;
 
+// The GEMV's view of format F: gemv_sub / gemv_group_scales where F has a faster encoding for
+// it (power-of-two-scaled fields), else sub / group_scales; kHighX16 where the dot's lanes 4..7
+// come out 16x.
+template <class F>
+inline __m256i gemv_sub(const uint8_t* b, int s) {
+  if constexpr (requires { F::gemv_sub(b, s); })
+    return F::gemv_sub(b, s);
+  else
+    return F::sub(b, s);
+}
+template <class F>
+inline void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
+  if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
+    F::gemv_group_scales(b, nsub, sc, cf);
+  else
+    F::group_scales(b, nsub, sc, cf);
+}
+template <class F>
+inline constexpr bool kHighX16 = [] {
+  if constexpr (requires { F::kHighX16; })
+    return F::kHighX16;
+  else
+    return false;
+}();
+
 template <class F, int MR, int NR>
-inline void gemv_tile(const uint8_t* const* wr, int64_t nsub_row, int64_t prefetch, const ActRow* a,
-                      float* const* out) {
+inline void gemv_tile(const uint8_t* const* wr, int64_t nsub_row, const uint8_t* pf,
+                      const ActRow* a, float* const* out) {
   constexpr int kP = F::kPer16 ? 2 : 1;
   constexpr int64_t kGroupBytes = 8 / F::kSub * F::kBytes;
-  __m256 acc[MR][NR];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
-  for (int64_t j0 = 0, off = 0; j0 < nsub_row; j0 += 8, off += kGroupBytes) {
+  // Per group, double-buffered: cs[m][n], weight scale x activation scale of each sub-block (or
+  // half); off[m][n], the group's zero point / min terms (coefficients x activation sums). They
+  // are computed one group ahead of the integer dots that use them, so that the latency of their
+  // decoding (loads, gathers, conversions) overlaps the previous group's dots.
+  alignas(32) float cs[2][MR][NR][8 * kP];
+  __m256 off[2][MR][NR];
+  auto prepare = [&](int64_t j0, int64_t offset, int buf) __attribute__((always_inline)) {
     const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
     __m256 sc[NR][kP], cf[NR][kP];
-    for (int n = 0; n < NR; ++n) {
-      for (int64_t p = 0; p < kGroupBytes; p += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(wr[n] + off + prefetch + p), _MM_HINT_T0);
-      F::group_scales(wr[n] + off, nsub, sc[n], cf[n]);
+    if (pf != nullptr) {  // the tile reads NR * kGroupBytes per group: as many bytes ahead
+      RLX_QM_UNROLL
+      for (int64_t p = 0; p < NR * kGroupBytes; p += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + j0 / 8 * NR * kGroupBytes + p),
+                     _MM_HINT_T1);
     }
-    // cs[m][n]: weight scale x activation scale of each sub-block (or half) of the group.
-    alignas(32) float cs[MR][NR][8 * kP];
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) {
+      gemv_group_scales<F>(wr[n] + offset, nsub, sc[n], cf[n]);
+      // kHighX16: lanes 4..7 of acc are scaled by 1/16 at the end, so the offsets of sub-blocks
+      // 4..7 enter them 16x (exact)
+      if constexpr (kHighX16<F>)
+        cf[n][0] = _mm256_mul_ps(cf[n][0], _mm256_setr_ps(1, 1, 1, 1, 16, 16, 16, 16));
+    }
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) {
       const __m256 ad = _mm256_loadu_ps(a[m].d + j0);
-      __m256 adp[kP];
+      __m256 adp[kP], sums[kP];
       if constexpr (F::kPer16) {  // the activation scale of each half
         adp[0] = _mm256_permutevar8x32_ps(ad, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
         adp[1] = _mm256_permutevar8x32_ps(ad, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        sums[0] = _mm256_loadu_ps(a[m].s16 + 2 * j0);
+        sums[1] = _mm256_loadu_ps(a[m].s16 + 2 * j0 + 8);
       } else {
         adp[0] = ad;
+        sums[0] = _mm256_loadu_ps(a[m].s32 + j0);
       }
-      for (int n = 0; n < NR; ++n)
-        for (int p = 0; p < kP; ++p) {
-          _mm256_store_ps(cs[m][n] + 8 * p, _mm256_mul_ps(sc[n][p], adp[p]));
-          if constexpr (!F::kSigned) {
-            const float* sums = F::kPer16 ? a[m].s16 + 2 * j0 + 8 * p : a[m].s32 + j0;
-            acc[m][n] = _mm256_fmadd_ps(cf[n][p], _mm256_loadu_ps(sums), acc[m][n]);
-          }
-        }
-    }
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      if (s == nsub) break;
-      __m256i wv[NR], wabs[NR];
+      RLX_QM_UNROLL
       for (int n = 0; n < NR; ++n) {
-        wv[n] = F::kSub == 1 ? F::sub(wr[n] + off + s * F::kBytes, 0) : F::sub(wr[n] + off, s);
+        RLX_QM_UNROLL
+        for (int p = 0; p < kP; ++p)
+          _mm256_store_ps(cs[buf][m][n] + 8 * p, _mm256_mul_ps(sc[n][p], adp[p]));
+        if constexpr (!F::kSigned) {
+          off[buf][m][n] = _mm256_mul_ps(cf[n][0], sums[0]);
+          if constexpr (F::kPer16)
+            off[buf][m][n] = _mm256_fmadd_ps(cf[n][1], sums[1], off[buf][m][n]);
+        }
+      }
+    }
+  };
+  __m256 acc[MR][NR];
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+  prepare(0, 0, 0);
+  for (int64_t j0 = 0, offset = 0, buf = 0; j0 < nsub_row;
+       j0 += 8, offset += kGroupBytes, buf ^= 1) {
+    if (j0 + 8 < nsub_row) prepare(j0 + 8, offset + kGroupBytes, int(buf ^ 1));
+    // Sub-block s of the group: expand it in NR weight rows, dot with MR activation rows.
+    auto step = [&](int s) __attribute__((always_inline)) {
+      __m256i wv[NR], wabs[NR];
+      RLX_QM_UNROLL
+      for (int n = 0; n < NR; ++n) {
+        wv[n] = F::kSub == 1 ? gemv_sub<F>(wr[n] + offset + s * F::kBytes, 0)
+                             : gemv_sub<F>(wr[n] + offset, s);
         if constexpr (F::kSigned) wabs[n] = _mm256_sign_epi8(wv[n], wv[n]);
       }
+      RLX_QM_UNROLL
       for (int m = 0; m < MR; ++m) {
         const __m256i av =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * (j0 + s)));
+        RLX_QM_UNROLL
         for (int n = 0; n < NR; ++n) {
           const __m256i dot =
               F::kSigned ? dot_u8s8(wabs[n], _mm256_sign_epi8(av, wv[n])) : dot_u8s8(wv[n], av);
+          const float* c = cs[buf][m][n];
           __m256 scale;
           if constexpr (F::kPer16) {
-            scale = _mm256_set_m128(_mm_broadcast_ss(cs[m][n] + 2 * s + 1),
-                                    _mm_broadcast_ss(cs[m][n] + 2 * s));
+            scale = _mm256_set_m128(_mm_broadcast_ss(c + 2 * s + 1), _mm_broadcast_ss(c + 2 * s));
           } else {
-            scale = _mm256_broadcast_ss(cs[m][n] + s);
+            scale = _mm256_broadcast_ss(c + s);
           }
           acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[m][n]);
         }
       }
+    };
+    const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
+    if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
+      RLX_QM_UNROLL
+      for (int s = 0; s < 8; ++s) step(s);
+    } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
+      for (int s = 0; s < nsub; ++s) step(s);
+    }
+    if constexpr (!F::kSigned) {
+      RLX_QM_UNROLL
+      for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_add_ps(acc[m][n], off[buf][m][n]);
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) out[m][n] = hsum_ps(acc[m][n]);
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) {
+    if constexpr (kHighX16<F>)
+      acc[m][n] =
+          _mm256_mul_ps(acc[m][n], _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
+    out[m][n] = hsum_ps(acc[m][n]);
+  }
 }
 
 // F32 / F16 / BF16 weights: 8 weights widened to f32.
@@ -808,49 +928,65 @@ inline float widen1(QuantFormat f, const uint8_t* p) {
 
 // The float formats' tile: NR weight rows x MR rows of x (f32), FMA dot products.
 template <QuantFormat kF, int MR, int NR>
-inline void float_gemv_tile(const uint8_t* const* wr, int64_t K, const float* const* x,
-                            float* const* out) {
+inline void float_gemv_tile(const uint8_t* const* wr, int64_t K, const uint8_t* pf,
+                            const float* const* x, float* const* out) {
   constexpr int64_t kEB = kF == QuantFormat::kF32 ? 4 : 2;
   __m256 acc[MR][NR];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
-    __m256 wv[NR];
-    for (int n = 0; n < NR; ++n) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[n] + kEB * k + 512), _MM_HINT_T0);
-      wv[n] = widen8(kF, wr[n] + kEB * k);
+    if (pf != nullptr) {
+      RLX_QM_UNROLL
+      for (int64_t p = 0; p < NR * 8 * kEB; p += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + NR * kEB * k + p), _MM_HINT_T1);
     }
+    __m256 wv[NR];
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wv[n] = widen8(kF, wr[n] + kEB * k);
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) {
       const __m256 xv = _mm256_loadu_ps(x[m] + k);
+      RLX_QM_UNROLL
       for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_fmadd_ps(wv[n], xv, acc[m][n]);
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NR; ++n) {
-      float v = hsum_ps(acc[m][n]);
-      for (int64_t t = k; t < K; ++t) v += x[m][t] * widen1(kF, wr[n] + kEB * t);
-      out[m][n] = v;
-    }
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) {
+    float v = hsum_ps(acc[m][n]);
+    for (int64_t t = k; t < K; ++t) v += x[m][t] * widen1(kF, wr[n] + kEB * t);
+    out[m][n] = v;
+  }
 }
 
+// Bytes the GEMV prefetches ahead of the tile it reads (into L2: prefetches into L1 at this
+// distance ran out of L1 miss buffers, half the speed for Q8_0 / Q6_K).
+inline constexpr int64_t kGemvPrefetchBytes = 32768;
+
 // Rows [r0, r1) of y for activation rows [m0, m0 + MR): tiles of NR weight rows (the last tile
-// repeats row r1 - 1), tile(wr, prefetch distance, out rows) computing them.
+// repeats row r1 - 1), tile(wr, pf, out rows) computing them. A tile reads its NR rows side by
+// side, NR interleaved streams that the hardware prefetchers serve poorly (4 streams of 2304-byte
+// rows read ~8 GB/s where one stream reads ~17 on the Zen 4 EPYC of docs/runtime.md), so the
+// tile also prefetches the bytes kGemvPrefetchBytes past its start at the rate it consumes its
+// own (pf; null where that would pass the end of W): DRAM then sees one sequential stream.
 template <int MR, int NR, class Tile>
 inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, int64_t m0,
                       int64_t r0, int64_t r1, Tile&& tile) {
-  // Prefetch the rows a tile (at least 2 KiB) ahead: the hardware prefetchers restart on each
-  // short row stream, and a distance below a DRAM latency's worth of bytes would be too late.
   const int64_t tile_bytes = NR * row_bytes;
-  const int64_t ahead = tile_bytes * std::max<int64_t>(1, 2048 / tile_bytes);
   for (int64_t n0 = r0; n0 < r1; n0 += NR) {
     const uint8_t* wr[NR];
+    RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) wr[n] = w + std::min(n0 + n, r1 - 1) * row_bytes;
     float res[MR][NR];
     float* out[MR];
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) out[m] = res[m];
-    tile(wr, (n0 + NR) * row_bytes + ahead <= N * row_bytes ? ahead : 0, out);
+    const bool ahead = n0 * row_bytes + kGemvPrefetchBytes + tile_bytes <= N * row_bytes;
+    tile(wr, ahead ? w + n0 * row_bytes + kGemvPrefetchBytes : nullptr, out);
     const int nr = int(std::min<int64_t>(NR, r1 - n0));
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m)
       for (int n = 0; n < nr; ++n) y[(m0 + m) * N + n0 + n] = res[m][n];
   }
@@ -864,8 +1000,8 @@ inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
       constexpr int NR = gemv_nr<MR>();
       gemv_rows<MR, NR>(w, row_bytes, N, y, m0, r0, r1,
-                        [&](const uint8_t* const* wr, int64_t prefetch, float* const* out) {
-                          gemv_tile<F, MR, NR>(wr, K / 32, prefetch, a, out);
+                        [&](const uint8_t* const* wr, const uint8_t* pf, float* const* out) {
+                          gemv_tile<F, MR, NR>(wr, K / 32, pf, a, out);
                         });
     });
   });
@@ -883,8 +1019,8 @@ inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, i
       auto run = [&]<int MR>() {
         constexpr int NR = gemv_nr<MR>();
         gemv_rows<MR, NR>(w, row_bytes, N, y, m0, r0, r1,
-                          [&](const uint8_t* const* wr, int64_t, float* const* out) {
-                            float_gemv_tile<kF, MR, NR>(wr, K, xr, out);
+                          [&](const uint8_t* const* wr, const uint8_t* pf, float* const* out) {
+                            float_gemv_tile<kF, MR, NR>(wr, K, pf, xr, out);
                           });
       };
       if (mr == 1)
