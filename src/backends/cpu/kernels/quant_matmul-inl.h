@@ -211,26 +211,24 @@ struct FmtQ2_K {
 #endif
 };
 // Q3_K: the 16 6-bit scales (ggml's kmask unpacking of scales[12]: low nibbles, then 2 high
-// bits), biased by 32.
-inline void q3k_scale_bytes(const uint8_t* b, uint8_t v[16]) {
-  uint32_t aux[4];
-  std::memcpy(aux, b + 96, 12);
-  const uint32_t tmp = aux[2], m4 = 0x0f0f0f0f, m2 = 0x03030303;
-  aux[2] = ((aux[0] >> 4) & m4) | (((tmp >> 4) & m2) << 4);
-  aux[3] = ((aux[1] >> 4) & m4) | (((tmp >> 6) & m2) << 4);
-  aux[0] = (aux[0] & m4) | ((tmp & m2) << 4);
-  aux[1] = (aux[1] & m4) | (((tmp >> 2) & m2) << 4);
-  std::memcpy(v, aux, 16);
+// bits), biased by 32, as bytes: scales 0..7 in lo, 8..15 in hi (in registers: no byte array,
+// whose stores a vector load could not forward from).
+inline void q3k_scale_bytes(const uint8_t* b, uint64_t& lo, uint64_t& hi) {
+  const uint32_t a0 = ld_u32(b + 96), a1 = ld_u32(b + 100), tmp = ld_u32(b + 104);
+  const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  lo = ((a0 & m4) | ((tmp & m2) << 4)) | uint64_t((a1 & m4) | (((tmp >> 2) & m2) << 4)) << 32;
+  hi = (((a0 >> 4) & m4) | (((tmp >> 4) & m2) << 4)) |
+       uint64_t(((a1 >> 4) & m4) | (((tmp >> 6) & m2) << 4)) << 32;
 }
 struct FmtQ3_K {
   static constexpr int kSub = 8, kBytes = 110;
   static constexpr bool kSigned = false, kPer16 = true;
   static void scales(const uint8_t* b, float* sc, float* cf) {
     const float d = ld_f16(b + 108);
-    uint8_t v[16];
-    q3k_scale_bytes(b, v);
+    uint64_t v[2];
+    q3k_scale_bytes(b, v[0], v[1]);
     for (int g = 0; g < 16; ++g) {
-      sc[g] = d * float(int(v[g]) - 32);
+      sc[g] = d * float(int((v[g / 8] >> 8 * (g % 8)) & 0xFF) - 32);
       cf[g] = -4 * sc[g];
     }
   }
@@ -244,12 +242,10 @@ struct FmtQ3_K {
   }
   static void group_scales(const uint8_t* b, int, __m256* sc, __m256* cf) {
     const __m256 d = _mm256_set1_ps(ld_f16(b + 108));
-    uint8_t v[16];
-    q3k_scale_bytes(b, v);
+    uint64_t v[2];
+    q3k_scale_bytes(b, v[0], v[1]);
     for (int h = 0; h < 2; ++h) {
-      uint64_t u;
-      std::memcpy(&u, v + 8 * h, 8);
-      sc[h] = _mm256_mul_ps(d, _mm256_sub_ps(bytes_to_ps(u), _mm256_set1_ps(32.0f)));
+      sc[h] = _mm256_mul_ps(d, _mm256_sub_ps(bytes_to_ps(v[h]), _mm256_set1_ps(32.0f)));
       cf[h] = _mm256_mul_ps(_mm256_set1_ps(-4.0f), sc[h]);
     }
   }
