@@ -4,7 +4,8 @@
 //   machine's read bandwidth measured in the same run (an AVX2 vector sum over 1 GiB, same
 //   thread count); each weight streamed from DRAM (a ring of copies larger than the caches)
 //   and, for 4096 x 4096, also called repeatedly on one copy (cache-resident when it fits);
-// - GEMM (M = 8..128, prefill) per format on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
+// - GEMM (M = 16, 32, 128, 4096 or RLX_BENCH_GEMM_M, prefill and batched embeddings) per format
+//   on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
 //   of the int8 kernel, of dequant_sgemm, and of oneDNN's sgemm on weights expanded beforehand.
 // Times are wall seconds, best of repeated calls after a warm-up.
 // Usage: rlx_bench_quant [gemv|gemm|all] [format ...]   (RLX_QUANT_TARGET picks the target,
@@ -215,8 +216,11 @@ void gemm(const std::vector<std::string>& names) {
       "weights expanded beforehand\n",
       num_threads(), static_cast<long long>(cpu::kDequantGemmRows));
   std::printf("%-7s %5s | %-9s %-9s %-9s\n", "format", "M", "int8", "deq+sgemm", "sgemm");
-  const std::vector<float> x = random_x(128, K);
-  std::vector<float> y(static_cast<size_t>(128 * N));
+  std::vector<int64_t> ms = {16, 32, 128, 4096};
+  if (const char* env = std::getenv("RLX_BENCH_GEMM_M")) ms = {std::atoll(env)};
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  const std::vector<float> x = random_x(max_m, K);
+  std::vector<float> y(static_cast<size_t>(max_m * N));
   std::vector<float> wf(static_cast<size_t>(N * K));
   const cpu::QuantTarget target = cpu::default_quant_target();
   for (const QuantFormatInfo& info : quant_formats()) {
@@ -225,7 +229,7 @@ void gemm(const std::vector<std::string>& names) {
     const int64_t rb = quant_row_bytes(info.format, K);
     for (int64_t n = 0; n < N; ++n)
       dequantize_row(info.format, w.data() + n * rb, wf.data() + n * K, K);
-    for (int64_t M : {8, 16, 32, 128}) {
+    for (int64_t M : ms) {
       const double flop = 2.0 * double(M * N * K);
       const double si = best_seconds(
           [&] { cpu::quant_matmul(info.format, x.data(), M, K, w.data(), N, y.data(), target); });
