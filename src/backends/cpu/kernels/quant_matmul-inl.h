@@ -764,6 +764,10 @@ inline constexpr int gemv_nr() {
 // a chunk's rows stay in L2 between the passes of two activation-row groups (M > 4).
 inline constexpr int64_t kGemvChunkRows = 32;
 
+// Bytes the GEMV prefetches ahead of the tile it reads (into L2: prefetches into L1 at this
+// distance ran out of L1 miss buffers, half the speed for Q8_0 / Q6_K).
+inline constexpr int64_t kGemvPrefetchBytes = 32768;
+
 // The GEMV's view of format F: gemv_sub / gemv_group_scales where F has a faster encoding for
 // it (power-of-two-scaled fields), else sub / group_scales; kHighX16 where the dot's lanes 4..7
 // come out 16x.
@@ -789,9 +793,15 @@ inline constexpr bool kHighX16 = [] {
     return false;
 }();
 
+// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
+// last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
+// too (the next tile's first group is prepared during this tile's last), so short rows (K of a
+// few groups) pay no pipeline start per tile.
 template <class F, int MR, int NR>
-inline void gemv_tile(const uint8_t* const* wr, int64_t nsub_row, const uint8_t* pf,
-                      const ActRow* a, float* const* out) {
+inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t m0, int64_t r0,
+                       int64_t r1, const ActRow* a) {
+  const int64_t nsub_row = K / 32, row_bytes = nsub_row / F::kSub * F::kBytes;
+  const int64_t tile_bytes = NR * row_bytes;
   constexpr int kP = F::kPer16 ? 2 : 1;
   constexpr int64_t kGroupBytes = 8 / F::kSub * F::kBytes;
   // Per group, double-buffered: cs[m][n], weight scale x activation scale of each sub-block (or
@@ -800,14 +810,24 @@ inline void gemv_tile(const uint8_t* const* wr, int64_t nsub_row, const uint8_t*
   // decoding (loads, gathers, conversions) overlaps the previous group's dots.
   alignas(32) float cs[2][MR][NR][8 * kP];
   __m256 off[2][MR][NR];
-  auto prepare = [&](int64_t j0, int64_t offset, int buf) __attribute__((always_inline)) {
+  // The NR row pointers of the tile at row n0.
+  auto tile_rows = [&](int64_t n0, const uint8_t** wr) __attribute__((always_inline)) {
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = w + std::min(n0 + n, r1 - 1) * row_bytes;
+  };
+  // Scales and offsets of the group at sub-block j0 of the tile at row n0 into buffer buf.
+  auto prepare = [&](const uint8_t* const* wr, int64_t n0, int64_t j0, int buf)
+      __attribute__((always_inline)) {
     const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
+    const int64_t offset = j0 / 8 * kGroupBytes;
     __m256 sc[NR][kP], cf[NR][kP];
-    if (pf != nullptr) {  // the tile reads NR * kGroupBytes per group: as many bytes ahead
+    // The tile reads NR * kGroupBytes per group: prefetch as many bytes kGemvPrefetchBytes
+    // ahead of it (one sequential stream; see kGemvPrefetchBytes), not past the end of W.
+    const uint8_t* pf = w + n0 * row_bytes + kGemvPrefetchBytes + j0 / 8 * NR * kGroupBytes;
+    if (n0 * row_bytes + kGemvPrefetchBytes + tile_bytes <= N * row_bytes) {
       RLX_QM_UNROLL
       for (int64_t p = 0; p < NR * kGroupBytes; p += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + j0 / 8 * NR * kGroupBytes + p),
-                     _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + p), _MM_HINT_T1);
     }
     RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) {
@@ -843,62 +863,77 @@ inline void gemv_tile(const uint8_t* const* wr, int64_t nsub_row, const uint8_t*
       }
     }
   };
-  __m256 acc[MR][NR];
-  RLX_QM_UNROLL
-  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
-  for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
-  prepare(0, 0, 0);
-  for (int64_t j0 = 0, offset = 0, buf = 0; j0 < nsub_row;
-       j0 += 8, offset += kGroupBytes, buf ^= 1) {
-    if (j0 + 8 < nsub_row) prepare(j0 + 8, offset + kGroupBytes, int(buf ^ 1));
-    // Sub-block s of the group: expand it in NR weight rows, dot with MR activation rows.
-    auto step = [&](int s) __attribute__((always_inline)) {
-      __m256i wv[NR], wabs[NR];
-      RLX_QM_UNROLL
-      for (int n = 0; n < NR; ++n) {
-        wv[n] = F::kSub == 1 ? gemv_sub<F>(wr[n] + offset + s * F::kBytes, 0)
-                             : gemv_sub<F>(wr[n] + offset, s);
-        if constexpr (F::kSigned) wabs[n] = _mm256_sign_epi8(wv[n], wv[n]);
+  const uint8_t *wr[NR], *next[NR];
+  tile_rows(r0, wr);
+  tile_rows(r0, next);  // (set before the last tile, which has no next)
+  prepare(wr, r0, 0, 0);
+  int buf = 0;
+  for (int64_t n0 = r0; n0 < r1; n0 += NR) {
+    __m256 acc[MR][NR];
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < nsub_row; j0 += 8, buf ^= 1) {
+      if (j0 + 8 < nsub_row) {
+        prepare(wr, n0, j0 + 8, buf ^ 1);
+      } else if (n0 + NR < r1) {
+        tile_rows(n0 + NR, next);
+        prepare(next, n0 + NR, 0, buf ^ 1);
       }
-      RLX_QM_UNROLL
-      for (int m = 0; m < MR; ++m) {
-        const __m256i av =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * (j0 + s)));
+      const int64_t offset = j0 / 8 * kGroupBytes;
+      // Sub-block s of the group: expand it in NR weight rows, dot with MR activation rows.
+      auto step = [&](int s) __attribute__((always_inline)) {
+        __m256i wv[NR], wabs[NR];
         RLX_QM_UNROLL
         for (int n = 0; n < NR; ++n) {
-          const __m256i dot =
-              F::kSigned ? dot_u8s8(wabs[n], _mm256_sign_epi8(av, wv[n])) : dot_u8s8(wv[n], av);
-          const float* c = cs[buf][m][n];
-          __m256 scale;
-          if constexpr (F::kPer16) {
-            scale = _mm256_set_m128(_mm_broadcast_ss(c + 2 * s + 1), _mm_broadcast_ss(c + 2 * s));
-          } else {
-            scale = _mm256_broadcast_ss(c + s);
-          }
-          acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[m][n]);
+          wv[n] = F::kSub == 1 ? gemv_sub<F>(wr[n] + offset + s * F::kBytes, 0)
+                               : gemv_sub<F>(wr[n] + offset, s);
+          if constexpr (F::kSigned) wabs[n] = _mm256_sign_epi8(wv[n], wv[n]);
         }
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) {
+          const __m256i av =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * (j0 + s)));
+          RLX_QM_UNROLL
+          for (int n = 0; n < NR; ++n) {
+            const __m256i dot =
+                F::kSigned ? dot_u8s8(wabs[n], _mm256_sign_epi8(av, wv[n])) : dot_u8s8(wv[n], av);
+            const float* c = cs[buf][m][n];
+            __m256 scale;
+            if constexpr (F::kPer16) {
+              scale = _mm256_set_m128(_mm_broadcast_ss(c + 2 * s + 1), _mm_broadcast_ss(c + 2 * s));
+            } else {
+              scale = _mm256_broadcast_ss(c + s);
+            }
+            acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[m][n]);
+          }
+        }
+      };
+      const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
+      if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
+        RLX_QM_UNROLL
+        for (int s = 0; s < 8; ++s) step(s);
+      } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
+        for (int s = 0; s < nsub; ++s) step(s);
       }
-    };
-    const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
-    if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
-      RLX_QM_UNROLL
-      for (int s = 0; s < 8; ++s) step(s);
-    } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
-      for (int s = 0; s < nsub; ++s) step(s);
+      if constexpr (!F::kSigned) {
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_add_ps(acc[m][n], off[buf][m][n]);
+      }
     }
-    if constexpr (!F::kSigned) {
-      RLX_QM_UNROLL
-      for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
-      for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_add_ps(acc[m][n], off[buf][m][n]);
+    const int nr = int(std::min<int64_t>(NR, r1 - n0));
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) {
+      if constexpr (kHighX16<F>)
+        acc[m][n] = _mm256_mul_ps(acc[m][n],
+                                  _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
+      const float v = hsum_ps(acc[m][n]);
+      if (n < nr) y[(m0 + m) * N + n0 + n] = v;
     }
-  }
-  RLX_QM_UNROLL
-  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
-  for (int n = 0; n < NR; ++n) {
-    if constexpr (kHighX16<F>)
-      acc[m][n] =
-          _mm256_mul_ps(acc[m][n], _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
-    out[m][n] = hsum_ps(acc[m][n]);
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = next[n];
   }
 }
 
@@ -957,10 +992,6 @@ inline void float_gemv_tile(const uint8_t* const* wr, int64_t K, const uint8_t* 
   }
 }
 
-// Bytes the GEMV prefetches ahead of the tile it reads (into L2: prefetches into L1 at this
-// distance ran out of L1 miss buffers, half the speed for Q8_0 / Q6_K).
-inline constexpr int64_t kGemvPrefetchBytes = 32768;
-
 // Rows [r0, r1) of y for activation rows [m0, m0 + MR): tiles of NR weight rows (the last tile
 // repeats row r1 - 1), tile(wr, pf, out rows) computing them. A tile reads its NR rows side by
 // side, NR interleaved streams that the hardware prefetchers serve poorly (4 streams of 2304-byte
@@ -991,14 +1022,10 @@ inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, 
 template <class F>
 inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                        float* y) {
-  const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
   parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
       constexpr int NR = gemv_nr<MR>();
-      gemv_rows<MR, NR>(w, row_bytes, N, y, m0, r0, r1,
-                        [&](const uint8_t* const* wr, const uint8_t* pf, float* const* out) {
-                          gemv_tile<F, MR, NR>(wr, K / 32, pf, a, out);
-                        });
+      gemv_chunk<F, MR, NR>(w, K, N, y, m0, r0, r1, a);
     });
   });
 }
