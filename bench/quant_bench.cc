@@ -1,17 +1,24 @@
 // Fused dequantize + matmul over ggml block formats (src/backends/cpu/kernels/quant_matmul.h):
-// - GEMV (M = 1, decode) per format on a 4096 x 4096 and a 576 x 1536 weight (N x K), with 1
-//   and 2 threads: GB/s of weight bytes streamed, against this machine's read bandwidth
-//   measured in the same run (a parallel sum over 1 GiB, same thread count);
-// - GEMM (M = 8..128, prefill) per format on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
+// - GEMV (M = 1 or RLX_BENCH_M rows, decode) per format on a 4096 x 4096, a 576 x 1536 and a
+//   1536 x 576 weight (N x K), with 1 and 2 threads: GB/s of weight bytes, against this
+//   machine's read bandwidth measured in the same run (an AVX2 vector sum over 1 GiB, same
+//   thread count); each weight streamed from DRAM (a ring of copies larger than the caches)
+//   and, for 4096 x 4096, also called repeatedly on one copy (cache-resident when it fits);
+// - GEMM (M = 16, 32, 128, 4096 or RLX_BENCH_GEMM_M, prefill and batched embeddings) per format
+//   on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
 //   of the int8 kernel, of dequant_sgemm, and of oneDNN's sgemm on weights expanded beforehand.
 // Times are wall seconds, best of repeated calls after a warm-up.
-// Usage: rlx_bench_quant [gemv|gemm|all] [format ...]   (RLX_QUANT_TARGET picks the target)
+// Usage: rlx_bench_quant [gemv|gemm|all] [format ...]   (RLX_QUANT_TARGET picks the target,
+// RLX_BENCH_M the GEMV's rows, RLX_BENCH_CPU_TIME=1 thread CPU time instead of wall time)
 #include <dnnl.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -27,13 +34,26 @@ namespace {
 
 using namespace rlx;
 
+// Wall seconds, or with RLX_BENCH_CPU_TIME=1 the calling thread's CPU seconds: on a machine
+// loaded by other processes that is the 1-thread kernel's own speed (time descheduled does not
+// count; cache and memory contention still do).
+double now_seconds() {
+  static const bool cpu_time = std::getenv("RLX_BENCH_CPU_TIME") != nullptr;
+  if (!cpu_time)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 double best_seconds(const std::function<void()>& fn, double budget = 0.4) {
   fn();
   double best = 1e30, total = 0;
   for (int i = 0; i < 200 && (i < 3 || total < budget); ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_seconds();
     fn();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = now_seconds() - t0;
     best = std::min(best, s);
     total += s;
   }
@@ -48,18 +68,41 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-// Read bandwidth: sum of 1 GiB of u64 words split over the pool.
+// Streaming read bandwidth: a vector sum (AVX2, 4 independent accumulators: far more load
+// throughput than DRAM delivers, so memory is the limit) of 1 GiB split over `threads` threads.
+__attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* p, int64_t n) {
+  __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                  _mm256_setzero_si256()};
+  for (int64_t i = 0; i + 16 <= n; i += 16)
+    for (int j = 0; j < 4; ++j)
+      a[j] = _mm256_add_epi64(a[j],
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4 * j)));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a[0], a[1]), _mm256_add_epi64(a[2], a[3])));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
 double read_bandwidth_gbs(int threads) {
   set_num_threads(threads);
   static std::vector<uint64_t> buf(size_t(1) << 27, 1);
+  const bool avx2 = __builtin_cpu_supports("avx2");
   std::vector<uint64_t> partial(64);
   volatile uint64_t sink = 0;
+  const int64_t chunk = int64_t(buf.size()) / 64;  // a multiple of 16 words
   double s = best_seconds([&] {
     std::fill(partial.begin(), partial.end(), 0);
-    parallel_for(0, int64_t(buf.size()), 1 << 20, [&](int64_t b, int64_t e) {
-      uint64_t acc = 0;
-      for (int64_t i = b; i < e; ++i) acc += buf[size_t(i)];
-      partial[size_t(b * 64 / int64_t(buf.size()))] += acc;
+    parallel_for(0, 64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const uint64_t* p = buf.data() + c * chunk;
+        uint64_t acc = 0;
+        if (avx2) {
+          acc = sum_words_avx2(p, chunk);
+        } else {
+          for (int64_t i = 0; i < chunk; ++i) acc += p[i];
+        }
+        partial[size_t(c)] = acc;
+      }
     });
     uint64_t t = 0;
     for (uint64_t p : partial) t += p;
@@ -102,26 +145,61 @@ bool wanted(const std::vector<std::string>& names, std::string_view n) {
   return names.empty() || std::find(names.begin(), names.end(), n) != names.end();
 }
 
+// Seconds per call of fn(copy) cycling over `copies` weight copies: with copies whose total
+// exceeds the last-level cache every call streams its weight from DRAM, as a decoder's layers
+// do; with one copy the weight stays cache-resident when it fits (a "hot" figure).
+double seconds_per_call(const std::function<void(const uint8_t*)>& fn,
+                        const std::vector<std::vector<uint8_t>>& ring) {
+  size_t i = 0;
+  const double s = best_seconds([&] {
+    for (size_t c = 0; c < ring.size(); ++c) fn(ring[i++ % ring.size()].data());
+  });
+  return s / double(ring.size());
+}
+
 void gemv(const std::vector<std::string>& names) {
-  const double bw1 = read_bandwidth_gbs(1), bw2 = read_bandwidth_gbs(2);
-  std::printf("read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n\n", bw1, bw2);
-  std::printf("GEMV y[1, N] = x[1, K] . W[N, K]^T, GB/s of weight bytes (%% of read bandwidth)\n");
-  std::printf("%-7s | %-26s | %-26s\n", "format", "4096x4096  1 thr   2 thr",
-              "576x1536  1 thr   2 thr");
+  const double bw[3] = {0, read_bandwidth_gbs(1), read_bandwidth_gbs(2)};
+  std::printf(
+      "read bandwidth (AVX2 vector sum over 1 GiB): %.1f GB/s (1 thread), %.1f GB/s "
+      "(2 threads)\n",
+      bw[1], bw[2]);
+  const int64_t M = std::getenv("RLX_BENCH_M") ? std::atoll(std::getenv("RLX_BENCH_M")) : 1;
+  std::printf(
+      "\nGEMV y[%lld, N] = x[%lld, K] . W[N, K]^T, GB/s of weight bytes (%% of the read bandwidth "
+      "at the same thread count), 1 and 2 threads. stream: a ring of weight copies of >= 256 MiB "
+      "(each call reads its weight from DRAM); hot: one weight called repeatedly (cache-resident "
+      "when it fits: 32 MiB L3 here)\n",
+      static_cast<long long>(M), static_cast<long long>(M));
+  std::printf("%-7s | %-27s | %-27s | %-27s | %-27s\n", "format", "4096x4096 stream 1t / 2t",
+              "4096x4096 hot 1t / 2t", "576x1536 stream 1t / 2t", "1536x576 stream 1t / 2t");
+  struct Shape {
+    int64_t N, K;
+    bool stream;
+  };
   for (const QuantFormatInfo& info : quant_formats()) {
     if (!wanted(names, info.name)) continue;
     std::printf("%-7s", std::string(info.name).c_str());
-    for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {576, 1536}}) {
-      const std::vector<uint8_t> w = make_weights(info.format, N, K);
-      const std::vector<float> x = random_x(1, K);
-      std::vector<float> y(static_cast<size_t>(N));
+    for (Shape sh : {Shape{4096, 4096, true}, Shape{4096, 4096, false}, Shape{576, 1536, true},
+                     Shape{1536, 576, true}}) {
       std::printf(" |");
+      if (sh.K % info.block_size != 0) {
+        std::printf(" %-26s", "  (K not a block multiple)");
+        continue;
+      }
+      std::vector<std::vector<uint8_t>> ring(1, make_weights(info.format, sh.N, sh.K));
+      if (sh.stream)
+        while (ring.size() * ring[0].size() < (size_t(256) << 20)) ring.push_back(ring[0]);
+      const std::vector<float> x = random_x(M, sh.K);
+      std::vector<float> y(static_cast<size_t>(M * sh.N));
       for (int t : {1, 2}) {
         set_num_threads(t);
-        const double s = best_seconds(
-            [&] { cpu::quant_matmul(info.format, x.data(), 1, K, w.data(), N, y.data()); });
-        const double gbs = double(w.size()) / s / 1e9;
-        std::printf(" %5.1f (%3.0f%%)", gbs, 100 * gbs / (t == 1 ? bw1 : bw2));
+        const double s = seconds_per_call(
+            [&](const uint8_t* w) {
+              cpu::quant_matmul(info.format, x.data(), M, sh.K, w, sh.N, y.data());
+            },
+            ring);
+        const double gbs = double(ring[0].size()) / s / 1e9;
+        std::printf(" %5.1f (%3.0f%%)", gbs, 100 * gbs / bw[t]);
       }
     }
     std::printf("\n");
@@ -138,8 +216,11 @@ void gemm(const std::vector<std::string>& names) {
       "weights expanded beforehand\n",
       num_threads(), static_cast<long long>(cpu::kDequantGemmRows));
   std::printf("%-7s %5s | %-9s %-9s %-9s\n", "format", "M", "int8", "deq+sgemm", "sgemm");
-  const std::vector<float> x = random_x(128, K);
-  std::vector<float> y(static_cast<size_t>(128 * N));
+  std::vector<int64_t> ms = {16, 32, 128, 4096};
+  if (const char* env = std::getenv("RLX_BENCH_GEMM_M")) ms = {std::atoll(env)};
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  const std::vector<float> x = random_x(max_m, K);
+  std::vector<float> y(static_cast<size_t>(max_m * N));
   std::vector<float> wf(static_cast<size_t>(N * K));
   const cpu::QuantTarget target = cpu::default_quant_target();
   for (const QuantFormatInfo& info : quant_formats()) {
@@ -148,7 +229,7 @@ void gemm(const std::vector<std::string>& names) {
     const int64_t rb = quant_row_bytes(info.format, K);
     for (int64_t n = 0; n < N; ++n)
       dequantize_row(info.format, w.data() + n * rb, wf.data() + n * K, K);
-    for (int64_t M : {8, 16, 32, 128}) {
+    for (int64_t M : ms) {
       const double flop = 2.0 * double(M * N * K);
       const double si = best_seconds(
           [&] { cpu::quant_matmul(info.format, x.data(), M, K, w.data(), N, y.data(), target); });

@@ -88,4 +88,20 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   }
 }
 
+void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
+  if (end <= begin) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  const int64_t chunks = (end - begin + chunk - 1) / chunk;
+  const int64_t threads = std::min<int64_t>(num_threads(), chunks);
+  if (threads <= 1 || omp_in_parallel()) {
+    for (int64_t c = 0; c < chunks; ++c)
+      fn(begin + c * chunk, std::min(end, begin + (c + 1) * chunk));
+    return;
+  }
+  // libgomp hands out dynamic iterations with an atomic add on a shared counter.
+#pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c)
+    fn(begin + c * chunk, std::min(end, begin + (c + 1) * chunk));
+}
+
 }  // namespace rlx

@@ -2,6 +2,7 @@
 // the thread count, and the thread pool (parallel_for, RLX_NUM_THREADS).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -412,6 +413,42 @@ TEST(ThreadPool, ParallelForCoversTheRangeOnce) {
       }
     }
   }
+}
+
+// parallel_chunks: every chunk [begin + i * chunk, ...) is called exactly once, whatever thread
+// claims it, serially too; a slow chunk does not keep the other threads from the rest.
+TEST(ThreadPool, ParallelChunksCallsEachChunkOnce) {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 7, 100, 1001}) {
+      for (int64_t chunk : {1, 16, 1000}) {
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> calls;
+        parallel_chunks(5, 5 + n, chunk, [&](int64_t b, int64_t e) {
+          std::lock_guard<std::mutex> lock(mu);
+          calls.push_back({b, e});
+        });
+        std::sort(calls.begin(), calls.end());
+        std::vector<std::pair<int64_t, int64_t>> want;
+        for (int64_t b = 5; b < 5 + n; b += chunk) want.push_back({b, std::min(5 + n, b + chunk)});
+        EXPECT_EQ(calls, want) << threads << " threads, n " << n << ", chunk " << chunk;
+      }
+    }
+  }
+  // Dynamic claiming: while chunk 0 sleeps, the other thread takes every other chunk.
+  set_num_threads(2);
+  std::atomic<int> others{0};
+  std::atomic<bool> first_done{false};
+  parallel_chunks(0, 20, 1, [&](int64_t b, int64_t) {
+    if (b == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      first_done = true;
+    } else if (!first_done) {
+      ++others;
+    }
+  });
+  EXPECT_EQ(others.load(), 19);
 }
 
 TEST(ThreadPool, NestedParallelForRunsSerially) {

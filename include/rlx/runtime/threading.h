@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 namespace rlx {
 
@@ -29,5 +30,33 @@ void bind_library_threads();
 /// on the calling thread.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
+
+/// A non-owning reference to a callable fn(int64_t begin, int64_t end), valid while the callable
+/// lives (a lambda argument: until the call it is passed to returns). Unlike std::function it
+/// never allocates, so a kernel called many times per second (a decoder's GEMVs) launches its
+/// parallel loop without touching the heap.
+class RangeFn {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(F&& f)  // NOLINT(google-explicit-constructor): converts like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, int64_t b, int64_t e) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(b, e);
+        }) {}
+  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
+/// Runs fn(b, e) on every chunk [begin + i * chunk, min(end, begin + (i + 1) * chunk)) of
+/// [begin, end) (chunk >= 1; one call per chunk, also when it runs serially). Threads claim
+/// chunks one at a time (dynamic scheduling), so a worker that starts late or is slowed by other
+/// load holds the call back by at most the chunk it is running, instead of by a fixed share of
+/// the range as parallel_for's even split would. For loops whose iterations write disjoint
+/// outputs (each result is then independent of the thread count). Up to num_threads() threads;
+/// calls from inside a parallel region run serially on the calling thread.
+void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn);
 
 }  // namespace rlx

@@ -73,8 +73,12 @@ Graph::AttentionOptions options(const std::string& kind, std::optional<double> s
 }
 
 std::vector<MaskCase> mask_cases(const Config& c) {
-  std::vector<MaskCase> m = {
-      {"none"}, {"causal"}, {"sliding_window", 1}, {"sliding_window", 3}, {"sliding_window", 100}};
+  std::vector<MaskCase> m = {{"none"},
+                             {"causal"},
+                             {"sliding_window", 1},
+                             {"sliding_window", 3},
+                             {"sliding_window", 100},
+                             {"causal_lengths", 0, Shape{c.b}}};
   for (const char* kind : {"bool", "bias"})
     m.insert(m.end(), {{kind, 0, Shape{c.b, c.hq, c.sq, c.sk}},
                        {kind, 0, Shape{c.b, 1, 1, c.sk}},
@@ -116,7 +120,15 @@ void expect_attention_matches(const Config& c, DType dt, const MaskCase& mc, uin
                   {"k", random_tensor(dt, Shape{c.b, c.hkv, c.sk, c.d}, seed + 1)},
                   {"v", random_tensor(dt, Shape{c.b, c.hkv, c.sk, c.dv}, seed + 2)}};
   std::optional<Value> mask;
-  if (mc.tensor) {
+  if (mc.kind == "causal_lengths") {
+    // KV-cache rows of different lengths: empty, shorter than Sq, partial, full and past the
+    // end (clamped), cycling over the batch.
+    mask = g.input("mask", DType::i32, *mc.tensor);
+    Tensor lengths(DType::i32, *mc.tensor);
+    const int64_t picks[] = {c.sk / 2 + c.sq, 0, c.sk, c.sq - 1, c.sk + c.sq + 3};
+    for (int64_t b = 0; b < c.b; ++b) lengths.set_i64(b, picks[(b + seed) % 5]);
+    feeds["mask"] = lengths;
+  } else if (mc.tensor) {
     DType mt = mc.kind == "bool" ? DType::bool_ : dt;
     mask = g.input("mask", mt, *mc.tensor);
     feeds["mask"] = mask_tensor(mc.kind, dt, *mc.tensor, seed + 3);
@@ -139,9 +151,10 @@ TEST(CpuAttentionKernel, MatchesReferenceForEveryMaskAndDtype) {
   const std::vector<Config> configs = {
       {1, 2, 2, 7, 7, 8, 8},     {2, 4, 2, 1, 129, 16, 8},  // decode with GQA
       {1, 2, 1, 64, 64, 32, 32}, {1, 1, 1, 129, 129, 16, 24},
-      {1, 2, 2, 5, 9, 8, 8},     {1, 1, 1, 9, 5, 8, 12},  // Sq < Sk, Sq > Sk
-      {1, 1, 1, 1, 1, 4, 4},     {0, 2, 2, 4, 4, 8, 8},   // one key; empty batch
-      {1, 6, 2, 17, 70, 5, 3},   {1, 2, 2, 3, 0, 8, 8},   // odd D; no keys
+      {1, 2, 2, 5, 9, 8, 8},     {1, 1, 1, 9, 5, 8, 12},    // Sq < Sk, Sq > Sk
+      {1, 1, 1, 1, 1, 4, 4},     {0, 2, 2, 4, 4, 8, 8},     // one key; empty batch
+      {1, 6, 2, 17, 70, 5, 3},   {1, 2, 2, 3, 0, 8, 8},     // odd D; no keys
+      {3, 6, 2, 1, 150, 64, 64}, {3, 4, 1, 2, 67, 40, 72},  // KV-cache decode shapes
   };
   uint64_t seed = 1;
   for (DType dt : kFloatTypes)
@@ -272,6 +285,15 @@ TEST(CpuAttentionKernel, SpecialValues) {
          {MaskCase{"none"}, MaskCase{"causal"}, MaskCase{"sliding_window", 2},
           MaskCase{"bool", 0, Shape{1, 2, 8, 8}}, MaskCase{"bias", 0, Shape{1, 2, 8, 8}}})
       expect_attention_matches(c, dt, mc, 33, std::nullopt, feeds);
+    // One query row (the decode path for f32): rows 2 and 5 of the same q and k.
+    for (int64_t row : {2, 5}) {
+      Tensor q1(dt, Shape{1, 2, 1, 4});
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 4; ++e) q1.set_f64(h * 4 + e, q.get_f64((h * 8 + row) * 4 + e));
+      for (const MaskCase& mc : {MaskCase{"none"}, MaskCase{"causal"}})
+        expect_attention_matches({1, 2, 2, 1, 8, 4, 4}, dt, mc, 37, std::nullopt,
+                                 {{"q", q1}, {"k", k}});
+    }
   }
 }
 

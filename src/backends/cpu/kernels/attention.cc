@@ -15,6 +15,12 @@
 // of them) is a positional mask with a per-row offset: an item walks only the key blocks up to
 // its row's length, so a decode step costs O(length), not O(cache size).
 //
+// f32 with at most kDecodeMaxQueries query rows (a KV-cache decode step) and a positional mask or
+// none takes the decode path: per (batch, head) item and query row, the visible keys' scores are
+// dot products along the head dim (vectors along D: the blocked path's vectors run along query
+// rows and would be 15/16 padding for one row), one exact softmax over the row, and O = P V
+// accumulated along Dv. It reads K and V once per row, only up to the row's last visible key.
+//
 // f32, f16 and bf16 without a positional mask and with at most kDirectMaxKeys keys (encoders such
 // as BERT) take a direct path instead (f16 / bf16 widened to f32 once per item, the output
 // rounded once): per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
@@ -56,6 +62,9 @@ inline constexpr int64_t kBlockQ = 64;
 inline constexpr int64_t kBlockK = 64;
 /// Most keys the direct f32 path takes: a block's score rows (kBlockQ x this, 256 KiB) stay in L2.
 inline constexpr int64_t kDirectMaxKeys = 1024;
+/// Most query rows per head the decode path takes; from there the blocked path's vectors along
+/// query rows are mostly real rows.
+inline constexpr int64_t kDecodeMaxQueries = 4;
 
 /// Shapes and attributes of one attention node; items are (query block, batch, head) triples.
 struct AttentionTask {
@@ -436,7 +445,9 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
         case MaskKind::kCausal:
         case MaskKind::kSlidingWindow:
         case MaskKind::kCausalLengths:
-          vis = pos0 + static_cast<int64_t>(r) >= 0;
+          // A row at position >= 0 sees key 0, if there is one (causal_lengths rows may reach
+          // past an empty cache).
+          vis = pos0 + static_cast<int64_t>(r) >= 0 && t.sk > 0;
           break;
         default:
           break;  // bool: set where a key is unmasked; bias: -inf is masked
@@ -678,6 +689,140 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   }
 }
 
+// ---- decode path (f32, at most kDecodeMaxQueries query rows, positional mask or none)
+
+// s[j] = scale * dot(q, k_j) for the n key rows of k (`dim` floats each), four keys at a time.
+HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t n,
+                             size_t dim, float scale, float* HWY_RESTRICT s) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t vec_dim = dim / lanes * lanes;
+  auto sum = [&](auto v) { return hn::GetLane(hn::SumOfLanes(d, v)); };
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = k + j * dim;
+    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    for (size_t c = 0; c < vec_dim; c += lanes) {
+      const auto qv = hn::LoadU(d, q + c);
+      a0 = hn::MulAdd(hn::LoadU(d, k0 + c), qv, a0);
+      a1 = hn::MulAdd(hn::LoadU(d, k0 + dim + c), qv, a1);
+      a2 = hn::MulAdd(hn::LoadU(d, k0 + 2 * dim + c), qv, a2);
+      a3 = hn::MulAdd(hn::LoadU(d, k0 + 3 * dim + c), qv, a3);
+    }
+    float r[4] = {sum(a0), sum(a1), sum(a2), sum(a3)};
+    for (size_t c = vec_dim; c < dim; ++c)
+      for (size_t u = 0; u < 4; ++u) r[u] += q[c] * k0[u * dim + c];
+    for (size_t u = 0; u < 4; ++u) s[j + u] = r[u] * scale;
+  }
+  for (; j < n; ++j) {
+    const float* kj = k + j * dim;
+    auto a = hn::Zero(d);
+    for (size_t c = 0; c < vec_dim; c += lanes)
+      a = hn::MulAdd(hn::LoadU(d, kj + c), hn::LoadU(d, q + c), a);
+    float r = sum(a);
+    for (size_t c = vec_dim; c < dim; ++c) r += q[c] * kj[c];
+    s[j] = r * scale;
+  }
+}
+
+// o[0, dv) = sum_j p[j] * v_j over the n value rows of v, divided by l.
+HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const float* HWY_RESTRICT v, size_t n,
+                             size_t dv, float l, float* HWY_RESTRICT o) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto inv = hn::Set(d, 1.0f / l);
+  size_t e = 0;
+  for (; e + 4 * lanes <= dv; e += 4 * lanes) {  // four vectors of O in registers
+    auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
+    for (size_t j = 0; j < n; ++j) {
+      const auto pj = hn::Set(d, p[j]);
+      const float* vj = v + j * dv + e;
+      o0 = hn::MulAdd(pj, hn::LoadU(d, vj), o0);
+      o1 = hn::MulAdd(pj, hn::LoadU(d, vj + lanes), o1);
+      o2 = hn::MulAdd(pj, hn::LoadU(d, vj + 2 * lanes), o2);
+      o3 = hn::MulAdd(pj, hn::LoadU(d, vj + 3 * lanes), o3);
+    }
+    hn::StoreU(hn::Mul(o0, inv), d, o + e);
+    hn::StoreU(hn::Mul(o1, inv), d, o + e + lanes);
+    hn::StoreU(hn::Mul(o2, inv), d, o + e + 2 * lanes);
+    hn::StoreU(hn::Mul(o3, inv), d, o + e + 3 * lanes);
+  }
+  for (; e + lanes <= dv; e += lanes) {
+    auto acc = hn::Zero(d);
+    for (size_t j = 0; j < n; ++j)
+      acc = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * dv + e), acc);
+    hn::StoreU(hn::Mul(acc, inv), d, o + e);
+  }
+  for (; e < dv; ++e) {
+    float acc = 0;
+    for (size_t j = 0; j < n; ++j) acc += p[j] * v[j * dv + e];
+    o[e] = acc / l;
+  }
+}
+
+// Items are (batch, head) pairs; each runs its sq query rows. The output rules are
+// AttentionImpl's: a row with no visible key is 0, one whose visible scores hold NaN or +inf,
+// or are all -inf, is NaN. Only visible keys are read, so masked cache slots never contribute.
+void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto dim = static_cast<size_t>(t.d), dv = static_cast<size_t>(t.dv);
+  float* s = scratch<float>((static_cast<size_t>(t.sk) + lanes - 1) / lanes * lanes);
+  const float* q = io.input<float>(0);
+  const float* k = io.input<float>(1);
+  const float* v = io.input<float>(2);
+  float* out = io.output<float>(0);
+  const int64_t group = t.heads / t.kv_heads;
+  const auto inf = hn::Set(d, kInf<float>), neg_inf = hn::Neg(inf);
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t b = item / t.heads, h = item % t.heads, kh = h / group;
+    const float* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
+    const float* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    const int64_t len = t.mask == MaskKind::kCausalLengths ? RowLength(t, io, b) : t.sk;
+    for (int64_t i = 0; i < t.sq; ++i) {
+      const int64_t row = (b * t.heads + h) * t.sq + i;
+      float* o = out + row * t.dv;
+      // Visible keys [kb, ke): the row's position is i + len - sq (its last query at the last
+      // valid key), as MaskPositions and the reference place it.
+      int64_t kb = 0, ke = t.sk;
+      if (t.mask != MaskKind::kNone) {
+        const int64_t pos = i + len - t.sq;
+        ke = std::clamp<int64_t>(pos + 1, 0, t.sk);
+        if (t.mask == MaskKind::kSlidingWindow)
+          kb = std::clamp<int64_t>(pos - t.window + 1, 0, t.sk);
+      }
+      if (kb >= ke) {
+        std::fill(o, o + dv, 0.0f);
+        continue;
+      }
+      const auto n = static_cast<size_t>(ke - kb);
+      DecodeScores(q + row * t.d, kbase + kb * t.d, n, dim, static_cast<float>(t.scale), s);
+      const size_t padded = (n + lanes - 1) / lanes * lanes;
+      std::fill(s + n, s + padded, -kInf<float>);
+      auto mx = neg_inf;
+      auto bad = hn::FirstN(d, 0);
+      for (size_t j = 0; j < padded; j += lanes) {
+        const auto x = hn::LoadU(d, s + j);
+        mx = hn::Max(mx, x);
+        bad = hn::Or(bad, hn::Or(hn::IsNaN(x), hn::Eq(x, inf)));
+      }
+      const float m = hn::GetLane(hn::MaxOfLanes(d, mx));
+      if (!hn::AllFalse(d, bad) || m == -kInf<float>) {
+        std::fill(o, o + dv, std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      const auto vm = hn::Set(d, m);
+      auto sum = hn::Zero(d);
+      for (size_t j = 0; j < padded; j += lanes) {
+        const auto p = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));  // arguments <= 0
+        hn::StoreU(p, d, s + j);
+        sum = hn::Add(sum, p);
+      }
+      DecodeValues(s, vbase + kb * t.dv, n, dv, hn::GetLane(hn::SumOfLanes(d, sum)), o);
+    }
+  }
+}
+
 void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
   switch (t.dtype) {
     case DType::f32:
@@ -717,6 +862,7 @@ namespace attention_simd {
 
 HWY_EXPORT(AttentionRange);
 HWY_EXPORT(DirectRange);
+HWY_EXPORT(DecodeRange);
 
 namespace {
 
@@ -762,6 +908,15 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   }
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
+  if (dt == DType::f32 && t.sq <= kDecodeMaxQueries && t.mask != MaskKind::kBool &&
+      t.mask != MaskKind::kBias && t.d >= 1 && t.dv >= 1) {
+    const int64_t rows = t.batch * t.heads;
+    return [t, rows](const KernelIO& io) {
+      parallel_for(0, rows, 1, [&](int64_t b, int64_t e) {
+        HWY_DYNAMIC_DISPATCH(DecodeRange)(t, io, b, e);
+      });
+    };
+  }
   if (dt != DType::f64 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
       t.mask != MaskKind::kCausalLengths && t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 &&
       t.dv >= 1) {

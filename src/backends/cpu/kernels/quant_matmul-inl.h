@@ -3,13 +3,20 @@
 // RLX_QM_LEVEL 0 (scalar), 1 (AVX2 + FMA + F16C) or 2 (AVX-512 VL/BW + VNNI). No include
 // guard on purpose.
 //
-// Data layout (quant_matmul.h): an activation row is q int8[K], d f32[K / 32] and the half-block
-// sums s f32[K / 16] (s = d * sum q); a weight panel row is q u8/i8[K], scale f32[K / 16] and
-// offset coefficient f32[K / 16]. Weight value k = scale[k / 16] * q[k] (+ an offset that the
-// coefficient times the activation sum accounts for), so
-//   y = sum_j sum_h scale[2j + h] d[j] idot_h(j) + sum_g coef[g] s[g].
+// Activations: every row of x as int8 q[K], one f32 scale d per 32 (Q8_0-style) and the sums
+// s = d * sum q of each 32 and each 16 elements, the arrays padded with zeros to a whole
+// number of 8-block groups (ActRows). Weight value k = scale * q[k] (+ an offset coefficient
+// for the unsigned formats), a scale and coefficient per 32 elements or, for Q2_K / Q3_K /
+// Q6_K, per 16, so
+//   y = sum_sub-blocks scale * d * idot(q_w, q_x) + sum coef * s.
 
 // NOLINTBEGIN(readability-function-size)
+
+// Complete unrolling of the loops over a tile's rows and accumulators, which -O2 leaves as loops
+// (the accumulators then live in memory instead of registers).
+#ifndef RLX_QM_UNROLL
+#define RLX_QM_UNROLL _Pragma("GCC unroll 16")
+#endif
 
 // ---- f16 scale loads
 inline float ld_f16(const uint8_t* p) {
@@ -22,13 +29,23 @@ inline float ld_f16(const uint8_t* p) {
 #endif
 }
 
+inline uint32_t ld_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 // ---- weight formats
 // One struct per block format: kSub 32-element sub-blocks per block of kBytes bytes; kSigned: the
 // sub-block bytes are the int8 weights (weight = scale * q), else u8 with weight = scale * q +
-// coef, the coefficient times the activation sums accounting for the zero point or min; kPer16: the
-// two 16-element halves of a sub-block have scales of their own. scales(b, sc, cf) decodes the
-// block's 2 * kSub per-16 scales and coefficients once; elem(b, s, i) is byte i of sub-block s
-// (the scalar reference), sub(b, s) the same 32 bytes in a register (SIMD targets).
+// coef, the coefficient times the activation sums accounting for the zero point or min; kPer16:
+// the two 16-element halves of a sub-block have scales of their own. Every target has
+// scales(b, sc, cf), the block's kScales scales and coefficients (per sub-block, or per 16
+// elements with kPer16) decoded as floats, and elem(b, s, i), byte i of sub-block s (the scalar
+// reference); the SIMD targets add sub(b, s), the same 32 bytes in a register, and
+// group_scales(g, nsub, sc, cf), the scales and coefficients of the 8 sub-blocks of a group
+// (8 blocks of a 32-element format, of which the first nsub exist, or one 256-element block)
+// as vectors: lane j = sub-block j, or with kPer16 two vectors of 8 halves each.
 #if RLX_QM_LEVEL >= 1
 inline __m256i ld(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -58,17 +75,32 @@ inline __m256i fifth_bits(uint32_t qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 #endif
 }
+// The f16 pairs at the start of the first nsub of 8 blocks kStride bytes apart: lo = the first
+// f16 of each block, hi = the second (0 in lanes from nsub on). Scalar loads paired into 64-bit
+// words on the integer pipes, then 4 vector ops: on Zen 4 a vpgatherdd of 8 costs ~11 cycles of
+// throughput, more than the integer dots of a block's row.
+template <int kStride>
+inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo, __m256& hi) {
+  // (the words stay in registers: no array, whose stores a vector load could not forward from)
+  auto pair = [&](int j) {
+    const uint64_t lo = j < nsub ? ld_u32(g + j * kStride) : 0;
+    const uint64_t hi = j + 1 < nsub ? ld_u32(g + (j + 1) * kStride) : 0;
+    return int64_t(lo | hi << 32);
+  };
+  const __m256i v = _mm256_setr_epi64x(pair(0), pair(2), pair(4), pair(6));
+  // lane 0: lo 0..3 hi 0..3 | lane 1: lo 4..7 hi 4..7, then lo 0..7 | hi 0..7
+  __m256i p =
+      _mm256_packus_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(v, 16));
+  p = _mm256_permute4x64_epi64(p, 0xD8);
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(p, 1));
+}
+// 8 bytes (byte j = an integer field of sub-block j) as f32 lanes.
+inline __m256 bytes_to_ps(uint64_t v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(v))));
+}
 #endif
 inline uint8_t nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
-inline uint32_t ld_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline void same_scale(float d, float c, float* sc, float* cf) {
-  sc[0] = sc[1] = d;
-  cf[0] = cf[1] = c;
-}
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: d f16 | m f16 (kMin) | qh u32 (kFifth) | qs[16] nibbles;
 // weight = d * q + m, or without a min d * (q - 8) (Q4_0) / d * (q - 16) (Q5_0).
@@ -77,9 +109,10 @@ struct FmtQ45 {
   static constexpr int kQh = kMin ? 4 : 2, kQs = kQh + (kFifth ? 4 : 0);
   static constexpr int kSub = 1, kBytes = kQs + 16;
   static constexpr bool kSigned = false, kPer16 = false;
+  static constexpr float kZero = kFifth ? 16.0f : 8.0f;  // the zero point without a min
   static void scales(const uint8_t* b, float* sc, float* cf) {
-    const float d = ld_f16(b);
-    same_scale(d, kMin ? ld_f16(b + 2) : -(kFifth ? 16.0f : 8.0f) * d, sc, cf);
+    sc[0] = ld_f16(b);
+    cf[0] = kMin ? ld_f16(b + 2) : -kZero * sc[0];
   }
   static uint8_t elem(const uint8_t* b, int, int i) {
     const uint8_t q = nibble(b + kQs, i);
@@ -91,35 +124,61 @@ struct FmtQ45 {
     if constexpr (kFifth) return _mm256_or_si256(q, fifth_bits(ld_u32(b + kQh)));
     return q;
   }
+  static void group_scales(const uint8_t* g, int nsub, __m256* sc, __m256* cf) {
+    __m256 d, m;
+    gather_f16_pairs<kBytes>(g, nsub, d, m);
+    sc[0] = d;
+    cf[0] = kMin ? m : _mm256_mul_ps(_mm256_set1_ps(-kZero), d);
+  }
+#endif
+#if RLX_QM_LEVEL == 2
+  // The GEMV reads Q4_0 / Q4_1 high nibbles in place (byte & 0xF0 = 16 q: one AND instead of a
+  // shift, an insert and an AND): the dot's lanes 4..7 (elements 16..31) then hold 16 times
+  // their value (vpdpbusd does not saturate; vpmaddubsw would), which it undoes (kHighX16).
+  static constexpr bool kHighX16 = !kFifth;
+  static __m256i gemv_sub(const uint8_t* b, int s) {
+    if constexpr (kFifth) return sub(b, s);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    return _mm256_and_si256(
+        _mm256_broadcastsi128_si256(v),
+        _mm256_set_epi64x(int64_t(0xF0F0F0F0F0F0F0F0), int64_t(0xF0F0F0F0F0F0F0F0),
+                          0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F));
+  }
 #endif
 };
 using FmtQ4_0 = FmtQ45<false, false>;
 using FmtQ4_1 = FmtQ45<true, false>;
 using FmtQ5_0 = FmtQ45<false, true>;
 using FmtQ5_1 = FmtQ45<true, true>;
-struct FmtQ8_0 {
-  static constexpr int kSub = 1, kBytes = 34;
+// Q8_0 (d f16 | qs[32] i8) and IQ4_NL (d f16 | qs[16] nibbles indexing kIQ4NLValues): signed,
+// one f16 scale per block.
+template <int kBlockBytes>
+struct FmtSigned32 {
+  static constexpr int kSub = 1, kBytes = kBlockBytes;
   static constexpr bool kSigned = true, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) { same_scale(ld_f16(b), 0, sc, cf); }
-  static uint8_t elem(const uint8_t* b, int, int i) { return b[2 + i]; }
-#if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int) { return ld(b + 2); }
-#endif
-};
-struct FmtIQ4_NL {
-  static constexpr int kSub = 1, kBytes = 18;
-  static constexpr bool kSigned = true, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) { same_scale(ld_f16(b), 0, sc, cf); }
+  static void scales(const uint8_t* b, float* sc, float* cf) {
+    sc[0] = ld_f16(b);
+    cf[0] = 0;
+  }
   static uint8_t elem(const uint8_t* b, int, int i) {
+    if constexpr (kBytes == 34) return b[2 + i];
     return uint8_t(kIQ4NLValues[nibble(b + 2, i)]);
   }
 #if RLX_QM_LEVEL >= 1
-  static __m256i sub(const uint8_t* b, int) {  // vpshufb: the nibbles index the 16 values
+  static __m256i sub(const uint8_t* b, int) {
+    if constexpr (kBytes == 34) return ld(b + 2);
+    // vpshufb: the nibbles index the 16 values
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nibbles(b + 2));
   }
+  static void group_scales(const uint8_t* g, int nsub, __m256* sc, __m256*) {
+    __m256 unused;
+    gather_f16_pairs<kBytes>(g, nsub, sc[0], unused);
+  }
 #endif
 };
+using FmtQ8_0 = FmtSigned32<34>;
+using FmtIQ4_NL = FmtSigned32<18>;
 // Q2_K / Q3_K low bits: sub-block 4h + j is bits 2j..2j+1 of qs[32h ...].
 inline uint8_t two_bits(const uint8_t* qs, int s, int i) {
   return (qs[32 * (s / 4) + i] >> (2 * (s % 4))) & 3;
@@ -139,25 +198,37 @@ struct FmtQ2_K {
   static __m256i sub(const uint8_t* b, int s) {
     return bits(ld(b + 16 + 32 * (s / 4)), 2 * (s % 4), 0, 3);
   }
+  static void group_scales(const uint8_t* b, int, __m256* sc, __m256* cf) {
+    const __m256 d = _mm256_set1_ps(ld_f16(b + 80)), dmin = _mm256_set1_ps(ld_f16(b + 82));
+    for (int h = 0; h < 2; ++h) {
+      uint64_t v;
+      std::memcpy(&v, b + 8 * h, 8);
+      sc[h] = _mm256_mul_ps(d, bytes_to_ps(v & 0x0F0F0F0F0F0F0F0F));
+      cf[h] = _mm256_mul_ps(_mm256_set1_ps(-1.0f),
+                            _mm256_mul_ps(dmin, bytes_to_ps((v >> 4) & 0x0F0F0F0F0F0F0F0F)));
+    }
+  }
 #endif
 };
+// Q3_K: the 16 6-bit scales (ggml's kmask unpacking of scales[12]: low nibbles, then 2 high
+// bits), biased by 32, as bytes: scales 0..7 in lo, 8..15 in hi (in registers: no byte array,
+// whose stores a vector load could not forward from).
+inline void q3k_scale_bytes(const uint8_t* b, uint64_t& lo, uint64_t& hi) {
+  const uint32_t a0 = ld_u32(b + 96), a1 = ld_u32(b + 100), tmp = ld_u32(b + 104);
+  const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  lo = ((a0 & m4) | ((tmp & m2) << 4)) | uint64_t((a1 & m4) | (((tmp >> 2) & m2) << 4)) << 32;
+  hi = (((a0 >> 4) & m4) | (((tmp >> 4) & m2) << 4)) |
+       uint64_t(((a1 >> 4) & m4) | (((tmp >> 6) & m2) << 4)) << 32;
+}
 struct FmtQ3_K {
   static constexpr int kSub = 8, kBytes = 110;
   static constexpr bool kSigned = false, kPer16 = true;
-  // The 16 6-bit scales (ggml's kmask unpacking of scales[12]: low nibbles, then 2 high bits).
   static void scales(const uint8_t* b, float* sc, float* cf) {
     const float d = ld_f16(b + 108);
-    uint32_t aux[4];
-    std::memcpy(aux, b + 96, 12);
-    const uint32_t tmp = aux[2], m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    aux[2] = ((aux[0] >> 4) & m4) | (((tmp >> 4) & m2) << 4);
-    aux[3] = ((aux[1] >> 4) & m4) | (((tmp >> 6) & m2) << 4);
-    aux[0] = (aux[0] & m4) | ((tmp & m2) << 4);
-    aux[1] = (aux[1] & m4) | (((tmp >> 2) & m2) << 4);
-    uint8_t v[16];
-    std::memcpy(v, aux, 16);
+    uint64_t v[2];
+    q3k_scale_bytes(b, v[0], v[1]);
     for (int g = 0; g < 16; ++g) {
-      sc[g] = d * float(int(v[g]) - 32);
+      sc[g] = d * float(int((v[g / 8] >> 8 * (g % 8)) & 0xFF) - 32);
       cf[g] = -4 * sc[g];
     }
   }
@@ -169,24 +240,26 @@ struct FmtQ3_K {
     return _mm256_or_si256(bits(ld(b + 32 + 32 * (s / 4)), 2 * (s % 4), 0, 3),
                            bits(ld(b), s, 2, 4));
   }
+  static void group_scales(const uint8_t* b, int, __m256* sc, __m256* cf) {
+    const __m256 d = _mm256_set1_ps(ld_f16(b + 108));
+    uint64_t v[2];
+    q3k_scale_bytes(b, v[0], v[1]);
+    for (int h = 0; h < 2; ++h) {
+      sc[h] = _mm256_mul_ps(d, _mm256_sub_ps(bytes_to_ps(v[h]), _mm256_set1_ps(32.0f)));
+      cf[h] = _mm256_mul_ps(_mm256_set1_ps(-4.0f), sc[h]);
+    }
+  }
 #endif
 };
-// Q4_K / Q5_K: 8 6-bit scales and mins (ggml's get_scale_min_k4), one per sub-block.
-inline void k4_scales(const uint8_t* b, float* sc, float* cf) {
-  const float d = ld_f16(b), dmin = ld_f16(b + 2);
-  const uint8_t* s = b + 4;
-  for (int j = 0; j < 8; ++j) {
-    int scale, min;
-    if (j < 4) {
-      scale = s[j] & 63;
-      min = s[j + 4] & 63;
-    } else {
-      scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-      min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-    sc[2 * j] = sc[2 * j + 1] = d * float(scale);
-    cf[2 * j] = cf[2 * j + 1] = -(dmin * float(min));
-  }
+// Q4_K / Q5_K: the 8 6-bit scales and 8 6-bit mins of scales[12], one per sub-block, as bytes
+// (ggml's get_scale_min_k4 on 32-bit words: j < 4 the low 6 bits of bytes j / j + 4; j >= 4 a
+// nibble of byte j + 4 and the top 2 bits of byte j - 4 / j).
+inline void k4_scale_min_bytes(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  sc = (u[0] & m6) | uint64_t((u[2] & m4) | (((u[0] >> 6) & m2) << 4)) << 32;
+  mn = (u[1] & m6) | uint64_t(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)) << 32;
 }
 // Q4_K / Q5_K low bits: sub-block 2c + h is nibble h of qs[32c ...].
 inline uint8_t k4_nibble(const uint8_t* qs, int s, int i) {
@@ -198,7 +271,15 @@ struct FmtQ45_K {
   static constexpr int kQs = kFifth ? 48 : 16;
   static constexpr int kSub = 8, kBytes = kQs + 128;
   static constexpr bool kSigned = false, kPer16 = false;
-  static void scales(const uint8_t* b, float* sc, float* cf) { k4_scales(b, sc, cf); }
+  static void scales(const uint8_t* b, float* sc, float* cf) {
+    const float d = ld_f16(b), dmin = ld_f16(b + 2);
+    uint64_t s, m;
+    k4_scale_min_bytes(b + 4, s, m);
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = d * float((s >> 8 * j) & 0xFF);
+      cf[j] = -(dmin * float((m >> 8 * j) & 0xFF));
+    }
+  }
   static uint8_t elem(const uint8_t* b, int s, int i) {
     const uint8_t q = k4_nibble(b + kQs, s, i);
     return kFifth ? uint8_t(q | (((b[16 + i] >> s) & 1) << 4)) : q;
@@ -208,6 +289,27 @@ struct FmtQ45_K {
     const __m256i q = bits(ld(b + kQs + 32 * (s / 2)), 4 * (s % 2), 0, 0xF);
     if constexpr (kFifth) return _mm256_or_si256(q, bits(ld(b + 16), s, 4, 0x10));
     return q;
+  }
+  static void group_scales(const uint8_t* b, int, __m256* sc, __m256* cf) {
+    uint64_t s, m;
+    k4_scale_min_bytes(b + 4, s, m);
+    sc[0] = _mm256_mul_ps(_mm256_set1_ps(ld_f16(b)), bytes_to_ps(s));
+    cf[0] = _mm256_mul_ps(_mm256_set1_ps(-1.0f),
+                          _mm256_mul_ps(_mm256_set1_ps(ld_f16(b + 2)), bytes_to_ps(m)));
+  }
+#endif
+#if RLX_QM_LEVEL == 2
+  // Q4_K on VNNI: the GEMV reads the high nibbles in place (byte & 0xF0 = 16 q, no shift) and
+  // scales those sub-blocks by 1/16 (exact: the products and sums are those of q, scaled by 16).
+  static __m256i gemv_sub(const uint8_t* b, int s) {
+    if constexpr (kFifth) return sub(b, s);
+    return _mm256_and_si256(ld(b + kQs + 32 * (s / 2)),
+                            _mm256_set1_epi8(char(s % 2 ? 0xF0 : 0x0F)));
+  }
+  static void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
+    group_scales(b, nsub, sc, cf);
+    if constexpr (!kFifth)
+      sc[0] = _mm256_mul_ps(sc[0], _mm256_setr_ps(1, 0.0625f, 1, 0.0625f, 1, 0.0625f, 1, 0.0625f));
   }
 #endif
 };
@@ -236,6 +338,14 @@ struct FmtQ6_K {
     return _mm256_or_si256(bits(ld(b + 64 * h + 32 * (j % 2)), 4 * (j / 2), 0, 0xF),
                            bits(ld(b + 128 + 32 * h), 2 * j, 4, 0x30));
   }
+  static void group_scales(const uint8_t* b, int, __m256* sc, __m256* cf) {
+    const __m256 d = _mm256_set1_ps(ld_f16(b + 208));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 192 + 8 * h));
+      sc[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)));
+      cf[h] = _mm256_mul_ps(_mm256_set1_ps(-32.0f), sc[h]);
+    }
+  }
 #endif
 };
 struct FmtQ8_K {
@@ -244,14 +354,27 @@ struct FmtQ8_K {
   static void scales(const uint8_t* b, float* sc, float* cf) {
     float d;
     std::memcpy(&d, b, 4);
-    std::fill_n(sc, 16, d);
-    std::fill_n(cf, 16, 0.0f);
+    std::fill_n(sc, 8, d);
+    std::fill_n(cf, 8, 0.0f);
   }
   static uint8_t elem(const uint8_t* b, int s, int i) { return b[4 + 32 * s + i]; }
 #if RLX_QM_LEVEL >= 1
   static __m256i sub(const uint8_t* b, int s) { return ld(b + 4 + 32 * s); }
+  static void group_scales(const uint8_t* b, int, __m256* sc, __m256*) {
+    float d;
+    std::memcpy(&d, b, 4);
+    sc[0] = _mm256_set1_ps(d);
+  }
 #endif
 };
+// Scales and coefficients per block of format F (per 16 elements with kPer16, else per 32).
+template <class F>
+inline constexpr int kScales = F::kSub*(F::kPer16 ? 2 : 1);
+// Index of the scale of half h of sub-block s in F::scales' arrays.
+template <class F>
+inline constexpr int scale_index(int s, int h) {
+  return F::kPer16 ? 2 * s + h : s;
+}
 
 // Calls fn.template operator()<Fmt>() for block format f (a float format: no call).
 template <class Fn>
@@ -282,18 +405,24 @@ inline void with_block_format(QuantFormat f, Fn&& fn) {
     case QuantFormat::kIQ4_NL:
       return fn.template operator()<FmtIQ4_NL>();
     default:
-      return;  // float formats take float_format_rows
+      return;  // float formats take the float paths
   }
 }
 
-// A weight row of K elements into the panel row (q, sc, cf) of the GEMM path.
+// A weight row of K elements into the panel row (q, sc, cf) of the GEMM path: bytes, and an f32
+// scale and offset coefficient per 16 elements.
 template <class F>
 inline void unpack_row(const uint8_t* w, int64_t K, uint8_t* q, float* sc, float* cf) {
   constexpr int64_t kBlock = 32 * F::kSub;
+  float bs[kScales<F>], bc[kScales<F>];
   for (int64_t b = 0; b < K / kBlock; ++b) {
     const uint8_t* blk = w + b * F::kBytes;
-    F::scales(blk, sc + b * 2 * F::kSub, cf + b * 2 * F::kSub);
+    F::scales(blk, bs, bc);
     for (int s = 0; s < F::kSub; ++s) {
+      for (int h = 0; h < 2; ++h) {
+        sc[(b * F::kSub + s) * 2 + h] = bs[scale_index<F>(s, h)];
+        cf[(b * F::kSub + s) * 2 + h] = bc[scale_index<F>(s, h)];
+      }
       uint8_t* out = q + b * kBlock + 32 * s;
 #if RLX_QM_LEVEL >= 1
       st(out, F::sub(blk, s));
@@ -305,13 +434,13 @@ inline void unpack_row(const uint8_t* w, int64_t K, uint8_t* q, float* sc, float
 }
 
 // `rows` weight rows of K elements to f32 (dequant_sgemm's panels): weight = scale * q (+ coef
-// for the unsigned formats), per 16 elements, the GEMM path's unpacking.
+// for the unsigned formats), per 16 or 32 elements.
 template <class F>
 inline void dequant_rows(const uint8_t* w, int64_t rows, int64_t K, float* out) {
   constexpr int64_t kBlock = 32 * F::kSub;
   const int64_t row_bytes = K / kBlock * F::kBytes;
   alignas(32) uint8_t q[32];
-  float sc[2 * F::kSub], cf[2 * F::kSub];
+  float sc[kScales<F>], cf[kScales<F>];
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < K / kBlock; ++b) {
       const uint8_t* blk = w + r * row_bytes + b * F::kBytes;
@@ -324,17 +453,16 @@ inline void dequant_rows(const uint8_t* w, int64_t rows, int64_t K, float* out) 
           const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * j));
           const __m256 v =
               _mm256_cvtepi32_ps(F::kSigned ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8));
-          const __m256 a = _mm256_set1_ps(sc[2 * s + j / 2]);
-          _mm256_storeu_ps(o + 8 * j,
-                           F::kSigned ? _mm256_mul_ps(a, v)
-                                      : _mm256_fmadd_ps(a, v, _mm256_set1_ps(cf[2 * s + j / 2])));
+          const int g = scale_index<F>(s, j / 2);
+          const __m256 a = _mm256_set1_ps(sc[g]);
+          _mm256_storeu_ps(o + 8 * j, F::kSigned ? _mm256_mul_ps(a, v)
+                                                 : _mm256_fmadd_ps(a, v, _mm256_set1_ps(cf[g])));
         }
 #else
         for (int i = 0; i < 32; ++i) q[i] = F::elem(blk, s, i);
         for (int i = 0; i < 32; ++i) {
-          const float a = sc[2 * s + i / 16];
-          o[i] =
-              F::kSigned ? a * float(int8_t(q[i])) : std::fma(a, float(q[i]), cf[2 * s + i / 16]);
+          const int g = scale_index<F>(s, i / 16);
+          o[i] = F::kSigned ? sc[g] * float(int8_t(q[i])) : std::fma(sc[g], float(q[i]), cf[g]);
         }
 #endif
       }
@@ -342,7 +470,23 @@ inline void dequant_rows(const uint8_t* w, int64_t rows, int64_t K, float* out) 
   }
 }
 
-// ---- f32 dot product (offset terms, float weight formats)
+// ---- f32 helpers
+#if RLX_QM_LEVEL >= 1
+inline float hsum_ps(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+inline int hsum_epi32(__m256i x) {
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+  return _mm_cvtsi128_si32(r);
+}
+#endif
+
+// f32 dot product (the GEMM path's offset terms, float weight formats there).
 inline float dot_f32(const float* a, const float* b, int64_t n) {
 #if RLX_QM_LEVEL >= 1
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -353,11 +497,7 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
   }
   for (; i + 8 <= n; i += 8)
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  s0 = _mm256_add_ps(s0, s1);
-  __m128 r = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  float s = _mm_cvtss_f32(r);
+  float s = hsum_ps(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 #else
@@ -367,19 +507,25 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
 #endif
 }
 
-#if RLX_QM_LEVEL >= 1
-inline int hsum_epi32(__m256i x) {
-  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
-  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
-  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
-  return _mm_cvtsi128_si32(r);
-}
-#endif
+// ---- activation quantization
+// Quantized activations of all M rows (shared by the threads): row m's q at m * K, its per-32
+// scales d and sums s32 at m * nb, its per-16 sums s16 at 2 m nb, with nb = K / 32 rounded up to
+// a whole 8-block group and the padding zero (the GEMV reads whole groups of scales and sums).
+// thread_local in matmul, so the buffers only grow and a call allocates nothing once they are
+// large enough.
+struct ActRows {
+  int64_t K = 0, nb = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d, s32, s16;
+};
 
-// ---- activation quantization: one row of K (a multiple of 32)
-inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, float* s) {
+// One row of K (a multiple of 32) into q, d, s32 and s16 (no padding written).
+inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, float* s32,
+                             float* s16) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* xb = x + 32 * b;
+    float db;
+    int sum[2];
 #if RLX_QM_LEVEL >= 1
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4];
@@ -391,39 +537,86 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float am = _mm_cvtss_f32(m4);
-    const float db = am / 127.0f;
+    db = _mm_cvtss_f32(m4) / 127.0f;
     const float id = db != 0 ? 1.0f / db : 0.0f;
     __m256i qi[4];
     for (int i = 0; i < 4; ++i)  // round to nearest even (MXCSR default), as nearbyint
       qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
-    const __m256i lo = _mm256_add_epi32(qi[0], qi[1]), hi = _mm256_add_epi32(qi[2], qi[3]);
+    sum[0] = hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
+    sum[1] = hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
     const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]), p23 = _mm256_packs_epi32(qi[2], qi[3]);
     __m256i p = _mm256_packs_epi16(p01, p23);
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
-    d[b] = db;
-    s[2 * b] = db * float(hsum_epi32(lo));
-    s[2 * b + 1] = db * float(hsum_epi32(hi));
 #else
     float am = 0;
     for (int i = 0; i < 32; ++i) am = std::max(am, std::fabs(xb[i]));
-    const float db = am / 127.0f;
+    db = am / 127.0f;
     const float id = db != 0 ? 1.0f / db : 0.0f;
-    int sum[2] = {0, 0};
+    sum[0] = sum[1] = 0;
     for (int i = 0; i < 32; ++i) {
       const int v = int(std::nearbyint(xb[i] * id));
       q[32 * b + i] = int8_t(v);
       sum[i / 16] += v;
     }
-    d[b] = db;
-    s[2 * b] = db * float(sum[0]);
-    s[2 * b + 1] = db * float(sum[1]);
 #endif
+    d[b] = db;
+    s32[b] = db * float(sum[0] + sum[1]);
+    s16[2 * b] = db * float(sum[0]);
+    s16[2 * b + 1] = db * float(sum[1]);
   }
 }
 
-// ---- the integer micro-kernel: MR activation rows x kNR panel rows
+// Quantizes the M rows of x into act (rows in parallel).
+inline void quantize_activations(const float* x, int64_t M, int64_t K, ActRows& act) {
+  act.K = K;
+  act.nb = (K / 32 + 7) / 8 * 8;
+  act.q.resize(size_t(M * K));
+  for (auto* v : {&act.d, &act.s32}) v->assign(size_t(M * act.nb), 0.0f);
+  act.s16.assign(size_t(2 * M * act.nb), 0.0f);
+  parallel_for(0, M, 8, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m)
+      quantize_act_row(x + m * K, K, act.q.data() + m * K, act.d.data() + m * act.nb,
+                       act.s32.data() + m * act.nb, act.s16.data() + 2 * m * act.nb);
+  });
+}
+
+// Row m of act as the kernels read it.
+struct ActRow {
+  const int8_t* q;
+  const float *d, *s32, *s16;
+};
+inline ActRow act_row(const ActRows& act, int64_t m) {
+  return {act.q.data() + m * act.K, act.d.data() + m * act.nb, act.s32.data() + m * act.nb,
+          act.s16.data() + 2 * m * act.nb};
+}
+
+// Calls fn.template operator()<MR>(m0, rows) for each group of up to 4 activation rows from m0
+// (rows past M repeat the last row).
+template <class Fn>
+inline void row_groups(const ActRows& act, int64_t M, Fn&& fn) {
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    const int mr = int(std::min<int64_t>(4, M - m0));
+    ActRow rows[4];
+    for (int m = 0; m < 4; ++m) rows[m] = act_row(act, m0 + std::min(m, mr - 1));
+    switch (mr) {
+      case 1:
+        fn.template operator()<1>(m0, rows);
+        break;
+      case 2:
+        fn.template operator()<2>(m0, rows);
+        break;
+      case 3:
+        fn.template operator()<3>(m0, rows);
+        break;
+      default:
+        fn.template operator()<4>(m0, rows);
+        break;
+    }
+  }
+}
+
+// ---- GEMM path: the integer micro-kernel, MR activation rows x kNR panel rows
 #if RLX_QM_LEVEL >= 1
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
 #if RLX_QM_LEVEL == 2
@@ -431,12 +624,6 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 #else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
-}
-inline float hsum_ps(__m256 v) {
-  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
 }
 // Activation rows up to which the SIMD targets take the GEMV path.
 inline constexpr int64_t kGemvRows = 8;
@@ -447,95 +634,63 @@ inline constexpr int kNR = 2;  // 16 vector registers: 4 x 2 accumulators
 #endif
 
 template <int MR, bool kSigned>
-inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const int8_t* const* aq,
-                     const float* const* ad, int64_t nsub, float out[4][4]) {
+inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const ActRow* a,
+                     int64_t nsub, float out[4][4]) {
   __m256 acc[MR][kNR];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) acc[m][n] = _mm256_setzero_ps();
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) acc[m][n] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nsub; ++j) {
     __m256i w[kNR];
     __m256 sv[kNR];
+    RLX_QM_UNROLL
     for (int n = 0; n < kNR; ++n) {
       w[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[n] + 32 * j));
       sv[n] = _mm256_set_m128(_mm_set1_ps(wsc[n][2 * j + 1]), _mm_set1_ps(wsc[n][2 * j]));
     }
+    RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[m] + 32 * j));
-      const __m256 da = _mm256_set1_ps(ad[m][j]);
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * j));
+      const __m256 da = _mm256_set1_ps(a[m].d[j]);
+      RLX_QM_UNROLL
       for (int n = 0; n < kNR; ++n) {
         __m256i dot;
         if constexpr (kSigned) {
-          dot = dot_u8s8(_mm256_sign_epi8(w[n], w[n]), _mm256_sign_epi8(a, w[n]));
+          dot = dot_u8s8(_mm256_sign_epi8(w[n], w[n]), _mm256_sign_epi8(av, w[n]));
         } else {
-          dot = dot_u8s8(w[n], a);
+          dot = dot_u8s8(w[n], av);
         }
         acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[n], da), acc[m][n]);
       }
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) out[m][n] = hsum_ps(acc[m][n]);
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) out[m][n] = hsum_ps(acc[m][n]);
 }
 #else
 inline constexpr int kNR = 2;
 
 template <int MR, bool kSigned>
-inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const int8_t* const* aq,
-                     const float* const* ad, int64_t nsub, float out[4][4]) {
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) {
-      float acc = 0;
-      for (int64_t j = 0; j < nsub; ++j) {
-        int32_t sum[2] = {0, 0};
-        for (int i = 0; i < 32; ++i) {
-          const int wv = kSigned ? int(int8_t(wq[n][32 * j + i])) : int(wq[n][32 * j + i]);
-          sum[i / 16] += wv * int(aq[m][32 * j + i]);
-        }
-        acc += (wsc[n][2 * j] * ad[m][j]) * float(sum[0]) +
-               (wsc[n][2 * j + 1] * ad[m][j]) * float(sum[1]);
+inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const ActRow* a,
+                     int64_t nsub, float out[4][4]) {
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < kNR; ++n) {
+    float acc = 0;
+    for (int64_t j = 0; j < nsub; ++j) {
+      int32_t sum[2] = {0, 0};
+      for (int i = 0; i < 32; ++i) {
+        const int wv = kSigned ? int(int8_t(wq[n][32 * j + i])) : int(wq[n][32 * j + i]);
+        sum[i / 16] += wv * int(a[m].q[32 * j + i]);
       }
-      out[m][n] = acc;
+      acc += (wsc[n][2 * j] * a[m].d[j]) * float(sum[0]) +
+             (wsc[n][2 * j + 1] * a[m].d[j]) * float(sum[1]);
     }
-}
-#endif
-
-// Quantized activations of all M rows (shared by the threads); thread_local in matmul, so the
-// buffers only grow and a call allocates nothing once they are large enough.
-struct ActRows {
-  std::vector<int8_t> q;
-  std::vector<float> d, s;
-};
-
-// Calls fn.template operator()<MR>(m0, aq, ad, as) for each group of up to 4 activation rows
-// from m0 (rows past M repeat the last row), the row pointers into q, d and s of act.
-template <class Fn>
-inline void row_groups(const ActRows& act, int64_t M, int64_t K, Fn&& fn) {
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {
-    const int mr = int(std::min<int64_t>(4, M - m0));
-    const int8_t* aq[4];
-    const float *ad[4], *as[4];
-    for (int m = 0; m < 4; ++m) {
-      const int64_t row = m0 + std::min(m, mr - 1);
-      aq[m] = act.q.data() + row * K;
-      ad[m] = act.d.data() + row * (K / 32);
-      as[m] = act.s.data() + row * (K / 16);
-    }
-    switch (mr) {
-      case 1:
-        fn.template operator()<1>(m0, aq, ad, as);
-        break;
-      case 2:
-        fn.template operator()<2>(m0, aq, ad, as);
-        break;
-      case 3:
-        fn.template operator()<3>(m0, aq, ad, as);
-        break;
-      default:
-        fn.template operator()<4>(m0, aq, ad, as);
-        break;
-    }
+    out[m][n] = acc;
   }
 }
+#endif
 
 // GEMM path: output columns [t0 * kNR, t1 * kNR) of y for block format F, each panel of kNR
 // weight rows unpacked once to bytes and reused by every group of activation rows.
@@ -544,188 +699,388 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
                                int64_t N, float* y, int64_t t0, int64_t t1) {
   const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
   const int64_t G = K / 16, nsub = K / 32;
-  std::vector<uint8_t> pq(static_cast<size_t>(kNR * K));
-  std::vector<float> psc(static_cast<size_t>(kNR * G)), pcf(size_t(kNR * G));
+  thread_local std::vector<uint8_t> pq;
+  thread_local std::vector<float> psc, pcf;
+  pq.resize(static_cast<size_t>(kNR * K));
+  psc.resize(static_cast<size_t>(kNR * G));
+  pcf.resize(static_cast<size_t>(kNR * G));
   const uint8_t* wq[kNR];
   const float* wsc[kNR];
+  RLX_QM_UNROLL
   for (int n = 0; n < kNR; ++n) {
     wq[n] = pq.data() + n * K;
     wsc[n] = psc.data() + n * G;
   }
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t n0 = t * kNR, nr = std::min<int64_t>(kNR, N - n0);
+    RLX_QM_UNROLL
     for (int n = 0; n < kNR; ++n)  // padding rows of the last tile repeat the last row
       unpack_row<F>(w + std::min(n0 + n, N - 1) * row_bytes, K, pq.data() + n * K,
                     psc.data() + n * G, pcf.data() + n * G);
-    row_groups(act, M, K,
-               [&]<int MR>(int64_t m0, const int8_t* const* aq, const float* const* ad,
-                           const float* const* as) {
-                 float out[4][4];
-                 int_tile<MR, F::kSigned>(wq, wsc, aq, ad, nsub, out);
-                 for (int m = 0; m < MR; ++m)
-                   for (int n = 0; n < nr; ++n) {
-                     float v = out[m][n];
-                     if (!F::kSigned) v += dot_f32(pcf.data() + n * G, as[m], G);
-                     y[(m0 + m) * N + n0 + n] = v;
-                   }
-               });
-  }
-}
-
-#if RLX_QM_LEVEL >= 1
-// GEMV path (M <= kGemvRows): MR activation rows x kNR weight rows over all of K, every weight
-// sub-block unpacked in a register (F::sub) and its scales decoded once per block (F::scales);
-// the zero point / min terms are coefficient x activation sums (ggml's bsums trick).
-template <class F, int MR>
-inline void gemv_tile(const uint8_t* const* wr, int64_t nblocks, int64_t prefetch,
-                      const int8_t* const* aq, const float* const* ad, const float* const* as,
-                      float out[4][4]) {
-  __m256 acc[MR][kNR];
-  float off[MR][kNR];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) {
-      acc[m][n] = _mm256_setzero_ps();
-      off[m][n] = 0;
-    }
-  for (int64_t b = 0; b < nblocks; ++b) {
-    float sc[kNR][2 * F::kSub], cf[kNR][2 * F::kSub];
-    for (int n = 0; n < kNR; ++n) {
-      // the next tile's rows (the prefetchers lose the short row streams at each new tile)
-      _mm_prefetch(reinterpret_cast<const char*>(wr[n] + b * F::kBytes + prefetch), _MM_HINT_T0);
-      F::scales(wr[n] + b * F::kBytes, sc[n], cf[n]);
-    }
-#pragma GCC unroll 8
-    for (int s = 0; s < F::kSub; ++s) {
-      const int64_t j = b * F::kSub + s;  // activation block
-      __m256i wv[kNR];
-      __m256 sv[kNR];
-      for (int n = 0; n < kNR; ++n) {
-        wv[n] = F::sub(wr[n] + b * F::kBytes, s);
-        if constexpr (F::kPer16) {
-          sv[n] = _mm256_set_m128(_mm_set1_ps(sc[n][2 * s + 1]), _mm_set1_ps(sc[n][2 * s]));
-        } else {
-          sv[n] = _mm256_set1_ps(sc[n][2 * s]);
-        }
-      }
-      __m256i wabs[kNR];
-      if constexpr (F::kSigned)
-        for (int n = 0; n < kNR; ++n) wabs[n] = _mm256_sign_epi8(wv[n], wv[n]);
-      for (int m = 0; m < MR; ++m) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[m] + 32 * j));
-        const __m256 da = _mm256_set1_ps(ad[m][j]);
-        for (int n = 0; n < kNR; ++n) {
-          __m256i dot;
-          if constexpr (F::kSigned) {
-            dot = dot_u8s8(wabs[n], _mm256_sign_epi8(a, wv[n]));
-          } else {
-            dot = dot_u8s8(wv[n], a);
-          }
-          acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[n], da), acc[m][n]);
-        }
-      }
-    }
-    if constexpr (!F::kSigned) {
+    row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
+      float out[4][4];
+      int_tile<MR, F::kSigned>(wq, wsc, a, nsub, out);
+      RLX_QM_UNROLL
       for (int m = 0; m < MR; ++m)
-        for (int n = 0; n < kNR; ++n) {
-          const float* sx = as[m] + b * 2 * F::kSub;
-          if constexpr (F::kSub == 1) {
-            off[m][n] += cf[n][0] * (sx[0] + sx[1]);
-          } else {
-            acc[m][n] = _mm256_fmadd_ps(_mm256_loadu_ps(cf[n]), _mm256_loadu_ps(sx), acc[m][n]);
-            acc[m][n] =
-                _mm256_fmadd_ps(_mm256_loadu_ps(cf[n] + 8), _mm256_loadu_ps(sx + 8), acc[m][n]);
-          }
+        for (int n = 0; n < nr; ++n) {
+          float v = out[m][n];
+          if (!F::kSigned) v += dot_f32(pcf.data() + n * G, a[m].s16, G);
+          y[(m0 + m) * N + n0 + n] = v;
         }
-    }
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < kNR; ++n) out[m][n] = hsum_ps(acc[m][n]) + off[m][n];
-}
-
-// GEMV path: output columns [t0 * kNR, t1 * kNR) of y for block format F.
-template <class F>
-inline void gemv_tiles(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                       float* y, int64_t t0, int64_t t1) {
-  const int64_t nblocks = K / (32 * F::kSub), row_bytes = nblocks * F::kBytes;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n0 = t * kNR, nr = std::min<int64_t>(kNR, N - n0);
-    const uint8_t* wr[kNR];
-    for (int n = 0; n < kNR; ++n) wr[n] = w + std::min(n0 + n, N - 1) * row_bytes;
-    row_groups(act, M, K,
-               [&]<int MR>(int64_t m0, const int8_t* const* aq, const float* const* ad,
-                           const float* const* as) {
-                 float out[4][4];
-                 gemv_tile<F, MR>(wr, nblocks, t + 1 < t1 ? kNR * row_bytes : 0, aq, ad, as, out);
-                 for (int m = 0; m < MR; ++m)
-                   for (int n = 0; n < nr; ++n) y[(m0 + m) * N + n0 + n] = out[m][n];
-               });
+    });
   }
 }
-#endif
 
 // Output columns [n0, n1) for F32 / F16 / BF16 weights: f32 dot products of x with the
-// widened weight rows.
+// widened weight rows (the scalar target, and every target's GEMM path).
 inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
                               int64_t N, float* y, int64_t n0, int64_t n1) {
   const int64_t row_bytes = quant_row_bytes(f, K);
-  std::vector<float> row(static_cast<size_t>(K));
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(K));
   for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* src = w + n * row_bytes;
-    if (f == QuantFormat::kF32) {
-      std::memcpy(row.data(), src, size_t(K) * 4);
-    } else if (f == QuantFormat::kF16) {
-      int64_t k = 0;
-#if RLX_QM_LEVEL >= 1
-      for (; k + 8 <= K; k += 8)
-        _mm256_storeu_ps(
-            row.data() + k,
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k))));
-#endif
-      for (; k < K; ++k) row[size_t(k)] = ld_f16(src + 2 * k);
-    } else {
-      int64_t k = 0;
-#if RLX_QM_LEVEL >= 1
-      for (; k + 8 <= K; k += 8) {  // bf16: the upper halves of f32 words
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row.data() + k),
-                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-      }
-#endif
-      for (; k < K; ++k) {
-        const uint32_t u = uint32_t(src[2 * k] | (src[2 * k + 1] << 8)) << 16;
-        std::memcpy(&row[size_t(k)], &u, 4);
-      }
-    }
+    dequantize_row(f, w + n * row_bytes, row.data(), K);
     for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot_f32(x + m * K, row.data(), K);
   }
 }
 
+// ---- GEMV path (M <= kGemvRows on the SIMD targets)
+// Weight rows are read once per group of up to 4 activation rows: NR rows of W at a time, each
+// 32-weight sub-block expanded in a register (F::sub) and dotted with the MR activation
+// sub-blocks (vpdpbusd, or vpmaddubsw + vpmaddwd), the i32 dot converted and accumulated with
+// one FMA by (weight scale x activation scale). Scales, coefficients and the products of scales
+// are computed for 8 sub-blocks at once (one group: 8 blocks of a 32-element format, one
+// K-quant block), the zero point / min terms as one FMA of the coefficients with the activation
+// sums per group (ggml's bsums trick). Nothing is allocated; rows are split across threads in
+// chunks of kGemvChunkRows that threads claim one at a time.
+#if RLX_QM_LEVEL >= 1
+// Weight rows per tile for MR activation rows: MR x NR accumulators plus the NR expanded
+// sub-blocks fit the registers (16 on AVX2, 32 with AVX-512).
+template <int MR>
+inline constexpr int gemv_nr() {
+  return MR == 1 ? 4 : (RLX_QM_LEVEL == 2 ? 4 : 2);
+}
+// Rows of W per parallel chunk: small enough that a late thread delays the call little and that
+// a chunk's rows stay in L2 between the passes of two activation-row groups (M > 4).
+inline constexpr int64_t kGemvChunkRows = 32;
+
+// Bytes the GEMV prefetches ahead of the tile it reads (into L2: prefetches into L1 at this
+// distance ran out of L1 miss buffers, half the speed for Q8_0 / Q6_K).
+inline constexpr int64_t kGemvPrefetchBytes = 32768;
+
+// The GEMV's view of format F: gemv_sub / gemv_group_scales where F has a faster encoding for
+// it (power-of-two-scaled fields), else sub / group_scales; kHighX16 where the dot's lanes 4..7
+// come out 16x.
+template <class F>
+inline __m256i gemv_sub(const uint8_t* b, int s) {
+  if constexpr (requires { F::gemv_sub(b, s); })
+    return F::gemv_sub(b, s);
+  else
+    return F::sub(b, s);
+}
+template <class F>
+inline void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
+  if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
+    F::gemv_group_scales(b, nsub, sc, cf);
+  else
+    F::group_scales(b, nsub, sc, cf);
+}
+template <class F>
+inline constexpr bool kHighX16 = [] {
+  if constexpr (requires { F::kHighX16; })
+    return F::kHighX16;
+  else
+    return false;
+}();
+
+// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
+// last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
+// too (the next tile's first group is prepared during this tile's last), so short rows (K of a
+// few groups) pay no pipeline start per tile.
+template <class F, int MR, int NR>
+inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t m0, int64_t r0,
+                       int64_t r1, const ActRow* a) {
+  const int64_t nsub_row = K / 32, row_bytes = nsub_row / F::kSub * F::kBytes;
+  const int64_t tile_bytes = NR * row_bytes;
+  constexpr int kP = F::kPer16 ? 2 : 1;
+  constexpr int64_t kGroupBytes = 8 / F::kSub * F::kBytes;
+  // Per group, double-buffered: cs[m][n], weight scale x activation scale of each sub-block (or
+  // half); off[m][n], the group's zero point / min terms (coefficients x activation sums). They
+  // are computed one group ahead of the integer dots that use them, so that the latency of their
+  // decoding (loads, gathers, conversions) overlaps the previous group's dots.
+  alignas(32) float cs[2][MR][NR][8 * kP];
+  __m256 off[2][MR][NR];
+  // The NR row pointers of the tile at row n0.
+  auto tile_rows = [&](int64_t n0, const uint8_t** wr) __attribute__((always_inline)) {
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = w + std::min(n0 + n, r1 - 1) * row_bytes;
+  };
+  // Scales and offsets of the group at sub-block j0 of the tile at row n0 into buffer buf.
+  auto prepare = [&](const uint8_t* const* wr, int64_t n0, int64_t j0, int buf)
+      __attribute__((always_inline)) {
+    const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
+    const int64_t offset = j0 / 8 * kGroupBytes;
+    __m256 sc[NR][kP], cf[NR][kP];
+    // The tile reads NR * kGroupBytes per group: prefetch as many bytes kGemvPrefetchBytes
+    // ahead of it (one sequential stream; see kGemvPrefetchBytes), not past the end of W.
+    const uint8_t* pf = w + n0 * row_bytes + kGemvPrefetchBytes + j0 / 8 * NR * kGroupBytes;
+    if (n0 * row_bytes + kGemvPrefetchBytes + tile_bytes <= N * row_bytes) {
+      RLX_QM_UNROLL
+      for (int64_t p = 0; p < NR * kGroupBytes; p += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + p), _MM_HINT_T1);
+    }
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) {
+      gemv_group_scales<F>(wr[n] + offset, nsub, sc[n], cf[n]);
+      // kHighX16: lanes 4..7 of acc are scaled by 1/16 at the end, so the offsets of sub-blocks
+      // 4..7 enter them 16x (exact)
+      if constexpr (kHighX16<F>)
+        cf[n][0] = _mm256_mul_ps(cf[n][0], _mm256_setr_ps(1, 1, 1, 1, 16, 16, 16, 16));
+    }
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) {
+      const __m256 ad = _mm256_loadu_ps(a[m].d + j0);
+      __m256 adp[kP], sums[kP];
+      if constexpr (F::kPer16) {  // the activation scale of each half
+        adp[0] = _mm256_permutevar8x32_ps(ad, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        adp[1] = _mm256_permutevar8x32_ps(ad, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+        sums[0] = _mm256_loadu_ps(a[m].s16 + 2 * j0);
+        sums[1] = _mm256_loadu_ps(a[m].s16 + 2 * j0 + 8);
+      } else {
+        adp[0] = ad;
+        sums[0] = _mm256_loadu_ps(a[m].s32 + j0);
+      }
+      RLX_QM_UNROLL
+      for (int n = 0; n < NR; ++n) {
+        RLX_QM_UNROLL
+        for (int p = 0; p < kP; ++p)
+          _mm256_store_ps(cs[buf][m][n] + 8 * p, _mm256_mul_ps(sc[n][p], adp[p]));
+        if constexpr (!F::kSigned) {
+          off[buf][m][n] = _mm256_mul_ps(cf[n][0], sums[0]);
+          if constexpr (F::kPer16)
+            off[buf][m][n] = _mm256_fmadd_ps(cf[n][1], sums[1], off[buf][m][n]);
+        }
+      }
+    }
+  };
+  const uint8_t *wr[NR], *next[NR];
+  tile_rows(r0, wr);
+  tile_rows(r0, next);  // (set before the last tile, which has no next)
+  prepare(wr, r0, 0, 0);
+  int buf = 0;
+  for (int64_t n0 = r0; n0 < r1; n0 += NR) {
+    __m256 acc[MR][NR];
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < nsub_row; j0 += 8, buf ^= 1) {
+      if (j0 + 8 < nsub_row) {
+        prepare(wr, n0, j0 + 8, buf ^ 1);
+      } else if (n0 + NR < r1) {
+        tile_rows(n0 + NR, next);
+        prepare(next, n0 + NR, 0, buf ^ 1);
+      }
+      const int64_t offset = j0 / 8 * kGroupBytes;
+      // Sub-block s of the group: expand it in NR weight rows, dot with MR activation rows.
+      auto step = [&](int s) __attribute__((always_inline)) {
+        __m256i wv[NR], wabs[NR];
+        RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) {
+          wv[n] = F::kSub == 1 ? gemv_sub<F>(wr[n] + offset + s * F::kBytes, 0)
+                               : gemv_sub<F>(wr[n] + offset, s);
+          if constexpr (F::kSigned) wabs[n] = _mm256_sign_epi8(wv[n], wv[n]);
+        }
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) {
+          const __m256i av =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[m].q + 32 * (j0 + s)));
+          RLX_QM_UNROLL
+          for (int n = 0; n < NR; ++n) {
+            const __m256i dot =
+                F::kSigned ? dot_u8s8(wabs[n], _mm256_sign_epi8(av, wv[n])) : dot_u8s8(wv[n], av);
+            const float* c = cs[buf][m][n];
+            __m256 scale;
+            if constexpr (F::kPer16) {
+              scale = _mm256_set_m128(_mm_broadcast_ss(c + 2 * s + 1), _mm_broadcast_ss(c + 2 * s));
+            } else {
+              scale = _mm256_broadcast_ss(c + s);
+            }
+            acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[m][n]);
+          }
+        }
+      };
+      const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
+      if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
+        RLX_QM_UNROLL
+        for (int s = 0; s < 8; ++s) step(s);
+      } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
+        for (int s = 0; s < nsub; ++s) step(s);
+      }
+      if constexpr (!F::kSigned) {
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_add_ps(acc[m][n], off[buf][m][n]);
+      }
+    }
+    const int nr = int(std::min<int64_t>(NR, r1 - n0));
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) {
+      if constexpr (kHighX16<F>)
+        acc[m][n] = _mm256_mul_ps(acc[m][n],
+                                  _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
+      const float v = hsum_ps(acc[m][n]);
+      if (n < nr) y[(m0 + m) * N + n0 + n] = v;
+    }
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = next[n];
+  }
+}
+
+// F32 / F16 / BF16 weights: 8 weights widened to f32.
+inline __m256 widen8(QuantFormat f, const uint8_t* p) {
+  if (f == QuantFormat::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (f == QuantFormat::kF16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
+}
+inline float widen1(QuantFormat f, const uint8_t* p) {
+  if (f == QuantFormat::kF32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (f == QuantFormat::kF16) return ld_f16(p);
+  const uint32_t u = uint32_t(p[0] | (p[1] << 8)) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+// The float formats' tile: NR weight rows x MR rows of x (f32), FMA dot products.
+template <QuantFormat kF, int MR, int NR>
+inline void float_gemv_tile(const uint8_t* const* wr, int64_t K, const uint8_t* pf,
+                            const float* const* x, float* const* out) {
+  constexpr int64_t kEB = kF == QuantFormat::kF32 ? 4 : 2;
+  __m256 acc[MR][NR];
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    if (pf != nullptr) {
+      RLX_QM_UNROLL
+      for (int64_t p = 0; p < NR * 8 * kEB; p += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + NR * kEB * k + p), _MM_HINT_T1);
+    }
+    __m256 wv[NR];
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wv[n] = widen8(kF, wr[n] + kEB * k);
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) {
+      const __m256 xv = _mm256_loadu_ps(x[m] + k);
+      RLX_QM_UNROLL
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_fmadd_ps(wv[n], xv, acc[m][n]);
+    }
+  }
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
+  for (int n = 0; n < NR; ++n) {
+    float v = hsum_ps(acc[m][n]);
+    for (int64_t t = k; t < K; ++t) v += x[m][t] * widen1(kF, wr[n] + kEB * t);
+    out[m][n] = v;
+  }
+}
+
+// Rows [r0, r1) of y for activation rows [m0, m0 + MR): tiles of NR weight rows (the last tile
+// repeats row r1 - 1), tile(wr, pf, out rows) computing them. A tile reads its NR rows side by
+// side, NR interleaved streams that the hardware prefetchers serve poorly (4 streams of 2304-byte
+// rows read ~8 GB/s where one stream reads ~17 on the Zen 4 EPYC of docs/runtime.md), so the
+// tile also prefetches the bytes kGemvPrefetchBytes past its start at the rate it consumes its
+// own (pf; null where that would pass the end of W): DRAM then sees one sequential stream.
+template <int MR, int NR, class Tile>
+inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, int64_t m0,
+                      int64_t r0, int64_t r1, Tile&& tile) {
+  const int64_t tile_bytes = NR * row_bytes;
+  for (int64_t n0 = r0; n0 < r1; n0 += NR) {
+    const uint8_t* wr[NR];
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = w + std::min(n0 + n, r1 - 1) * row_bytes;
+    float res[MR][NR];
+    float* out[MR];
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m) out[m] = res[m];
+    const bool ahead = n0 * row_bytes + kGemvPrefetchBytes + tile_bytes <= N * row_bytes;
+    tile(wr, ahead ? w + n0 * row_bytes + kGemvPrefetchBytes : nullptr, out);
+    const int nr = int(std::min<int64_t>(NR, r1 - n0));
+    RLX_QM_UNROLL
+    for (int m = 0; m < MR; ++m)
+      for (int n = 0; n < nr; ++n) y[(m0 + m) * N + n0 + n] = res[m][n];
+  }
+}
+
+template <class F>
+inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                       float* y) {
+  parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
+    row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
+      constexpr int NR = gemv_nr<MR>();
+      gemv_chunk<F, MR, NR>(w, K, N, y, m0, r0, r1, a);
+    });
+  });
+}
+
+template <QuantFormat kF>
+inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                       float* y) {
+  const int64_t row_bytes = quant_row_bytes(kF, K);
+  parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int mr = int(std::min<int64_t>(4, M - m0));
+      const float* xr[4];
+      for (int m = 0; m < 4; ++m) xr[m] = x + (m0 + std::min(m, mr - 1)) * K;
+      auto run = [&]<int MR>() {
+        constexpr int NR = gemv_nr<MR>();
+        gemv_rows<MR, NR>(w, row_bytes, N, y, m0, r0, r1,
+                          [&](const uint8_t* const* wr, const uint8_t* pf, float* const* out) {
+                            float_gemv_tile<kF, MR, NR>(wr, K, pf, xr, out);
+                          });
+      };
+      if (mr == 1)
+        run.template operator()<1>();
+      else if (mr == 2)
+        run.template operator()<2>();
+      else if (mr == 3)
+        run.template operator()<3>();
+      else
+        run.template operator()<4>();
+    }
+  });
+}
+#endif
+
 inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                    float* y) {
   if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16) {
+#if RLX_QM_LEVEL >= 1
+    if (M <= kGemvRows) {
+      if (f == QuantFormat::kF32) return gemv_float<QuantFormat::kF32>(x, M, K, w, N, y);
+      if (f == QuantFormat::kF16) return gemv_float<QuantFormat::kF16>(x, M, K, w, N, y);
+      return gemv_float<QuantFormat::kBF16>(x, M, K, w, N, y);
+    }
+#endif
     parallel_for(0, N, 16,
                  [&](int64_t b, int64_t e) { float_format_rows(f, x, M, K, w, N, y, b, e); });
     return;
   }
   thread_local ActRows buffers;
   ActRows& act = buffers;  // a local reference: the workers' lambdas capture this thread's
-  act.q.resize(size_t(M * K));
-  act.d.resize(size_t(M * (K / 32)));
-  act.s.resize(size_t(M * (K / 16)));
-  parallel_for(0, M, 8, [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m)
-      quantize_act_row(x + m * K, K, act.q.data() + m * K, act.d.data() + m * (K / 32),
-                       act.s.data() + m * (K / 16));
-  });
-  const int64_t tiles = (N + kNR - 1) / kNR;
+  quantize_activations(x, M, K, act);
   with_block_format(f, [&]<class F>() {
 #if RLX_QM_LEVEL >= 1
-    if (M <= kGemvRows) {  // ~64 weight rows per chunk
-      parallel_for(0, tiles, 64 / kNR,
-                   [&](int64_t b, int64_t e) { gemv_tiles<F>(act, M, K, w, N, y, b, e); });
-      return;
-    }
+    if (M <= kGemvRows) return gemv_block<F>(act, M, K, w, N, y);
 #endif
+    const int64_t tiles = (N + kNR - 1) / kNR;
     parallel_for(0, tiles, 8,
                  [&](int64_t b, int64_t e) { block_format_tiles<F>(act, M, K, w, N, y, b, e); });
   });

@@ -7,14 +7,17 @@
 // weight bytes with them (AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw + vpmaddwd) times the f32
 // scales, plus offset coefficient * activation sum for the formats with a zero point or min
 // (Q4_0, Q4_1, Q5_*, Q2_K..Q6_K; ggml's bsums trick). With M <= 8 (GEMV, decode) the SIMD
-// targets unpack every 32-weight sub-block in a register and decode its scales once per block;
-// with more rows (GEMM), and on the scalar target, each weight panel (a few rows of W) is
-// unpacked once to bytes with one f32 scale and offset coefficient per 16 elements and reused
-// by every activation row. F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products).
-// Every format runs on every target; the scalar target computes the same sums in plain C++
-// and is what the SIMD targets are tested against. The op itself (quant_matmul_auto) takes
-// dequant_sgemm instead from kDequantGemmRows rows on: there the work is compute-bound, oneDNN's
-// f32 GEMM outruns the int8 tiles, and the activations are not rounded to 8 bits.
+// targets expand every 32-weight sub-block in a register, one integer dot and one FMA per
+// sub-block and activation row, with the scales, scale products and offset terms of 8
+// sub-blocks computed as vectors one group ahead (quant_matmul-inl.h; docs/runtime.md has the
+// details and bench/quant_bench.cc the figures); with more rows (GEMM), and on the scalar
+// target, each weight panel (a few rows of W) is unpacked once to bytes with one f32 scale and
+// offset coefficient per 16 elements and reused by every activation row. F32 / F16 / BF16
+// weights skip the int8 step (f32 FMA dot products). Every format runs on every target; the
+// scalar target computes the same sums in plain C++ and is what the SIMD targets are tested
+// against. The op itself (quant_matmul_auto) takes dequant_sgemm instead from kDequantGemmRows
+// rows on: the activations are then not rounded to 8 bits (MiniLM Q8_0 keeps cosine >= 0.999
+// against f32 only so), and on AVX2 oneDNN's f32 GEMM outruns the int8 tiles there.
 #pragma once
 
 #include <cstdint>
@@ -51,11 +54,13 @@ QuantTarget default_quant_target();
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y, QuantTarget t);
 /// From this many rows of x the quant_matmul op runs dequant_sgemm instead of the int8 kernel:
-/// there the product is compute-bound and oneDNN's f32 sgemm on L2-resident dequantized panels
-/// matches or beats the int8 tiles (bench/quant_bench.cc `gemm`, 4096 x 4096, 2-core AVX2 EPYC,
-/// 2 threads, idle; int8 / dequant+sgemm GFLOP/s: q8_0 71 / 54 at M = 16, 70 / 74 at 32, 61 / 145
-/// at 128; q4_0 114 / 151 and q4_K 112 / 149 at 128), and it is exact (no 8-bit activation
-/// rounding).
+/// it is exact (no 8-bit activation rounding: MiniLM Q8_0 min cosine vs f32 0.99955 with it,
+/// 0.99848 with the int8 kernel), and on AVX2 oneDNN's f32 sgemm on L2-resident dequantized
+/// panels matches or beats the int8 tiles there (bench/quant_bench.cc `gemm`, 4096 x 4096,
+/// 2-core AVX2 EPYC, 2 threads, idle; int8 / dequant+sgemm GFLOP/s: q8_0 71 / 54 at M = 16,
+/// 70 / 74 at 32, 61 / 145 at 128; q4_0 114 / 151 and q4_K 112 / 149 at 128). On AVX-512 VNNI
+/// the int8 tiles are faster up to at least 128 rows (1 thread, Zen 4 EPYC, loaded: q8_0 85 /
+/// 18 at M = 32, 68 / 50 at 128; q4_K 72 / 28 at 128), which the accuracy bound forgoes.
 inline constexpr int64_t kDequantGemmRows = 32;
 
 /// y = x . dequant(W)^T in f32: each thread dequantizes panels of W on target `t` (at most
