@@ -98,10 +98,11 @@ class ChatTicket {
 /// 95 ms with all 8 rows). Steps run greedy executables unless a busy slot samples (then the
 /// sampler's, where a greedy slot takes the argmax all the same). A sequence's tokens are the
 /// ones LlamaModel::generate gives for it alone with the same settings: its prefill has the
-/// shape of a batch-1 prefill, and decode rows are computed independently of the other rows
-/// (quant_matmul's int8 kernel below kDequantGemmRows rows: keep parallel below 32 for that).
-/// Prefill and decode never share a step: a decode row in a prefill-sized step would take the
-/// f32 GEMM path, and its tokens would depend on what else was scheduled.
+/// shape of a batch-1 prefill, and a decode row is computed as at batch 1 while a step has at
+/// most 8 rows (quant_matmul's GEMV tiles, kGemvRows, sum each row on its own; more rows take
+/// the GEMM tiles, which round differently: parallel <= 8 keeps the equality). Prefill and
+/// decode never share a step: a decode row in a prefill-sized step would take another path,
+/// and its tokens would depend on what else was scheduled.
 class ChatScheduler : public Scheduler {
  public:
   /// Starts the loop. The model needs a tokenizer (and a chat template, for
