@@ -51,7 +51,11 @@ class Importer {
   std::optional<Tensor> static_of(const std::string& name);
   /// The value of `v` if every leaf it depends on is a constant or an initializer.
   std::optional<Tensor> static_value(Value v);
-  void define(const std::string& name, Value v) { values_[name] = v; }
+  /// Binds ONNX value `name` (in the innermost open subgraph scope, if any).
+  void define(const std::string& name, Value v);
+  /// Converts subgraph `sg` as if its nodes stood at `ctx`'s node (reads of enclosing values
+  /// resolve by name) and returns the values of its outputs; its own names go out of scope.
+  std::vector<Value> inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx);
   /// The graph inputs (ONNX names) the last static_value call found its value depends on.
   const std::vector<std::string>& missing_inputs() const { return missing_inputs_; }
 
@@ -61,6 +65,7 @@ class Importer {
 
  private:
   void bind_inputs(ImportedGraph& out);
+  void convert_nodes(const ::onnx::GraphProto& graph);
   Shape input_shape(const ::onnx::ValueInfoProto& v);
   void check_supported();
 
@@ -71,7 +76,42 @@ class Importer {
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
   std::unordered_map<int32_t, std::string> input_names_;  // input node -> ONNX name
   std::vector<std::string> missing_inputs_;
+  // Per inlined subgraph, innermost last: (name, the value it had before) of every name the
+  // subgraph defined, restored when it closes.
+  std::vector<std::vector<std::pair<std::string, std::optional<Value>>>> scopes_;
 };
+
+void Importer::define(const std::string& name, Value v) {
+  auto it = values_.find(name);
+  if (!scopes_.empty())
+    scopes_.back().emplace_back(name,
+                                it == values_.end() ? std::nullopt : std::optional(it->second));
+  values_[name] = v;
+}
+
+std::vector<Value> Importer::inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx) {
+  if (sg.input_size() > 0)
+    ctx.fail("subgraph '" + sg.name() + "' has " + std::to_string(sg.input_size()) +
+             " input(s); only input-less subgraphs (If's branches) are inlined");
+  scopes_.emplace_back();
+  struct Close {  // restores the enclosing names on every exit
+    Importer& im;
+    ~Close() {
+      auto& scope = im.scopes_.back();
+      for (auto it = scope.rbegin(); it != scope.rend(); ++it) {
+        if (it->second)
+          im.values_[it->first] = *it->second;
+        else
+          im.values_.erase(it->first);
+      }
+      im.scopes_.pop_back();
+    }
+  } close{*this};
+  convert_nodes(sg);
+  std::vector<Value> outs;
+  for (const auto& o : sg.output()) outs.push_back(value(o.name(), &ctx));
+  return outs;
+}
 
 Value Importer::value(const std::string& name, const NodeContext* ctx) {
   auto it = values_.find(name);
@@ -181,7 +221,8 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
         throw Error(what + ": the model declares rank " + std::to_string(decl.dim_size()) +
                     ", got shape " + given->second.to_string());
       for (int i = 0; i < decl.dim_size(); ++i)
-        if (decl.dim(i).has_dim_value() && decl.dim(i).dim_value() != dims[static_cast<size_t>(i)])
+        if (decl.dim(i).has_dim_value() && decl.dim(i).dim_value() >= 0 &&
+            decl.dim(i).dim_value() != dims[static_cast<size_t>(i)])
           throw Error(what + ": dim " + std::to_string(i) + " is declared " +
                       std::to_string(decl.dim(i).dim_value()) + ", got shape " +
                       given->second.to_string());
@@ -190,15 +231,17 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
     if (!tt.has_shape())
       throw Error(what + ": the model declares no shape; give one (input_shapes)");
     for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
+      // A negative dim_value (PaddlePaddle's exporter writes -1) is an unknown dim.
+      if (d.has_dim_value() && d.dim_value() >= 0) {
         dims.push_back(d.dim_value());
         continue;
       }
       auto p =
           d.has_dim_param() ? options_.dim_params.find(d.dim_param()) : options_.dim_params.end();
       if (p == options_.dim_params.end())
-        throw Error(what + ": dim " + std::to_string(dims.size()) + " is symbolic ('" +
-                    d.dim_param() + "'); give the input's shape or the dim's size");
+        throw Error(what + ": dim " + std::to_string(dims.size()) +
+                    (d.has_dim_param() ? " is symbolic ('" + d.dim_param() + "')" : " is unknown") +
+                    "; give the input's shape or the dim's size");
       dims.push_back(p->second);
     }
   }
@@ -285,7 +328,22 @@ ImportedGraph Importer::run() {
   ImportedGraph out;
   bind_inputs(out);
   const auto& graph = model_.proto->graph();
-  for (int idx : model_.order) {
+  convert_nodes(graph);
+  std::vector<Value> outs;
+  for (const auto& o : graph.output()) {
+    outs.push_back(value(o.name(), nullptr));
+    out.outputs.push_back(o.name());
+  }
+  g.set_outputs(outs);
+  create_dce_pass()->run(g);
+  for (int32_t id : g.params())
+    out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
+  out.graph = std::move(g);
+  return out;
+}
+
+void Importer::convert_nodes(const ::onnx::GraphProto& graph) {
+  for (int idx : model_.orders.at(&graph)) {
     const auto& node = graph.node(idx);
     std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
     auto opset = model_.opsets.find(domain);
@@ -307,17 +365,6 @@ ImportedGraph Importer::run() {
         ctx.fail("output " + std::to_string(i) + " ('" + node.output(i) +
                  "') is not supported by the converter");
   }
-  std::vector<Value> outs;
-  for (const auto& o : graph.output()) {
-    outs.push_back(value(o.name(), nullptr));
-    out.outputs.push_back(o.name());
-  }
-  g.set_outputs(outs);
-  create_dce_pass()->run(g);
-  for (int32_t id : g.params())
-    out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
-  out.graph = std::move(g);
-  return out;
 }
 
 // ---- NodeContext
@@ -386,6 +433,12 @@ std::vector<double> NodeContext::static_doubles(int i, const char* what) const {
   std::vector<double> out(static_cast<size_t>(t->numel()));
   for (int64_t k = 0; k < t->numel(); ++k) out[static_cast<size_t>(k)] = t->get_f64(k);
   return out;
+}
+
+std::vector<Value> NodeContext::inline_subgraph(std::string_view name) {
+  const ::onnx::AttributeProto* a = attr(name);
+  require(a && a->has_g(), "attribute '" + std::string(name) + "' (a graph) is required");
+  return importer_.inline_graph(a->g(), *this);
 }
 
 bool NodeContext::wants_output(int i) const {
@@ -493,6 +546,7 @@ const ConverterTable& converters() {
     add_einsum_converters(t);
     add_rnn_converters(t);
     add_contrib_converters(t);
+    add_control_converters(t);
     return t;
   }();
   return table;

@@ -25,9 +25,10 @@ struct Model::Impl {
   ModelInfo info;
   /// Opset version per domain ("" = ai.onnx; "ai.onnx" is folded into "").
   std::map<std::string, int64_t, std::less<>> opsets;
-  /// Node indices of graph().node in a topological order.
-  std::vector<int> order;
-  /// Initializers by name.
+  /// Node indices of each graph (the main graph and every subgraph, e.g. If's branches) in a
+  /// topological order; a node's subgraphs' reads from enclosing graphs count as its inputs.
+  std::map<const ::onnx::GraphProto*, std::vector<int>> orders;
+  /// Initializers by name (of the main graph and of subgraphs).
   std::map<std::string, Tensor, std::less<>> initializers;
   /// External data files, mapped once (their views share the mapping).
   std::vector<std::shared_ptr<const FileMapping>> mappings;
@@ -70,6 +71,11 @@ class NodeContext {
   std::vector<int64_t> static_ints(int i, const char* what) const;
   /// required_static(i) as doubles.
   std::vector<double> static_doubles(int i, const char* what) const;
+
+  /// Converts the subgraph held by attribute `name` (a GRAPH without inputs, e.g. If's
+  /// then_branch) in place, as if its nodes stood at this node: its reads of enclosing values
+  /// resolve by name, its own names go out of scope afterwards. Returns its outputs' values.
+  std::vector<Value> inline_subgraph(std::string_view name);
 
   int num_outputs() const { return node.output_size(); }
   /// Output i is requested (listed and not "").
@@ -129,6 +135,7 @@ void add_resize_converters(ConverterTable& t);       // ops_resize.cc
 void add_einsum_converters(ConverterTable& t);       // ops_einsum.cc
 void add_rnn_converters(ConverterTable& t);          // ops_rnn.cc
 void add_contrib_converters(ConverterTable& t);      // ops_contrib.cc
+void add_control_converters(ConverterTable& t);      // ops_control.cc
 
 /// The rlx dtype of ONNX TensorProto.DataType `t`, or nullopt for types rlx lacks.
 std::optional<DType> dtype_of(int32_t t);
