@@ -100,6 +100,40 @@ def test_cnn_matches_onnxruntime():
     )
 
 
+# The importer's fast forms against ORT: ConvTranspose whose windows tile the output (a GEMM
+# and a transpose; DBNet's 2x2 stride-2 upsampling), beside the general interior-padded
+# convolution; Resize nearest as one gather, integer upsampling as one broadcast.
+@pytest.mark.parametrize(
+    "op,shape,attrs,extra",
+    [
+        ("ConvTranspose", (2, 3, 5, 4), dict(kernel_shape=[2, 2], strides=[2, 2]), (3, 4, 2, 2)),
+        ("ConvTranspose", (1, 3, 7), dict(kernel_shape=[3], strides=[3]), (3, 2, 3)),
+        ("ConvTranspose", (1, 3, 5, 4), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0]),
+         (3, 2, 3, 3)),
+        ("Resize", (1, 2, 3, 4), dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                      nearest_mode="floor"), [1, 1, 2, 3]),
+        ("Resize", (1, 2, 3, 4), dict(mode="nearest"), [1, 1, 2.5, 1.5]),
+        ("Resize", (1, 2, 3, 4), dict(mode="linear"), [1, 1, 2, 2]),
+    ],
+)
+def test_fast_forms_match_onnxruntime(op, shape, attrs, extra):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if op == "ConvTranspose":
+        inits = [numpy_helper.from_array(rng.standard_normal(extra).astype(np.float32), "w"),
+                 numpy_helper.from_array(rng.standard_normal(extra[1]).astype(np.float32), "b")]
+        node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
+    else:
+        inits = [numpy_helper.from_array(np.array(extra, np.float32), "scales")]
+        node = helper.make_node(op, ["x", "", "scales"], ["y"], **attrs)
+    m = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    got = rlx.onnx.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    want = _ort(m).run(None, {"x": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
 def test_load_gives_a_graph_to_compile():
     rng = np.random.default_rng(2)
     w = rng.standard_normal((6, 3)).astype(np.float32)

@@ -108,7 +108,8 @@ void convert_conv(NodeContext& c) {
 }
 
 // ConvTranspose as a convolution of the stride-dilated input (interior padding) with the
-// spatially flipped kernel whose in/out channels are swapped per group.
+// spatially flipped kernel whose in/out channels are swapped per group; as a GEMM and a
+// transpose when the windows tile the output (kernel == strides, no padding, one group).
 void convert_conv_transpose(NodeContext& c) {
   Graph& g = c.g;
   Value x = c.input(0), w = c.input(1);
@@ -145,8 +146,37 @@ void convert_conv_transpose(NodeContext& c) {
       pads[u] = pads[u + static_cast<size_t>(n)] = 0;
     }
   }
-  // Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
   const int64_t cin = ws[0], cout_g = ws[1];
+  bool disjoint = groups == 1;  // windows tile the output: kernel == strides, no pads
+  for (size_t u = 0; u < kernel.size(); ++u)
+    disjoint = disjoint && kernel[u] == strides[u] && dil[u] == 1 && out_pad[u] == 0 &&
+               pads[u] == 0 && pads[u + kernel.size()] == 0;
+  if (disjoint) {
+    // Every input pixel writes its own k... block: one GEMM W[C, O*k...]^T . x[N, C, pixels]
+    // and a transpose interleaving the blocks (DBNet's 2x2 stride-2 upsampling), instead of a
+    // convolution over the zero-interleaved input.
+    int64_t pixels = 1, taps = 1;
+    std::vector<int64_t> blocks{cout_g};
+    for (int64_t i = 0; i < n; ++i) {
+      pixels *= xs[static_cast<int>(2 + i)];
+      taps *= kernel[static_cast<size_t>(i)];
+      blocks.push_back(kernel[static_cast<size_t>(i)]);
+    }
+    Value y = g.dot_general(g.reshape(w, {cin, cout_g * taps}), g.reshape(x, {xs[0], cin, pixels}),
+                            {}, {}, {0}, {1});
+    blocks.push_back(xs[0]);
+    std::vector<int64_t> perm{1 + n, 0}, out{xs[0], cout_g};
+    for (int64_t i = 0; i < n; ++i) {
+      blocks.push_back(xs[static_cast<int>(2 + i)]);
+      perm.push_back(2 + n + i);
+      perm.push_back(1 + i);
+      out.push_back(xs[static_cast<int>(2 + i)] * kernel[static_cast<size_t>(i)]);
+    }
+    y = g.reshape(g.transpose(g.reshape(y, blocks), perm), out);
+    if (std::optional<Value> b = c.optional_input(2)) y = g.add(y, per_channel(g, *b, xs.rank()));
+    return c.set_output(0, y);
+  }
+  // Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
   std::vector<int64_t> grouped{groups, cin / groups, cout_g};
   std::vector<int64_t> perm{0, 2, 1}, flat{groups * cout_g, cin / groups}, spatial;
   for (int64_t i = 0; i < n; ++i) {
