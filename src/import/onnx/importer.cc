@@ -351,6 +351,7 @@ void Importer::convert_nodes(const ::onnx::GraphProto& graph) {
     if (opset == model_.opsets.end())
       ctx.fail("the model imports no opset of domain '" + domain + "'");
     const ConvertFn* fn = find_converter(domain, node.op_type());
+    const auto first_new = static_cast<int32_t>(g.nodes().size());
     try {
       (*fn)(ctx);
     } catch (const InputValuesRequired&) {
@@ -364,6 +365,15 @@ void Importer::convert_nodes(const ::onnx::GraphProto& graph) {
       if (!node.output(i).empty() && !values_.count(node.output(i)))
         ctx.fail("output " + std::to_string(i) + " ('" + node.output(i) +
                  "') is not supported by the converter");
+    // The nodes computing the outputs carry the ONNX node's name (profiles, printed graphs).
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      const Value v = values_.at(node.output(i));
+      const Node& made = g.node(v.node);
+      if (v.node >= first_new && made.op != OpKind::Constant && made.op != OpKind::Param &&
+          made.op != OpKind::Input)
+        g.rename(v.node, rlx_name(node.name().empty() ? node.output(i) : node.name()));
+    }
   }
 }
 

@@ -552,6 +552,9 @@ struct Operand {
   int32_t input = -1;                      // index into KernelIO::in; -1 for a constant
   std::shared_ptr<const Tensor> constant;  // a body constant, dense
   int32_t slot = -1;
+  // One value per tile (a splat, or in row tiles an operand constant along the row): its
+  // buffer is filled once per run_tiles call (per row) and no step reuses it.
+  bool hoisted = false;
 };
 
 struct Output {
@@ -583,6 +586,8 @@ void assign_buffers(Program& p, const std::vector<bool>& needs_buffer) {
     for (int32_t s : p.steps[static_cast<size_t>(i)].in)
       if (s >= 0) last_use[static_cast<size_t>(s)] = i;
   for (const Output& o : p.outputs) last_use[static_cast<size_t>(o.slot)] = INT32_MAX;
+  for (const Operand& o : p.operands)
+    if (o.hoisted) last_use[static_cast<size_t>(o.slot)] = INT32_MAX;
   p.slot_buffer.assign(static_cast<size_t>(slots), -1);
   std::vector<int32_t> free_list;
   auto take = [&](int32_t slot) {
@@ -698,6 +703,9 @@ std::optional<Program> build_program(const Graph& body) {
   }
   int64_t tile_elems = p.rows ? std::min(l.inner(), kBlock) : kBlock;
   p.grain = std::max<int64_t>(1, kGrain / tile_elems);
+  for (size_t k = 0; k < p.operands.size(); ++k)
+    p.operands[k].hoisted =
+        p.rows ? l.strides[k].back() == 0 : p.operands[k].access == Access::kSplat;
 
   // Buffers: an operand read in place everywhere (unbroadcast, same storage as its Repr) needs
   // none; the directly written output needs none.
@@ -776,6 +784,10 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
   auto buffer_of = [&](int32_t slot) {
     return buffers + static_cast<size_t>(p.slot_buffer[static_cast<size_t>(slot)]) * kBufferBytes;
   };
+  // The row whose value each hoisted operand's buffer holds (-1: not filled yet).
+  constexpr size_t kMaxHoisted = 64;
+  std::array<int64_t, kMaxHoisted> filled;
+  filled.fill(-1);
 
   for (int64_t t = t0; t < t1; ++t) {
     int64_t start, n, row = 0, col = 0;
@@ -805,6 +817,12 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
       };
       auto constant = [&](int64_t off) {
         dst = buffer_of(o.slot);
+        if (o.hoisted && k < kMaxHoisted) {  // filled whole once, kept while the row lasts
+          if (filled[k] == row) return;
+          filled[k] = row;
+          splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, kBlock);
+          return;
+        }
         splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, n);
       };
       if (p.rows) {
