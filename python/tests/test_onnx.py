@@ -102,7 +102,8 @@ def test_cnn_matches_onnxruntime():
 
 # The importer's fast forms against ORT: ConvTranspose whose windows tile the output (a GEMM
 # and a transpose; DBNet's 2x2 stride-2 upsampling), beside the general interior-padded
-# convolution; Resize nearest as one gather, integer upsampling as one broadcast.
+# convolution; a [N, C, H, 1] Conv as a 1-D one (magika); Resize nearest as one gather,
+# integer upsampling as one broadcast.
 @pytest.mark.parametrize(
     "op,shape,attrs,extra",
     [
@@ -110,6 +111,8 @@ def test_cnn_matches_onnxruntime():
         ("ConvTranspose", (1, 3, 7), dict(kernel_shape=[3], strides=[3]), (3, 2, 3)),
         ("ConvTranspose", (1, 3, 5, 4), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0]),
          (3, 2, 3, 3)),
+        ("Conv", (2, 3, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0]),
+         (4, 3, 3, 1)),
         ("Resize", (1, 2, 3, 4), dict(mode="nearest", coordinate_transformation_mode="asymmetric",
                                       nearest_mode="floor"), [1, 1, 2, 3]),
         ("Resize", (1, 2, 3, 4), dict(mode="nearest"), [1, 1, 2.5, 1.5]),
@@ -119,9 +122,10 @@ def test_cnn_matches_onnxruntime():
 def test_fast_forms_match_onnxruntime(op, shape, attrs, extra):
     rng = np.random.default_rng(4)
     x = rng.standard_normal(shape).astype(np.float32)
-    if op == "ConvTranspose":
+    if op in ("Conv", "ConvTranspose"):
+        out_channels = extra[0] if op == "Conv" else extra[1]
         inits = [numpy_helper.from_array(rng.standard_normal(extra).astype(np.float32), "w"),
-                 numpy_helper.from_array(rng.standard_normal(extra[1]).astype(np.float32), "b")]
+                 numpy_helper.from_array(rng.standard_normal(out_channels).astype(np.float32), "b")]
         node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
     else:
         inits = [numpy_helper.from_array(np.array(extra, np.float32), "scales")]

@@ -788,6 +788,7 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
   constexpr size_t kMaxHoisted = 64;
   std::array<int64_t, kMaxHoisted> filled;
   filled.fill(-1);
+  const int64_t hoisted_len = p.rows ? std::min(kBlock, l.inner()) : kBlock;  // longest tile
 
   for (int64_t t = t0; t < t1; ++t) {
     int64_t start, n, row = 0, col = 0;
@@ -820,7 +821,7 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
         if (o.hoisted && k < kMaxHoisted) {  // filled whole once, kept while the row lasts
           if (filled[k] == row) return;
           filled[k] = row;
-          splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, kBlock);
+          splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, hoisted_len);
           return;
         }
         splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, n);
