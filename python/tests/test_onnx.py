@@ -138,6 +138,39 @@ def test_fast_forms_match_onnxruntime(op, shape, attrs, extra):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_per_channel_affine_ops_after_a_conv_fold_into_it():
+    """Conv (+ bias) -> Mul / Add / Sub by per-channel or scalar constants -> BatchNormalization
+    folds into the conv's weights and bias at import (ORT's Conv*Fusion); a conv output that
+    something else also reads is left alone."""
+    rng = np.random.default_rng(5)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (f(6, 3, 3, 3), "w"), (f(6), "b"), (f(6, 1, 1), "s"), (np.float32(0.5), "t"),
+        (f(1, 6, 1, 1), "u"), (np.abs(f(6)) + 0.5, "gamma"), (f(6), "beta"), (f(6), "mean"),
+        (np.abs(f(6)) + 0.1, "var")]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["c", "s"], ["m"]),
+        helper.make_node("Add", ["t", "m"], ["a"]),
+        helper.make_node("Sub", ["a", "u"], ["d"]),
+        helper.make_node("BatchNormalization", ["d", "gamma", "beta", "mean", "var"], ["bn"]),
+        helper.make_node("Relu", ["bn"], ["y"]),
+        helper.make_node("Conv", ["x", "w"], ["c2"]),  # read twice: not folded
+        helper.make_node("Mul", ["c2", "s"], ["m2"]),
+        helper.make_node("Add", ["c2", "m2"], ["z"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+               [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "z")],
+               inits)
+    x = f(2, 3, 8, 8)
+    for got, want in zip(rlx.onnx.InferenceSession(m.SerializeToString()).run(None, {"x": x}),
+                         _ort(m).run(None, {"x": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    text = str(rlx.onnx.load(m.SerializeToString(), {"x": (2, 3, 8, 8)}))
+    ops = [line.split("=")[1].split()[0] for line in text.splitlines() if " = " in line]
+    assert ops.count("conv") == 2 and ops.count("mul") == 1 and "sub" not in ops, text
+
+
 def test_load_gives_a_graph_to_compile():
     rng = np.random.default_rng(2)
     w = rng.standard_normal((6, 3)).astype(np.float32)

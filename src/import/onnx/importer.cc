@@ -56,6 +56,8 @@ class Importer {
   /// Converts subgraph `sg` as if its nodes stood at `ctx`'s node (reads of enclosing values
   /// resolve by name) and returns the values of its outputs; its own names go out of scope.
   std::vector<Value> inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx);
+  /// Consumers of ONNX value `name` (node inputs at any depth, graph outputs).
+  int64_t uses(const std::string& name);
   /// The graph inputs (ONNX names) the last static_value call found its value depends on.
   const std::vector<std::string>& missing_inputs() const { return missing_inputs_; }
 
@@ -74,8 +76,11 @@ class Importer {
   std::unordered_map<std::string, Tensor> param_data_;  // the same by param name (DCE renumbers)
   // Import-time values per node: absent = not computed yet; nullopt = not static.
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
+  // Per node not static: the graph input nodes it depends on.
+  std::unordered_map<int32_t, std::vector<int32_t>> input_deps_;
   std::unordered_map<int32_t, std::string> input_names_;  // input node -> ONNX name
   std::vector<std::string> missing_inputs_;
+  std::unordered_map<std::string, int64_t> uses_;  // filled on first use
   // Per inlined subgraph, innermost last: (name, the value it had before) of every name the
   // subgraph defined, restored when it closes.
   std::vector<std::vector<std::pair<std::string, std::optional<Value>>>> scopes_;
@@ -87,6 +92,24 @@ void Importer::define(const std::string& name, Value v) {
     scopes_.back().emplace_back(name,
                                 it == values_.end() ? std::nullopt : std::optional(it->second));
   values_[name] = v;
+}
+
+int64_t Importer::uses(const std::string& name) {
+  if (uses_.empty()) {
+    std::function<void(const ::onnx::GraphProto&)> count = [&](const ::onnx::GraphProto& graph) {
+      for (const auto& o : graph.output()) ++uses_[o.name()];
+      for (const auto& nd : graph.node()) {
+        for (const auto& in : nd.input()) ++uses_[in];
+        for (const auto& a : nd.attribute()) {
+          if (a.has_g()) count(a.g());
+          for (const auto& sg : a.graphs()) count(sg);
+        }
+      }
+    };
+    count(model_.proto->graph());
+  }
+  auto it = uses_.find(name);
+  return it == uses_.end() ? 0 : it->second;
 }
 
 std::vector<Value> Importer::inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx) {
@@ -145,15 +168,9 @@ std::optional<Tensor> Importer::static_of(const std::string& name) {
 }
 
 std::optional<Tensor> Importer::static_value(Value v) {
-  // Iterative post-order walk over the operands (graphs can be deep), memoized per node.
-  missing_inputs_.clear();
+  // Iterative post-order walk over the operands (graphs can be deep), memoized per node; a node
+  // that is not static remembers the graph inputs it depends on.
   std::vector<int32_t> stack{v.node};
-  auto note_input = [&](int32_t id) {
-    auto name = input_names_.find(id);
-    if (name != input_names_.end() && std::find(missing_inputs_.begin(), missing_inputs_.end(),
-                                                name->second) == missing_inputs_.end())
-      missing_inputs_.push_back(name->second);
-  };
   while (!stack.empty()) {
     int32_t id = stack.back();
     if (folded_.count(id)) {
@@ -163,7 +180,7 @@ std::optional<Tensor> Importer::static_value(Value v) {
     const Node& n = g.node(id);
     if (n.op == OpKind::Input) {
       folded_[id] = std::nullopt;
-      note_input(id);
+      input_deps_[id] = {id};
       stack.pop_back();
       continue;
     }
@@ -174,28 +191,27 @@ std::optional<Tensor> Importer::static_value(Value v) {
       stack.pop_back();
       continue;
     }
-    bool ready = true, is_static = true;
-    for (const Value& o : n.operands) {
-      auto f = folded_.find(o.node);
-      if (f == folded_.end()) {
+    bool ready = true;
+    for (const Value& o : n.operands)
+      if (!folded_.count(o.node)) {
         ready = false;
         stack.push_back(o.node);
-      } else if (!f->second) {
-        is_static = false;
-        if (g.node(o.node).op == OpKind::Input) note_input(o.node);
       }
-    }
-    if (!is_static) {
-      folded_[id] = std::nullopt;
-      stack.pop_back();
-      continue;
-    }
     if (!ready) continue;
     stack.pop_back();
+    std::vector<int32_t> deps;
+    for (const Value& o : n.operands) {
+      if (folded_[o.node]) continue;
+      for (int32_t d : input_deps_[o.node])
+        if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+    }
     int64_t bytes = 0;
     for (const TensorType& r : n.results) bytes += r.shape.numel() * dtype_size(r.dtype);
-    if (bytes > options_.fold_limit_bytes) {
+    bool is_static = true;
+    for (const Value& o : n.operands) is_static = is_static && folded_[o.node].has_value();
+    if (!is_static || bytes > options_.fold_limit_bytes) {
       folded_[id] = std::nullopt;
+      input_deps_[id] = std::move(deps);
       continue;
     }
     std::vector<Tensor> operands;
@@ -203,9 +219,11 @@ std::optional<Tensor> Importer::static_value(Value v) {
       operands.push_back((*folded_[o.node])[static_cast<size_t>(o.index)]);
     folded_[id] = evaluate_op(n.op, operands, n.attrs);
   }
+  missing_inputs_.clear();
   const auto& r = folded_[v.node];
-  if (!r) return std::nullopt;
-  return (*r)[static_cast<size_t>(v.index)];
+  if (r) return (*r)[static_cast<size_t>(v.index)];
+  for (int32_t d : input_deps_[v.node]) missing_inputs_.push_back(input_names_.at(d));
+  return std::nullopt;
 }
 
 Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
@@ -429,6 +447,10 @@ Tensor NodeContext::required_static(int i, const char* what) const {
   for (size_t k = 0; k < missing.size(); ++k) msg += (k ? ", '" : " '") + missing[k] + "'";
   throw InputValuesRequired(msg, missing);
 }
+
+std::optional<Tensor> NodeContext::static_value(Value v) const { return importer_.static_value(v); }
+
+int64_t NodeContext::uses(int i) const { return has_input(i) ? importer_.uses(node.input(i)) : 0; }
 
 std::vector<int64_t> NodeContext::static_ints(int i, const char* what) const {
   std::optional<Tensor> t = required_static(i, what);

@@ -67,6 +67,11 @@ class NodeContext {
   /// static_input(i), or a failure "input i ('what') must be known at import time" (an
   /// InputValuesRequired naming the graph inputs it depends on, when there are any).
   Tensor required_static(int i, const char* what) const;
+  /// The value of `v` (a value this converter built or read) if known at import time.
+  std::optional<Tensor> static_value(Value v) const;
+  /// How many node inputs of the model (subgraphs included) and graph outputs read input i's
+  /// value: 1 when this node is its only consumer.
+  int64_t uses(int i) const;
   /// required_static(i) as integers.
   std::vector<int64_t> static_ints(int i, const char* what) const;
   /// required_static(i) as doubles.
@@ -146,6 +151,16 @@ std::string onnx_elem_name(int32_t t);
 Tensor decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
                      const std::shared_ptr<const void>& owner, Model::Impl* model,
                      const std::string& external_dir);
+
+/// ORT's ConvBNFusion / ConvMulFusion / ConvAddFusion at import time: when `v` is a conv
+/// (optionally plus a bias known at import time, broadcast per output channel) whose weight is
+/// known at import time, returns conv(x, w * scale) + (bias * scale + shift), computing the
+/// new weight and bias now. `scale` / `shift` (absent: 1 / 0) must hold one value or one per
+/// output channel, broadcasting along dim 1 of v only; else returns nullopt (and so for any
+/// other v). The caller checks that v has no other consumer.
+std::optional<Value> fold_affine_into_conv(NodeContext& c, Value v,
+                                           const std::optional<Tensor>& scale,
+                                           const std::optional<Tensor>& shift);
 
 /// Numpy broadcasting helpers shared by the converters.
 /// x reshaped to rank `rank` by prepending 1s.

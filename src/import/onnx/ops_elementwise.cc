@@ -247,6 +247,32 @@ void add_elementwise_converters(ConverterTable& t) {
       c.set_output(0, acc);
     };
   }
+  // A conv's output times / plus / minus a per-channel value known at import time, when
+  // nothing else reads the conv's output: folded into the conv's weights and bias (ORT's
+  // ConvMulFusion / ConvAddFusion; PaddleOCR's learnable affine blocks after each conv).
+  for (const char* name : {"Mul", "Add", "Sub"}) {
+    const std::string op = name;
+    t[{"", op}] = [op, f = t.at({"", op})](NodeContext& c) {
+      for (int i = 0; i < 2 && c.num_inputs() == 2; ++i) {
+        if (op == "Sub" && i == 1) break;  // t - conv would negate the weights: not worth it
+        std::optional<Tensor> k = c.static_input(1 - i);
+        if (!k || c.uses(i) != 1 || !is_float(k->dtype())) continue;
+        std::optional<Tensor> scale, shift;
+        if (op == "Mul") {
+          scale = k;
+        } else if (op == "Add") {
+          shift = k;
+        } else {
+          Tensor neg(k->dtype(), k->shape());
+          for (int64_t j = 0; j < k->numel(); ++j) neg.set_f64(j, -k->get_f64(j));
+          shift = neg;
+        }
+        if (std::optional<Value> y = fold_affine_into_conv(c, c.input(i), scale, shift))
+          return c.set_output(0, *y);
+      }
+      f(c);
+    };
+  }
   t[{"", "Pow"}] = convert_pow;
   t[{"", "Mod"}] = convert_mod;
   t[{"", "Clip"}] = convert_clip;

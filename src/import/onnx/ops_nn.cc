@@ -119,6 +119,63 @@ void convert_conv(NodeContext& c) {
   c.set_output(0, y);
 }
 
+// The per-output-channel values of `t` for a conv result of shape `out` ([N, O, spatial...]):
+// one value broadcast, or O values along dim 1 only; nullopt for any other shape.
+std::optional<std::vector<double>> channel_values(const Tensor& t, const Shape& out) {
+  const int64_t o = out[1];
+  if (!is_float(t.dtype()) || t.shape().rank() > out.rank()) return std::nullopt;
+  const int lead = out.rank() - t.shape().rank();
+  for (int i = 0; i < t.shape().rank(); ++i)
+    if (t.shape()[i] != 1 && !(i + lead == 1 && t.shape()[i] == o)) return std::nullopt;
+  std::vector<double> v(static_cast<size_t>(o));
+  for (int64_t k = 0; k < o; ++k) v[static_cast<size_t>(k)] = t.get_f64(t.numel() == 1 ? 0 : k);
+  return v;
+}
+
+}  // namespace
+
+std::optional<Value> fold_affine_into_conv(NodeContext& c, Value v,
+                                           const std::optional<Tensor>& scale,
+                                           const std::optional<Tensor>& shift) {
+  Graph& g = c.g;
+  Value conv = v;
+  std::optional<Tensor> bias;
+  if (g.node(v).op == OpKind::Add) {
+    for (int k = 0; k < 2 && !bias; ++k) {
+      const Value a = g.node(v).operands[static_cast<size_t>(k)];
+      const Value b = g.node(v).operands[static_cast<size_t>(1 - k)];
+      if (g.node(a).op != OpKind::Conv || g.shape(a) != g.shape(v)) continue;
+      bias = c.static_value(b);
+      conv = a;
+    }
+    if (!bias) return std::nullopt;
+  } else if (g.node(v).op != OpKind::Conv) {
+    return std::nullopt;
+  }
+  const Node& n = g.node(conv);
+  const Shape out = g.shape(conv);
+  const DType dt = g.dtype(conv);
+  std::optional<Tensor> w = c.static_value(n.operands[1]);
+  if (!w || w->dtype() != dt) return std::nullopt;
+  std::optional<std::vector<double>> s, t, b;
+  if (scale && !(s = channel_values(*scale, out))) return std::nullopt;
+  if (shift && !(t = channel_values(*shift, out))) return std::nullopt;
+  if (bias && !(b = channel_values(*bias, out))) return std::nullopt;
+  const int64_t o = out[1], per = w->numel() / o;
+  Tensor w2(dt, w->shape());
+  std::vector<double> b2(static_cast<size_t>(o));
+  for (int64_t k = 0; k < o; ++k) {
+    const double sk = s ? (*s)[static_cast<size_t>(k)] : 1.0;
+    for (int64_t j = k * per; j < (k + 1) * per; ++j) w2.set_f64(j, w->get_f64(j) * sk);
+    b2[static_cast<size_t>(k)] =
+        (b ? (*b)[static_cast<size_t>(k)] : 0.0) * sk + (t ? (*t)[static_cast<size_t>(k)] : 0.0);
+  }
+  Value y = g.emit1(OpKind::Conv, {n.operands[0], g.constant(w2)}, n.attrs);
+  return g.add(y, per_channel(g, g.constant(Tensor::from_doubles(dt, Shape{o}, b2)), out.rank()));
+}
+
+namespace {
+
 // ConvTranspose as a convolution of the stride-dilated input (interior padding) with the
 // spatially flipped kernel whose in/out channels are swapped per group; as a GEMM and a
 // transpose when the windows tile the output (kernel == strides, no padding, one group).
@@ -241,8 +298,31 @@ void convert_batch_norm(NodeContext& c) {
   Value x = c.input(0);
   c.require(c.attr_int("training_mode", 0) == 0, "training_mode is not supported (inference only)");
   const int64_t rank = g.shape(x).rank();
+  const double eps = c.attr_float("epsilon", 1e-5);
+  if (c.uses(0) == 1 && rank >= 3) {  // after a conv: folded into its weights and bias
+    std::optional<Tensor> s = c.static_input(1), b = c.static_input(2), m = c.static_input(3),
+                          v = c.static_input(4);
+    if (s && b && m && v && s->numel() == v->numel() && m->numel() == v->numel() &&
+        b->numel() == v->numel()) {
+      std::vector<double> inv(static_cast<size_t>(v->numel())), shift(inv.size());
+      for (int64_t k = 0; k < v->numel(); ++k) {
+        inv[static_cast<size_t>(k)] = s->get_f64(k) / std::sqrt(v->get_f64(k) + eps);
+        shift[static_cast<size_t>(k)] = b->get_f64(k) - m->get_f64(k) * inv[static_cast<size_t>(k)];
+      }
+      std::vector<int64_t> per(static_cast<size_t>(rank - 1), 1);  // [C, 1, ...]
+      per[0] = v->numel();
+      if (std::optional<Value> y =
+              fold_affine_into_conv(c, x, Tensor::from_doubles(s->dtype(), Shape(per), inv),
+                                    Tensor::from_doubles(s->dtype(), Shape(per), shift))) {
+        c.set_output(0, *y);
+        c.set_output(1, c.input(3));
+        c.set_output(2, c.input(4));
+        return;
+      }
+    }
+  }
   Value scale = c.input(1), bias = c.input(2), mean = c.input(3), var = c.input(4);
-  Value inv = g.div(scale, g.sqrt(g.add(var, k(g, var, c.attr_float("epsilon", 1e-5)))));
+  Value inv = g.div(scale, g.sqrt(g.add(var, k(g, var, eps))));
   Value y = g.add(g.mul(g.sub(x, per_channel(g, mean, rank)), per_channel(g, inv, rank)),
                   per_channel(g, bias, rank));
   c.set_output(0, y);
