@@ -46,7 +46,7 @@ Value elu(Graph& g, Value x, double alpha) {
 // min(1, max(0, alpha x + beta))
 Value hard_sigmoid(Graph& g, Value x, double alpha, double beta) {
   Value y = g.add(g.mul(x, k(g, x, alpha)), k(g, x, beta));
-  return g.min(g.max(y, k(g, x, 0)), k(g, x, 1));
+  return g.clamp(k(g, x, 0), y, k(g, x, 1));
 }
 
 // One row per unary op: the ONNX name and its rlx form (attributes read from the context).
@@ -211,6 +211,7 @@ void convert_clip(NodeContext& c) {
     lo = c.optional_input(1);
     hi = c.optional_input(2);
   }
+  if (lo && hi) return c.set_output(0, g.clamp(*lo, x, *hi));  // one step of a region
   if (lo) x = g.max(x, *lo);
   if (hi) x = g.min(x, *hi);
   c.set_output(0, x);
