@@ -4,6 +4,7 @@
 // flattened trailing dims), LRN, LpNormalization, MeanVarianceNormalization.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "importer.h"
 
@@ -85,15 +86,17 @@ Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& ker
   return w;
 }
 
+// The window of a conv (`weight` given: its dims are the default kernel_shape; at most 2-D)
+// or of a pool (any rank).
 std::vector<int64_t> kernel_of(NodeContext& c, const Shape& x, std::optional<Shape> weight) {
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
   if (kernel.empty() && weight) kernel.assign(weight->dims().begin() + 2, weight->dims().end());
   c.require(!kernel.empty(), "kernel_shape is required");
   c.require(static_cast<int>(kernel.size()) + 2 == x.rank(),
             "kernel rank does not match the input");
-  c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
-                                    "-D windows are not supported (rlx's conv and pools are 1-D "
-                                    "and 2-D)");
+  c.require(kernel.size() <= 2 || !weight, std::to_string(kernel.size()) +
+                                               "-D windows are not supported (rlx's conv is 1-D "
+                                               "and 2-D)");
   return kernel;
 }
 
@@ -185,6 +188,8 @@ void convert_conv_transpose(NodeContext& c) {
   const Shape& xs = g.shape(x);
   const Shape ws = g.shape(w);
   std::vector<int64_t> kernel = kernel_of(c, xs, ws);
+  c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
+                                    "-D windows are not supported (rlx's conv is 1-D and 2-D)");
   const auto n = static_cast<int64_t>(kernel.size());
   const int64_t groups = c.attr_int("group", 1);
   std::vector<int64_t> strides =
@@ -271,13 +276,97 @@ void convert_conv_transpose(NodeContext& c) {
   c.set_output(0, y);
 }
 
+// The smallest value of dtype `t` (MaxPool's padding).
+double lowest(DType t) {
+  switch (t) {
+    case DType::i8:
+      return -128;
+    case DType::u8:
+      return 0;
+    case DType::i32:
+      return -2147483648.0;
+    case DType::i64:
+      return -9223372036854775808.0;
+    default:
+      return -std::numeric_limits<double>::infinity();
+  }
+}
+
+// A pool as a max / sum over its window's taps, one strided slice of the padded input each, for
+// the windows rlx's max_pool / avg_pool do not take (dilated, 3-D and up). `plain` is the
+// window without ceil_mode's extra high padding: AveragePool's count_include_pad counts the
+// positions inside the declared pads only.
+Value pool_by_taps(NodeContext& c, Value x, const Window& win, const Window& plain, bool max,
+                   bool count_include_pad) {
+  Graph& g = c.g;
+  const Shape xs = g.shape(x);
+  const auto n = static_cast<int64_t>(win.kernel.size());
+  std::vector<int64_t> lo{0, 0}, hi{0, 0}, out;
+  int64_t taps = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int64_t span = (win.kernel[u] - 1) * win.dilations[u] + 1;
+    lo.push_back(win.lo[u]);
+    hi.push_back(win.hi[u]);
+    out.push_back((xs[static_cast<int>(2 + i)] + win.lo[u] + win.hi[u] - span) / win.strides[u] +
+                  1);
+    c.require(out.back() >= 1, "the window is larger than the padded input");
+    taps *= win.kernel[u];
+  }
+  const DType dt = g.dtype(x);
+  Value xp = g.pad(x, g.scalar(max ? lowest(dt) : 0.0, dt), lo, hi,
+                   std::vector<int64_t>(static_cast<size_t>(n + 2), 0));
+  std::optional<Value> acc;
+  for (int64_t t = 0; t < taps; ++t) {
+    std::vector<int64_t> start{0, 0}, limit{xs[0], xs[1]}, strides{1, 1};
+    for (int64_t i = n - 1, rest = t; i >= 0; --i) {
+      const auto u = static_cast<size_t>(i);
+      const int64_t tap = rest % win.kernel[u];
+      rest /= win.kernel[u];
+      start.insert(start.begin() + 2, tap * win.dilations[u]);
+      limit.insert(limit.begin() + 2, tap * win.dilations[u] + (out[u] - 1) * win.strides[u] + 1);
+      strides.insert(strides.begin() + 2, win.strides[u]);
+    }
+    Value v = g.slice(xp, start, limit, strides);
+    acc = !acc ? v : max ? g.max(*acc, v) : g.add(*acc, v);
+  }
+  if (max) return *acc;
+  // The divisor per output position: the product over dims of the taps counted in each.
+  std::vector<int64_t> dshape{1, 1};
+  dshape.insert(dshape.end(), out.begin(), out.end());
+  Tensor divisor(dt, Shape(dshape));
+  for (int64_t flat = 0; flat < divisor.numel(); ++flat) {
+    double count = 1;
+    for (int64_t i = n - 1, rest = flat; i >= 0; --i) {
+      const auto u = static_cast<size_t>(i);
+      const int64_t o = rest % out[u];
+      rest /= out[u];
+      const int64_t in = xs[static_cast<int>(2 + i)];
+      int64_t k = 0;
+      for (int64_t tap = 0; tap < win.kernel[u]; ++tap) {
+        const int64_t pos = o * win.strides[u] - win.lo[u] + tap * win.dilations[u];
+        k += count_include_pad ? pos >= -plain.lo[u] && pos < in + plain.hi[u]
+                               : pos >= 0 && pos < in;
+      }
+      count *= static_cast<double>(k);
+    }
+    divisor.set_f64(flat, count);
+  }
+  return g.div(*acc, g.constant(divisor));
+}
+
 void convert_pool(NodeContext& c, bool max) {
   Graph& g = c.g;
   Value x = c.input(0);
   const Shape& xs = g.shape(x);
   c.require(!c.wants_output(1), "the Indices output is not supported");
-  Window win = window_of(c, xs, kernel_of(c, xs, std::nullopt), c.attr_int("ceil_mode", 0) != 0);
-  for (int64_t d : win.dilations) c.require(d == 1, "dilated pooling is not supported");
+  const std::vector<int64_t> kernel = kernel_of(c, xs, std::nullopt);
+  Window win = window_of(c, xs, kernel, c.attr_int("ceil_mode", 0) != 0);
+  bool dilated = false;
+  for (int64_t d : win.dilations) dilated = dilated || d != 1;
+  if (dilated || kernel.size() > 2)
+    return c.set_output(0, pool_by_taps(c, x, win, window_of(c, xs, kernel, false), max,
+                                        c.attr_int("count_include_pad", 0) != 0));
   if (max && !is_float(g.dtype(x))) {  // integer max pool through f64 (exact up to 2^53)
     Value y = g.max_pool(g.convert(x, DType::f64), win.kernel, win.strides, win.lo, win.hi);
     return c.set_output(0, g.convert(y, g.dtype(x)));
