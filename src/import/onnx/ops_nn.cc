@@ -296,8 +296,10 @@ double lowest(DType t) {
 // the windows rlx's max_pool / avg_pool do not take (dilated, 3-D and up). `plain` is the
 // window without ceil_mode's extra high padding: AveragePool's count_include_pad counts the
 // positions inside the declared pads only.
+// With `indices`, also sets it to MaxPool's Indices: the row-major index into x of each
+// output's maximum (the first tap holding it; storage_order 1 counts W before H).
 Value pool_by_taps(NodeContext& c, Value x, const Window& win, const Window& plain, bool max,
-                   bool count_include_pad) {
+                   bool count_include_pad, std::optional<Value>* indices = nullptr) {
   Graph& g = c.g;
   const Shape xs = g.shape(x);
   const auto n = static_cast<int64_t>(win.kernel.size());
@@ -317,8 +319,10 @@ Value pool_by_taps(NodeContext& c, Value x, const Window& win, const Window& pla
   Value xp = g.pad(x, g.scalar(max ? lowest(dt) : 0.0, dt), lo, hi,
                    std::vector<int64_t>(static_cast<size_t>(n + 2), 0));
   std::optional<Value> acc;
+  std::vector<Value> slices;
+  std::vector<std::vector<int64_t>> tap_of;  // per tap, its offset per spatial dim
   for (int64_t t = 0; t < taps; ++t) {
-    std::vector<int64_t> start{0, 0}, limit{xs[0], xs[1]}, strides{1, 1};
+    std::vector<int64_t> start{0, 0}, limit{xs[0], xs[1]}, strides{1, 1}, offs;
     for (int64_t i = n - 1, rest = t; i >= 0; --i) {
       const auto u = static_cast<size_t>(i);
       const int64_t tap = rest % win.kernel[u];
@@ -326,9 +330,60 @@ Value pool_by_taps(NodeContext& c, Value x, const Window& win, const Window& pla
       start.insert(start.begin() + 2, tap * win.dilations[u]);
       limit.insert(limit.begin() + 2, tap * win.dilations[u] + (out[u] - 1) * win.strides[u] + 1);
       strides.insert(strides.begin() + 2, win.strides[u]);
+      offs.insert(offs.begin(), tap * win.dilations[u]);
     }
     Value v = g.slice(xp, start, limit, strides);
+    if (indices) {
+      slices.push_back(v);
+      tap_of.push_back(offs);
+    }
     acc = !acc ? v : max ? g.max(*acc, v) : g.add(*acc, v);
+  }
+  if (max && indices) {
+    // Per tap, the input index it reads at each output position (plane offset added below);
+    // the first tap equal to the maximum wins.
+    const bool col_major = c.attr_int("storage_order", 0) != 0;
+    std::vector<int64_t> oshape{1, 1};
+    oshape.insert(oshape.end(), out.begin(), out.end());
+    int64_t plane = 1;
+    for (int64_t i = 0; i < n; ++i) plane *= xs[static_cast<int>(2 + i)];
+    std::optional<Value> idx, found;
+    for (size_t t = 0; t < slices.size(); ++t) {
+      Tensor at(DType::i64, Shape(oshape));
+      for (int64_t flat = 0; flat < at.numel(); ++flat) {
+        int64_t index = 0, scale = 1;
+        for (int64_t i = n - 1, rest = flat; i >= 0; --i) {
+          const auto u = static_cast<size_t>(i);
+          const int64_t o = rest % out[u];
+          rest /= out[u];
+          const int64_t pos = o * win.strides[u] - win.lo[u] + tap_of[t][u];
+          const int64_t in = xs[static_cast<int>(2 + i)];
+          if (col_major) {
+            int64_t below = 1;  // dims before i vary fastest
+            for (int64_t j = 0; j < i; ++j) below *= xs[static_cast<int>(2 + j)];
+            index += std::clamp<int64_t>(pos, 0, in - 1) * below;
+          } else {
+            index += std::clamp<int64_t>(pos, 0, in - 1) * scale;
+          }
+          scale *= in;
+        }
+        at.set_i64(flat, index);
+      }
+      Value hit = g.eq(slices[t], *acc);
+      Value take = found ? g.logical_and(hit, g.logical_not(*found)) : hit;
+      Value here = g.broadcast_in_dim(g.constant(at), g.shape(*acc).dims(), [&] {
+        std::vector<int64_t> d;
+        for (int64_t i = 0; i < n + 2; ++i) d.push_back(i);
+        return d;
+      }());
+      idx = idx ? g.select(take, here, *idx) : here;
+      found = found ? g.logical_or(*found, hit) : hit;
+    }
+    // + the (n, c) plane's offset.
+    Value planes = g.iota(DType::i64, g.shape(*acc), 0);
+    planes = g.add(g.mul(planes, g.scalar(static_cast<double>(xs[1]), DType::i64)),
+                   g.iota(DType::i64, g.shape(*acc), 1));
+    *indices = g.add(*idx, g.mul(planes, g.scalar(static_cast<double>(plane), DType::i64)));
   }
   if (max) return *acc;
   // The divisor per output position: the product over dims of the taps counted in each.
@@ -359,9 +414,13 @@ void convert_pool(NodeContext& c, bool max) {
   Graph& g = c.g;
   Value x = c.input(0);
   const Shape& xs = g.shape(x);
-  c.require(!c.wants_output(1), "the Indices output is not supported");
   const std::vector<int64_t> kernel = kernel_of(c, xs, std::nullopt);
   Window win = window_of(c, xs, kernel, c.attr_int("ceil_mode", 0) != 0);
+  if (max && c.wants_output(1)) {  // Indices: the tap-by-tap form, which knows positions
+    std::optional<Value> indices;
+    c.set_output(0, pool_by_taps(c, x, win, win, true, false, &indices));
+    return c.set_output(1, *indices);
+  }
   bool dilated = false;
   for (int64_t d : win.dilations) dilated = dilated || d != 1;
   if (dilated || kernel.size() > 2)
