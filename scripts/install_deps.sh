@@ -62,6 +62,14 @@ if ! python3 -c "import onnx, onnxruntime, sys; sys.exit(onnx.__version__ != '1.
   pip_install "onnx==1.23.2" "onnxruntime==1.32.0"
 fi
 
+# ONNX import's real models (python/tests/test_onnx_real_models.py, bench/onnx_bench.py): only
+# their .onnx files are read, so --no-deps (the packages' own code needs torch / OpenCV).
+# Wheels: silero-vad 11 MB, magika 16 MB (mostly its CLI binary), rapidocr-onnxruntime 15 MB.
+if ! python3 -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('silero_vad', 'magika', 'rapidocr_onnxruntime')))"; then
+  echo "installing: silero-vad, magika, rapidocr-onnxruntime (PyPI, --no-deps)"
+  pip_install --no-deps "silero-vad==6.2.3" "magika==1.0.3" "rapidocr-onnxruntime==1.4.4"
+fi
+
 # The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference, the
 # official openai client against `rlx serve`).
 if ! python3 -c "import pybind11, pytest, jax, ml_dtypes, numpy, openai, gguf" 2>/dev/null; then

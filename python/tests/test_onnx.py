@@ -100,6 +100,77 @@ def test_cnn_matches_onnxruntime():
     )
 
 
+# The importer's fast forms against ORT: ConvTranspose whose windows tile the output (a GEMM
+# and a transpose; DBNet's 2x2 stride-2 upsampling), beside the general interior-padded
+# convolution; a [N, C, H, 1] Conv as a 1-D one (magika); Resize nearest as one gather,
+# integer upsampling as one broadcast.
+@pytest.mark.parametrize(
+    "op,shape,attrs,extra",
+    [
+        ("ConvTranspose", (2, 3, 5, 4), dict(kernel_shape=[2, 2], strides=[2, 2]), (3, 4, 2, 2)),
+        ("ConvTranspose", (1, 3, 7), dict(kernel_shape=[3], strides=[3]), (3, 2, 3)),
+        ("ConvTranspose", (1, 3, 5, 4), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0]),
+         (3, 2, 3, 3)),
+        ("Conv", (2, 3, 9, 1), dict(kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0]),
+         (4, 3, 3, 1)),
+        ("Resize", (1, 2, 3, 4), dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                      nearest_mode="floor"), [1, 1, 2, 3]),
+        ("Resize", (1, 2, 3, 4), dict(mode="nearest"), [1, 1, 2.5, 1.5]),
+        ("Resize", (1, 2, 3, 4), dict(mode="linear"), [1, 1, 2, 2]),
+    ],
+)
+def test_fast_forms_match_onnxruntime(op, shape, attrs, extra):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if op in ("Conv", "ConvTranspose"):
+        out_channels = extra[0] if op == "Conv" else extra[1]
+        inits = [numpy_helper.from_array(rng.standard_normal(extra).astype(np.float32), "w"),
+                 numpy_helper.from_array(rng.standard_normal(out_channels).astype(np.float32), "b")]
+        node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
+    else:
+        inits = [numpy_helper.from_array(np.array(extra, np.float32), "scales")]
+        node = helper.make_node(op, ["x", "", "scales"], ["y"], **attrs)
+    m = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    got = rlx.onnx.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    want = _ort(m).run(None, {"x": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_per_channel_affine_ops_after_a_conv_fold_into_it():
+    """Conv (+ bias) -> Mul / Add / Sub by per-channel or scalar constants -> BatchNormalization
+    folds into the conv's weights and bias at import (ORT's Conv*Fusion); a conv output that
+    something else also reads is left alone."""
+    rng = np.random.default_rng(5)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (f(6, 3, 3, 3), "w"), (f(6), "b"), (f(6, 1, 1), "s"), (np.float32(0.5), "t"),
+        (f(1, 6, 1, 1), "u"), (np.abs(f(6)) + 0.5, "gamma"), (f(6), "beta"), (f(6), "mean"),
+        (np.abs(f(6)) + 0.1, "var")]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["c", "s"], ["m"]),
+        helper.make_node("Add", ["t", "m"], ["a"]),
+        helper.make_node("Sub", ["a", "u"], ["d"]),
+        helper.make_node("BatchNormalization", ["d", "gamma", "beta", "mean", "var"], ["bn"]),
+        helper.make_node("Relu", ["bn"], ["y"]),
+        helper.make_node("Conv", ["x", "w"], ["c2"]),  # read twice: not folded
+        helper.make_node("Mul", ["c2", "s"], ["m2"]),
+        helper.make_node("Add", ["c2", "m2"], ["z"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+               [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "z")],
+               inits)
+    x = f(2, 3, 8, 8)
+    for got, want in zip(rlx.onnx.InferenceSession(m.SerializeToString()).run(None, {"x": x}),
+                         _ort(m).run(None, {"x": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    text = str(rlx.onnx.load(m.SerializeToString(), {"x": (2, 3, 8, 8)}))
+    ops = [line.split("=")[1].split()[0] for line in text.splitlines() if " = " in line]
+    assert ops.count("conv") == 2 and ops.count("mul") == 1 and "sub" not in ops, text
+
+
 def test_load_gives_a_graph_to_compile():
     rng = np.random.default_rng(2)
     w = rng.standard_normal((6, 3)).astype(np.float32)

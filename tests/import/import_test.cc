@@ -221,6 +221,119 @@ TEST(OnnxImport, InputNeededAsValueIsNamedAndCanBeBound) {
   EXPECT_EQ(y[0].get_f64(2), 9.0);
 }
 
+// A GRAPH attribute `name` of `n` holding a subgraph (an If branch) with `outputs`; its nodes
+// are added by the caller through the returned pointer.
+::onnx::GraphProto* subgraph(NodeProto* n, const std::string& name,
+                             const std::vector<std::string>& outputs) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  ::onnx::GraphProto* g = a->mutable_g();
+  g->set_name(name);
+  for (const std::string& o : outputs) g->add_output()->set_name(o);
+  return g;
+}
+
+NodeProto* sub_node(::onnx::GraphProto* g, const std::string& op,
+                    const std::vector<std::string>& in, const std::vector<std::string>& out) {
+  NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(g->name() + "/" + op);
+  for (const auto& i : in) n->add_input(i);
+  for (const auto& o : out) n->add_output(o);
+  return n;
+}
+
+// If on an input shape (silero-vad's exporter emits 25 of them): the condition folds once the
+// shape is bound and the taken branch is inlined; the branches return different ranks, read
+// values of the enclosing graph (one defined after the If in the file), and nest.
+TEST(OnnxImport, IfWithAConditionKnownAtImportIsInlined) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"batch", "4"});
+  b.ints("idx", {0});
+  b.ints("one", {1});
+  b.ints("axes0", {0});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "idx"}, {"n"});
+  b.node("Equal", {"n", "one"}, {"is1"});
+  b.node("Squeeze", {"is1"}, {"cond"});
+  NodeProto* if_node = b.node("If", {"cond"}, {"y"}, "if_batch1");
+  // then (batch 1): squeeze the batch dim, [4]; reads x, axes0 and r from the enclosing graph.
+  auto* then_g = subgraph(if_node, "then_branch", {"t_out"});
+  sub_node(then_g, "Add", {"x", "r"}, {"t_sum"});
+  sub_node(then_g, "Squeeze", {"t_sum", "axes0"}, {"t_out"});
+  // else: a nested If on a constant true condition, whose branch doubles x: [batch, 4].
+  auto* else_g = subgraph(if_node, "else_branch", {"e_out"});
+  NodeProto* c = sub_node(else_g, "Constant", {}, {"e_true"});
+  auto* ca = c->add_attribute();
+  ca->set_name("value");
+  ca->set_type(::onnx::AttributeProto::TENSOR);
+  ca->mutable_t()->set_data_type(TensorProto::BOOL);
+  ca->mutable_t()->add_int32_data(1);
+  NodeProto* inner = sub_node(else_g, "If", {"e_true"}, {"e_out"});
+  auto* inner_then = subgraph(inner, "then_branch", {"i_out"});
+  sub_node(inner_then, "Add", {"x", "x"}, {"i_out"});
+  auto* inner_else = subgraph(inner, "else_branch", {"x"});  // an enclosing value as output
+  (void)inner_else;
+  b.node("Relu", {"x"}, {"r"}, "relu_after_if");  // read by then_branch: ordered before the If
+  b.output("y");
+  Model m = b.model();
+  EXPECT_EQ(m.info().num_nodes, 11);  // subgraphs' nodes counted
+  InferenceSession s(m);
+  Tensor y1 = s.run({}, {{"x", floats({1, 4}, {-1, 2, -3, 4})}})[0];
+  EXPECT_EQ(y1.shape(), (Shape{4}));
+  EXPECT_EQ(y1.get_f64(0), -1.0);  // -1 + relu(-1)
+  EXPECT_EQ(y1.get_f64(1), 4.0);   // 2 + relu(2)
+  Tensor y2 = s.run({}, {{"x", floats({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}})[0];
+  EXPECT_EQ(y2.shape(), (Shape{2, 4}));
+  EXPECT_EQ(y2.get_f64(7), 16.0);
+  // No control flow is left in the graph.
+  ImportOptions o;
+  o.dim_params["batch"] = 1;
+  ImportedGraph ig = m.import_graph(o);
+  std::string ops;
+  for (const Node& n : ig.graph.nodes())
+    if (n.op != OpKind::Input && n.op != OpKind::Constant) ops += std::string(op_name(n.op)) + " ";
+  EXPECT_EQ(ops, "relu add squeeze ") << ig.graph.to_string();
+}
+
+// A condition computed from an input's data: the session binds small inputs by value (a
+// sampling rate), a large float input cannot be, and the error names the If node.
+TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"n"});
+  b.node("ReduceSum", {"x"}, {"sum"});
+  b.ints("zero_f", {0});
+  b.node("Cast", {"zero_f"}, {"zero"});
+  attr_int(b.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
+  b.node("Greater", {"sum", "zero"}, {"pos"});
+  b.node("Squeeze", {"pos"}, {"cond"});
+  NodeProto* if_node = b.node("If", {"cond"}, {"y"}, "if_positive");
+  sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
+  sub_node(subgraph(if_node, "else_branch", {"c"}), "Abs", {"x"}, {"c"});
+  b.output("y");
+  InferenceSession s(b.model());
+  // 3 floats are bound by value: the condition folds per value.
+  EXPECT_EQ(s.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].get_f64(0), -1.0);
+  EXPECT_EQ(s.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].get_f64(0), 1.0);
+  std::vector<double> big(64, 1.0);
+  std::string e = error_of([&] { s.run({}, {{"x", floats({64}, big)}}); });
+  EXPECT_NE(e.find("node 'if_positive' (If, opset 13)"), std::string::npos) << e;
+  EXPECT_NE(e.find("data-dependent control flow"), std::string::npos) << e;
+  // A branch reading a name nothing defines fails at load, naming the node.
+  Builder bad(13);
+  bad.input("x", TensorProto::BOOL, {});
+  NodeProto* n = bad.node("If", {"x"}, {"y"});
+  sub_node(subgraph(n, "then_branch", {"a"}), "Not", {"nope"}, {"a"});
+  sub_node(subgraph(n, "else_branch", {"c"}), "Not", {"x"}, {"c"});
+  bad.output("y");
+  e = error_of([&] { bad.model(); });
+  EXPECT_NE(e.find("reads 'nope', which no node, graph input or initializer defines (in this "
+                   "subgraph or an enclosing graph)"),
+            std::string::npos)
+      << e;
+}
+
 // Softmax changed meaning at opset 13: before, over the flattened trailing dims.
 TEST(OnnxImport, SoftmaxFollowsItsOpset) {
   for (int64_t opset : {11, 13}) {

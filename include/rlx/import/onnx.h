@@ -194,7 +194,9 @@ class InferenceSession {
   Model model_;
   CompileOptions options_;
   Session session_;
-  std::vector<std::string> value_inputs_;  // inputs bound by value (learned on first need)
+  // Inputs bound by value (learned on first need), with the importer's message saying which
+  // node needs them (repeated when a later feed is too large to bind).
+  std::vector<std::pair<std::string, std::string>> value_inputs_;
   // Keyed on the input dims in model order, then the bytes of the inputs bound by value.
   std::map<std::string, std::unique_ptr<Compiled>> cache_;
 };

@@ -51,7 +51,13 @@ class Importer {
   std::optional<Tensor> static_of(const std::string& name);
   /// The value of `v` if every leaf it depends on is a constant or an initializer.
   std::optional<Tensor> static_value(Value v);
-  void define(const std::string& name, Value v) { values_[name] = v; }
+  /// Binds ONNX value `name` (in the innermost open subgraph scope, if any).
+  void define(const std::string& name, Value v);
+  /// Converts subgraph `sg` as if its nodes stood at `ctx`'s node (reads of enclosing values
+  /// resolve by name) and returns the values of its outputs; its own names go out of scope.
+  std::vector<Value> inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx);
+  /// Consumers of ONNX value `name` (node inputs at any depth, graph outputs).
+  int64_t uses(const std::string& name);
   /// The graph inputs (ONNX names) the last static_value call found its value depends on.
   const std::vector<std::string>& missing_inputs() const { return missing_inputs_; }
 
@@ -61,6 +67,7 @@ class Importer {
 
  private:
   void bind_inputs(ImportedGraph& out);
+  void convert_nodes(const ::onnx::GraphProto& graph);
   Shape input_shape(const ::onnx::ValueInfoProto& v);
   void check_supported();
 
@@ -69,9 +76,65 @@ class Importer {
   std::unordered_map<std::string, Tensor> param_data_;  // the same by param name (DCE renumbers)
   // Import-time values per node: absent = not computed yet; nullopt = not static.
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
+  // Per node not static: the graph input nodes it depends on.
+  std::unordered_map<int32_t, std::vector<int32_t>> input_deps_;
   std::unordered_map<int32_t, std::string> input_names_;  // input node -> ONNX name
   std::vector<std::string> missing_inputs_;
+  std::unordered_map<std::string, int64_t> uses_;  // filled on first use
+  // Per inlined subgraph, innermost last: (name, the value it had before) of every name the
+  // subgraph defined, restored when it closes.
+  std::vector<std::vector<std::pair<std::string, std::optional<Value>>>> scopes_;
 };
+
+void Importer::define(const std::string& name, Value v) {
+  auto it = values_.find(name);
+  if (!scopes_.empty())
+    scopes_.back().emplace_back(name,
+                                it == values_.end() ? std::nullopt : std::optional(it->second));
+  values_[name] = v;
+}
+
+int64_t Importer::uses(const std::string& name) {
+  if (uses_.empty()) {
+    std::function<void(const ::onnx::GraphProto&)> count = [&](const ::onnx::GraphProto& graph) {
+      for (const auto& o : graph.output()) ++uses_[o.name()];
+      for (const auto& nd : graph.node()) {
+        for (const auto& in : nd.input()) ++uses_[in];
+        for (const auto& a : nd.attribute()) {
+          if (a.has_g()) count(a.g());
+          for (const auto& sg : a.graphs()) count(sg);
+        }
+      }
+    };
+    count(model_.proto->graph());
+  }
+  auto it = uses_.find(name);
+  return it == uses_.end() ? 0 : it->second;
+}
+
+std::vector<Value> Importer::inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx) {
+  if (sg.input_size() > 0)
+    ctx.fail("subgraph '" + sg.name() + "' has " + std::to_string(sg.input_size()) +
+             " input(s); only input-less subgraphs (If's branches) are inlined");
+  scopes_.emplace_back();
+  struct Close {  // restores the enclosing names on every exit
+    Importer& im;
+    ~Close() {
+      auto& scope = im.scopes_.back();
+      for (auto it = scope.rbegin(); it != scope.rend(); ++it) {
+        if (it->second)
+          im.values_[it->first] = *it->second;
+        else
+          im.values_.erase(it->first);
+      }
+      im.scopes_.pop_back();
+    }
+  } close{*this};
+  convert_nodes(sg);
+  std::vector<Value> outs;
+  for (const auto& o : sg.output()) outs.push_back(value(o.name(), &ctx));
+  return outs;
+}
 
 Value Importer::value(const std::string& name, const NodeContext* ctx) {
   auto it = values_.find(name);
@@ -105,15 +168,9 @@ std::optional<Tensor> Importer::static_of(const std::string& name) {
 }
 
 std::optional<Tensor> Importer::static_value(Value v) {
-  // Iterative post-order walk over the operands (graphs can be deep), memoized per node.
-  missing_inputs_.clear();
+  // Iterative post-order walk over the operands (graphs can be deep), memoized per node; a node
+  // that is not static remembers the graph inputs it depends on.
   std::vector<int32_t> stack{v.node};
-  auto note_input = [&](int32_t id) {
-    auto name = input_names_.find(id);
-    if (name != input_names_.end() && std::find(missing_inputs_.begin(), missing_inputs_.end(),
-                                                name->second) == missing_inputs_.end())
-      missing_inputs_.push_back(name->second);
-  };
   while (!stack.empty()) {
     int32_t id = stack.back();
     if (folded_.count(id)) {
@@ -123,7 +180,7 @@ std::optional<Tensor> Importer::static_value(Value v) {
     const Node& n = g.node(id);
     if (n.op == OpKind::Input) {
       folded_[id] = std::nullopt;
-      note_input(id);
+      input_deps_[id] = {id};
       stack.pop_back();
       continue;
     }
@@ -134,28 +191,27 @@ std::optional<Tensor> Importer::static_value(Value v) {
       stack.pop_back();
       continue;
     }
-    bool ready = true, is_static = true;
-    for (const Value& o : n.operands) {
-      auto f = folded_.find(o.node);
-      if (f == folded_.end()) {
+    bool ready = true;
+    for (const Value& o : n.operands)
+      if (!folded_.count(o.node)) {
         ready = false;
         stack.push_back(o.node);
-      } else if (!f->second) {
-        is_static = false;
-        if (g.node(o.node).op == OpKind::Input) note_input(o.node);
       }
-    }
-    if (!is_static) {
-      folded_[id] = std::nullopt;
-      stack.pop_back();
-      continue;
-    }
     if (!ready) continue;
     stack.pop_back();
+    std::vector<int32_t> deps;
+    for (const Value& o : n.operands) {
+      if (folded_[o.node]) continue;
+      for (int32_t d : input_deps_[o.node])
+        if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+    }
     int64_t bytes = 0;
     for (const TensorType& r : n.results) bytes += r.shape.numel() * dtype_size(r.dtype);
-    if (bytes > options_.fold_limit_bytes) {
+    bool is_static = true;
+    for (const Value& o : n.operands) is_static = is_static && folded_[o.node].has_value();
+    if (!is_static || bytes > options_.fold_limit_bytes) {
       folded_[id] = std::nullopt;
+      input_deps_[id] = std::move(deps);
       continue;
     }
     std::vector<Tensor> operands;
@@ -163,9 +219,11 @@ std::optional<Tensor> Importer::static_value(Value v) {
       operands.push_back((*folded_[o.node])[static_cast<size_t>(o.index)]);
     folded_[id] = evaluate_op(n.op, operands, n.attrs);
   }
+  missing_inputs_.clear();
   const auto& r = folded_[v.node];
-  if (!r) return std::nullopt;
-  return (*r)[static_cast<size_t>(v.index)];
+  if (r) return (*r)[static_cast<size_t>(v.index)];
+  for (int32_t d : input_deps_[v.node]) missing_inputs_.push_back(input_names_.at(d));
+  return std::nullopt;
 }
 
 Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
@@ -181,7 +239,8 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
         throw Error(what + ": the model declares rank " + std::to_string(decl.dim_size()) +
                     ", got shape " + given->second.to_string());
       for (int i = 0; i < decl.dim_size(); ++i)
-        if (decl.dim(i).has_dim_value() && decl.dim(i).dim_value() != dims[static_cast<size_t>(i)])
+        if (decl.dim(i).has_dim_value() && decl.dim(i).dim_value() >= 0 &&
+            decl.dim(i).dim_value() != dims[static_cast<size_t>(i)])
           throw Error(what + ": dim " + std::to_string(i) + " is declared " +
                       std::to_string(decl.dim(i).dim_value()) + ", got shape " +
                       given->second.to_string());
@@ -190,15 +249,17 @@ Shape Importer::input_shape(const ::onnx::ValueInfoProto& v) {
     if (!tt.has_shape())
       throw Error(what + ": the model declares no shape; give one (input_shapes)");
     for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
+      // A negative dim_value (PaddlePaddle's exporter writes -1) is an unknown dim.
+      if (d.has_dim_value() && d.dim_value() >= 0) {
         dims.push_back(d.dim_value());
         continue;
       }
       auto p =
           d.has_dim_param() ? options_.dim_params.find(d.dim_param()) : options_.dim_params.end();
       if (p == options_.dim_params.end())
-        throw Error(what + ": dim " + std::to_string(dims.size()) + " is symbolic ('" +
-                    d.dim_param() + "'); give the input's shape or the dim's size");
+        throw Error(what + ": dim " + std::to_string(dims.size()) +
+                    (d.has_dim_param() ? " is symbolic ('" + d.dim_param() + "')" : " is unknown") +
+                    "; give the input's shape or the dim's size");
       dims.push_back(p->second);
     }
   }
@@ -285,7 +346,22 @@ ImportedGraph Importer::run() {
   ImportedGraph out;
   bind_inputs(out);
   const auto& graph = model_.proto->graph();
-  for (int idx : model_.order) {
+  convert_nodes(graph);
+  std::vector<Value> outs;
+  for (const auto& o : graph.output()) {
+    outs.push_back(value(o.name(), nullptr));
+    out.outputs.push_back(o.name());
+  }
+  g.set_outputs(outs);
+  create_dce_pass()->run(g);
+  for (int32_t id : g.params())
+    out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
+  out.graph = std::move(g);
+  return out;
+}
+
+void Importer::convert_nodes(const ::onnx::GraphProto& graph) {
+  for (int idx : model_.orders.at(&graph)) {
     const auto& node = graph.node(idx);
     std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
     auto opset = model_.opsets.find(domain);
@@ -293,6 +369,7 @@ ImportedGraph Importer::run() {
     if (opset == model_.opsets.end())
       ctx.fail("the model imports no opset of domain '" + domain + "'");
     const ConvertFn* fn = find_converter(domain, node.op_type());
+    const auto first_new = static_cast<int32_t>(g.nodes().size());
     try {
       (*fn)(ctx);
     } catch (const InputValuesRequired&) {
@@ -306,18 +383,16 @@ ImportedGraph Importer::run() {
       if (!node.output(i).empty() && !values_.count(node.output(i)))
         ctx.fail("output " + std::to_string(i) + " ('" + node.output(i) +
                  "') is not supported by the converter");
+    // The nodes computing the outputs carry the ONNX node's name (profiles, printed graphs).
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      const Value v = values_.at(node.output(i));
+      const Node& made = g.node(v.node);
+      if (v.node >= first_new && made.op != OpKind::Constant && made.op != OpKind::Param &&
+          made.op != OpKind::Input)
+        g.rename(v.node, rlx_name(node.name().empty() ? node.output(i) : node.name()));
+    }
   }
-  std::vector<Value> outs;
-  for (const auto& o : graph.output()) {
-    outs.push_back(value(o.name(), nullptr));
-    out.outputs.push_back(o.name());
-  }
-  g.set_outputs(outs);
-  create_dce_pass()->run(g);
-  for (int32_t id : g.params())
-    out.params.emplace_back(g.node(id).name, param_data_.at(g.node(id).name));
-  out.graph = std::move(g);
-  return out;
 }
 
 // ---- NodeContext
@@ -373,6 +448,10 @@ Tensor NodeContext::required_static(int i, const char* what) const {
   throw InputValuesRequired(msg, missing);
 }
 
+std::optional<Tensor> NodeContext::static_value(Value v) const { return importer_.static_value(v); }
+
+int64_t NodeContext::uses(int i) const { return has_input(i) ? importer_.uses(node.input(i)) : 0; }
+
 std::vector<int64_t> NodeContext::static_ints(int i, const char* what) const {
   std::optional<Tensor> t = required_static(i, what);
   require(!is_float(t->dtype()), std::string("input '") + what + "' must be an integer tensor");
@@ -386,6 +465,12 @@ std::vector<double> NodeContext::static_doubles(int i, const char* what) const {
   std::vector<double> out(static_cast<size_t>(t->numel()));
   for (int64_t k = 0; k < t->numel(); ++k) out[static_cast<size_t>(k)] = t->get_f64(k);
   return out;
+}
+
+std::vector<Value> NodeContext::inline_subgraph(std::string_view name) {
+  const ::onnx::AttributeProto* a = attr(name);
+  require(a && a->has_g(), "attribute '" + std::string(name) + "' (a graph) is required");
+  return importer_.inline_graph(a->g(), *this);
 }
 
 bool NodeContext::wants_output(int i) const {
@@ -493,6 +578,7 @@ const ConverterTable& converters() {
     add_einsum_converters(t);
     add_rnn_converters(t);
     add_contrib_converters(t);
+    add_control_converters(t);
     return t;
   }();
   return table;

@@ -25,9 +25,10 @@ struct Model::Impl {
   ModelInfo info;
   /// Opset version per domain ("" = ai.onnx; "ai.onnx" is folded into "").
   std::map<std::string, int64_t, std::less<>> opsets;
-  /// Node indices of graph().node in a topological order.
-  std::vector<int> order;
-  /// Initializers by name.
+  /// Node indices of each graph (the main graph and every subgraph, e.g. If's branches) in a
+  /// topological order; a node's subgraphs' reads from enclosing graphs count as its inputs.
+  std::map<const ::onnx::GraphProto*, std::vector<int>> orders;
+  /// Initializers by name (of the main graph and of subgraphs).
   std::map<std::string, Tensor, std::less<>> initializers;
   /// External data files, mapped once (their views share the mapping).
   std::vector<std::shared_ptr<const FileMapping>> mappings;
@@ -66,10 +67,20 @@ class NodeContext {
   /// static_input(i), or a failure "input i ('what') must be known at import time" (an
   /// InputValuesRequired naming the graph inputs it depends on, when there are any).
   Tensor required_static(int i, const char* what) const;
+  /// The value of `v` (a value this converter built or read) if known at import time.
+  std::optional<Tensor> static_value(Value v) const;
+  /// How many node inputs of the model (subgraphs included) and graph outputs read input i's
+  /// value: 1 when this node is its only consumer.
+  int64_t uses(int i) const;
   /// required_static(i) as integers.
   std::vector<int64_t> static_ints(int i, const char* what) const;
   /// required_static(i) as doubles.
   std::vector<double> static_doubles(int i, const char* what) const;
+
+  /// Converts the subgraph held by attribute `name` (a GRAPH without inputs, e.g. If's
+  /// then_branch) in place, as if its nodes stood at this node: its reads of enclosing values
+  /// resolve by name, its own names go out of scope afterwards. Returns its outputs' values.
+  std::vector<Value> inline_subgraph(std::string_view name);
 
   int num_outputs() const { return node.output_size(); }
   /// Output i is requested (listed and not "").
@@ -129,6 +140,7 @@ void add_resize_converters(ConverterTable& t);       // ops_resize.cc
 void add_einsum_converters(ConverterTable& t);       // ops_einsum.cc
 void add_rnn_converters(ConverterTable& t);          // ops_rnn.cc
 void add_contrib_converters(ConverterTable& t);      // ops_contrib.cc
+void add_control_converters(ConverterTable& t);      // ops_control.cc
 
 /// The rlx dtype of ONNX TensorProto.DataType `t`, or nullopt for types rlx lacks.
 std::optional<DType> dtype_of(int32_t t);
@@ -139,6 +151,16 @@ std::string onnx_elem_name(int32_t t);
 Tensor decode_tensor(const ::onnx::TensorProto& t, const std::string& what,
                      const std::shared_ptr<const void>& owner, Model::Impl* model,
                      const std::string& external_dir);
+
+/// ORT's ConvBNFusion / ConvMulFusion / ConvAddFusion at import time: when `v` is a conv
+/// (optionally plus a bias known at import time, broadcast per output channel) whose weight is
+/// known at import time, returns conv(x, w * scale) + (bias * scale + shift), computing the
+/// new weight and bias now. `scale` / `shift` (absent: 1 / 0) must hold one value or one per
+/// output channel, broadcasting along dim 1 of v only; else returns nullopt (and so for any
+/// other v). The caller checks that v has no other consumer.
+std::optional<Value> fold_affine_into_conv(NodeContext& c, Value v,
+                                           const std::optional<Tensor>& scale,
+                                           const std::optional<Tensor>& shift);
 
 /// Numpy broadcasting helpers shared by the converters.
 /// x reshaped to rank `rank` by prepending 1s.

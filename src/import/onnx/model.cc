@@ -45,7 +45,7 @@ TensorInfo tensor_info(const ::onnx::ValueInfoProto& v) {
       std::vector<Dim> dims;
       for (const auto& d : tt.shape().dim()) {
         Dim dim;
-        if (d.has_dim_value()) dim.value = d.dim_value();
+        if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
         if (d.has_dim_param()) dim.param = d.dim_param();
         dims.push_back(dim);
       }
@@ -57,9 +57,25 @@ TensorInfo tensor_info(const ::onnx::ValueInfoProto& v) {
 
 std::string domain_of(const std::string& d) { return d == "ai.onnx" ? "" : d; }
 
-// Validates names and orders the nodes topologically (Kahn's algorithm in file order, so a
-// sorted file keeps its order). Errors name the node and the offending input.
-std::vector<int> topological_order(const ::onnx::GraphProto& g, const std::string& source) {
+// The subgraphs a node holds (If's branches, Loop's / Scan's body): its GRAPH and GRAPHS
+// attributes.
+template <typename Fn>
+void for_each_subgraph(const ::onnx::NodeProto& nd, Fn&& fn) {
+  for (const auto& a : nd.attribute()) {
+    if (a.has_g()) fn(a.g());
+    for (const auto& sg : a.graphs()) fn(sg);
+  }
+}
+
+// Validates names and orders the nodes of `g` topologically (Kahn's algorithm in file order, so
+// a sorted file keeps its order); errors name the node and the offending input. `outer` holds
+// the names visible from enclosing graphs (empty for the main graph): a subgraph (`is_subgraph`)
+// reads them implicitly. Subgraphs are validated recursively and their orders stored in `orders`;
+// the values a node's subgraphs read from outside them count as inputs of that node, so they are
+// defined before it. Returns the values `g` reads from enclosing graphs.
+std::set<std::string> validate_graph(
+    const ::onnx::GraphProto& g, const std::set<std::string>& outer, bool is_subgraph,
+    const std::string& source, std::map<const ::onnx::GraphProto*, std::vector<int>>& orders) {
   std::map<std::string, int, std::less<>> producer;  // value -> node index (-1: input/init)
   for (const auto& i : g.input()) producer[i.name()] = -1;
   for (const auto& i : g.initializer()) producer[i.name()] = -1;
@@ -79,15 +95,35 @@ std::vector<int> topological_order(const ::onnx::GraphProto& g, const std::strin
                     (it->second >= 0 ? " by " + node_name(it->second) : " as a graph input"));
     }
   }
+  // What a node's subgraphs see: the enclosing graphs' names and every name of `g`.
+  std::set<std::string> visible;
+  bool has_subgraphs = false;
+  for (const auto& nd : g.node()) for_each_subgraph(nd, [&](const auto&) { has_subgraphs = true; });
+  if (has_subgraphs) {
+    visible = outer;
+    for (const auto& [name, i] : producer) visible.insert(name);
+  }
+  std::set<std::string> free;
   std::vector<int> pending(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> users(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    for (const auto& in : g.node(i).input()) {
+    std::vector<std::string> reads(g.node(i).input().begin(), g.node(i).input().end());
+    for_each_subgraph(g.node(i), [&](const ::onnx::GraphProto& sg) {
+      std::set<std::string> sg_free = validate_graph(sg, visible, true, source, orders);
+      reads.insert(reads.end(), sg_free.begin(), sg_free.end());
+    });
+    for (const auto& in : reads) {
       if (in.empty()) continue;
       auto it = producer.find(in);
-      if (it == producer.end())
+      if (it == producer.end()) {
+        if (outer.count(in)) {
+          free.insert(in);
+          continue;
+        }
         throw Error(source + ": " + node_name(i) + " reads '" + in +
-                    "', which no node, graph input or initializer defines");
+                    "', which no node, graph input or initializer defines" +
+                    (is_subgraph ? " (in this subgraph or an enclosing graph)" : ""));
+      }
       if (it->second >= 0) {
         ++pending[static_cast<size_t>(i)];
         users[static_cast<size_t>(it->second)].push_back(i);
@@ -112,10 +148,27 @@ std::vector<int> topological_order(const ::onnx::GraphProto& g, const std::strin
       if (pending[static_cast<size_t>(i)] > 0) names += (shown++ ? ", " : "") + node_name(i);
     throw Error(source + ": the graph has a cycle through " + names);
   }
-  for (const auto& o : g.output())
-    if (!producer.count(o.name()))
-      throw Error(source + ": graph output '" + o.name() + "' is not defined by any node");
-  return order;
+  for (const auto& o : g.output()) {
+    if (producer.count(o.name())) continue;
+    if (outer.count(o.name())) {
+      free.insert(o.name());
+      continue;
+    }
+    throw Error(source + ": " +
+                (is_subgraph ? "subgraph '" + g.name() + "' output '" : "graph output '") +
+                o.name() + "' is not defined by any node");
+  }
+  orders[&g] = std::move(order);
+  return free;
+}
+
+// Calls fn(node) for every node of `g` and of its subgraphs, depth first.
+template <typename Fn>
+void for_each_node(const ::onnx::GraphProto& g, Fn&& fn) {
+  for (const auto& nd : g.node()) {
+    fn(nd);
+    for_each_subgraph(nd, [&](const ::onnx::GraphProto& sg) { for_each_node(sg, fn); });
+  }
 }
 
 ModelInfo summarize(const Model::Impl& m) {
@@ -129,21 +182,21 @@ ModelInfo summarize(const Model::Impl& m) {
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) info.inputs.push_back(tensor_info(i));
   for (const auto& o : g.output()) info.outputs.push_back(tensor_info(o));
-  info.num_nodes = g.node_size();
-  info.num_initializers = g.initializer_size();
+  info.num_initializers = static_cast<int64_t>(m.initializers.size());
   std::map<std::string, int64_t> hist;
   std::map<std::pair<std::string, std::string>, UnsupportedOp> missing;
-  for (const auto& nd : g.node()) {
+  for_each_node(g, [&](const ::onnx::NodeProto& nd) {
+    ++info.num_nodes;
     std::string domain = domain_of(nd.domain());
     ++hist[domain.empty() ? nd.op_type() : domain + "." + nd.op_type()];
-    if (detail::find_converter(domain, nd.op_type())) continue;
+    if (detail::find_converter(domain, nd.op_type())) return;
     auto& u = missing[{domain, nd.op_type()}];
     u.domain = domain;
     u.op_type = nd.op_type();
     auto it = m.opsets.find(domain);
     u.opset = it == m.opsets.end() ? 0 : it->second;
     u.nodes.push_back(nd.name());
-  }
+  });
   for (auto& [k, u] : missing) info.unsupported.push_back(std::move(u));
   auto check_type = [&](const std::string& what, const ::onnx::TypeProto& t) {
     if (t.value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return;  // undeclared
@@ -159,8 +212,8 @@ ModelInfo summarize(const Model::Impl& m) {
     if (!dtype_of(t.data_type()))
       info.unsupported_types.emplace_back("initializer '" + t.name() + "'",
                                           "tensor(" + onnx_elem_name(t.data_type()) + ")");
-  for (const auto& nd : g.node()) {
-    if (!nd.domain().empty() && nd.domain() != "ai.onnx") continue;
+  for_each_node(g, [&](const ::onnx::NodeProto& nd) {
+    if (!nd.domain().empty() && nd.domain() != "ai.onnx") return;
     for (const auto& a : nd.attribute()) {
       int32_t type = -1;
       if (nd.op_type() == "Cast" && a.name() == "to") type = static_cast<int32_t>(a.i());
@@ -169,7 +222,7 @@ ModelInfo summarize(const Model::Impl& m) {
         info.unsupported_types.emplace_back("node '" + nd.name() + "' (" + nd.op_type() + ")",
                                             "tensor(" + onnx_elem_name(type) + ")");
     }
-  }
+  });
   info.op_histogram.assign(hist.begin(), hist.end());
   std::stable_sort(info.op_histogram.begin(), info.op_histogram.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -196,14 +249,19 @@ Model Model::from_bytes(std::string_view bytes, const std::string& external_data
   // IR version 1 and 2 files import no opset: their default domain was opset 1.
   if (proto->opset_import_size() == 0) impl->opsets[""] = 1;
   const auto& g = proto->graph();
-  impl->order = topological_order(g, what);
-  for (const auto& t : g.initializer()) {
-    std::string name = what + ": initializer '" + t.name() + "'";
-    if (impl->initializers.count(t.name())) throw Error(name + " is defined twice");
-    if (!dtype_of(t.data_type())) continue;  // listed in info.unsupported_types
-    impl->initializers.emplace(
-        t.name(), detail::decode_tensor(t, name, proto, impl.get(), external_data_dir));
-  }
+  (void)validate_graph(g, {}, false, what, impl->orders);
+  // Initializers of the graph and of its subgraphs (names are unique across scopes: SSA).
+  auto add_initializers = [&](const ::onnx::GraphProto& graph) {
+    for (const auto& t : graph.initializer()) {
+      std::string name = what + ": initializer '" + t.name() + "'";
+      if (impl->initializers.count(t.name())) throw Error(name + " is defined twice");
+      if (!dtype_of(t.data_type())) continue;  // listed in info.unsupported_types
+      impl->initializers.emplace(
+          t.name(), detail::decode_tensor(t, name, proto, impl.get(), external_data_dir));
+    }
+  };
+  add_initializers(g);
+  for_each_node(g, [&](const ::onnx::NodeProto& nd) { for_each_subgraph(nd, add_initializers); });
   impl->info = summarize(*impl);
   return Model(std::move(impl));
 }

@@ -46,7 +46,7 @@ Value elu(Graph& g, Value x, double alpha) {
 // min(1, max(0, alpha x + beta))
 Value hard_sigmoid(Graph& g, Value x, double alpha, double beta) {
   Value y = g.add(g.mul(x, k(g, x, alpha)), k(g, x, beta));
-  return g.min(g.max(y, k(g, x, 0)), k(g, x, 1));
+  return g.clamp(k(g, x, 0), y, k(g, x, 1));
 }
 
 // One row per unary op: the ONNX name and its rlx form (attributes read from the context).
@@ -211,6 +211,7 @@ void convert_clip(NodeContext& c) {
     lo = c.optional_input(1);
     hi = c.optional_input(2);
   }
+  if (lo && hi) return c.set_output(0, g.clamp(*lo, x, *hi));  // one step of a region
   if (lo) x = g.max(x, *lo);
   if (hi) x = g.min(x, *hi);
   c.set_output(0, x);
@@ -245,6 +246,32 @@ void add_elementwise_converters(ConverterTable& t) {
       for (size_t i = 1; i < xs.size(); ++i) acc = f(c.g, acc, xs[i]);
       if (mean) acc = c.g.div(acc, k(c.g, acc, static_cast<double>(xs.size())));
       c.set_output(0, acc);
+    };
+  }
+  // A conv's output times / plus / minus a per-channel value known at import time, when
+  // nothing else reads the conv's output: folded into the conv's weights and bias (ORT's
+  // ConvMulFusion / ConvAddFusion; PaddleOCR's learnable affine blocks after each conv).
+  for (const char* name : {"Mul", "Add", "Sub"}) {
+    const std::string op = name;
+    t[{"", op}] = [op, f = t.at({"", op})](NodeContext& c) {
+      for (int i = 0; i < 2 && c.num_inputs() == 2; ++i) {
+        if (op == "Sub" && i == 1) break;  // t - conv would negate the weights: not worth it
+        std::optional<Tensor> k = c.static_input(1 - i);
+        if (!k || c.uses(i) != 1 || !is_float(k->dtype())) continue;
+        std::optional<Tensor> scale, shift;
+        if (op == "Mul") {
+          scale = k;
+        } else if (op == "Add") {
+          shift = k;
+        } else {
+          Tensor neg(k->dtype(), k->shape());
+          for (int64_t j = 0; j < k->numel(); ++j) neg.set_f64(j, -k->get_f64(j));
+          shift = neg;
+        }
+        if (std::optional<Value> y = fold_affine_into_conv(c, c.input(i), scale, shift))
+          return c.set_output(0, *y);
+      }
+      f(c);
     };
   }
   t[{"", "Pow"}] = convert_pow;

@@ -108,15 +108,51 @@ void convert_gather_nd(NodeContext& c) {
 }
 
 // Scatter `updates` ([M, rest...]) into rows `lin` ([M]) of `flat` ([P, rest...]): reduction
-// "none" replaces the rows (a duplicate index sums its updates), "add" adds to them.
+// "none" replaces the rows (a duplicate index sums its updates), "add" adds to them, "mul" /
+// "max" / "min" combine (indices known at import time).
 Value scatter_rows(NodeContext& c, Value flat, Value lin, Value updates) {
   Graph& g = c.g;
   std::string reduction = c.attr_string("reduction", "none");
-  c.require(reduction == "none" || reduction == "add",
-            "reduction '" + reduction + "' is not supported (none, add)");
+  c.require(reduction == "none" || reduction == "add" || reduction == "mul" || reduction == "max" ||
+                reduction == "min",
+            "reduction '" + reduction + "' is not one of none, add, mul, max, min");
   c.require(g.dtype(flat) != DType::bool_, "bool data is not supported");
   updates = g.convert(updates, g.dtype(flat));
   if (reduction == "add") return g.scatter_add(flat, lin, updates, 0);
+  if (reduction != "none") {
+    // mul / max / min (rlx has scatter_add only): with the target rows known at import time,
+    // the k-th update of every row is gathered into a [P, ...] tensor per level k and combined
+    // with the rows it hits, level by level (the spec's order for duplicates).
+    (void)c.required_static(1, "indices (for reduction mul / max / min)");
+    std::optional<Tensor> rows = c.static_value(lin);
+    c.require(rows.has_value(), "the indices must be known at import time");
+    const Shape& fs = g.shape(flat);
+    const int64_t p = fs[0], m = rows->numel();
+    std::vector<std::vector<int64_t>> src;  // src[k][row]: the update, or -1
+    std::vector<int64_t> seen(static_cast<size_t>(p), 0);
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t r = rows->get_i64(i);
+      c.require(r >= 0 && r < p, "index out of range");
+      const auto level = static_cast<size_t>(seen[static_cast<size_t>(r)]++);
+      if (src.size() <= level) src.emplace_back(static_cast<size_t>(p), -1);
+      src[level][static_cast<size_t>(r)] = i;
+    }
+    Value out = flat;
+    for (const std::vector<int64_t>& level : src) {
+      std::vector<int64_t> from(level.size());
+      Tensor hit(DType::bool_, Shape{p});
+      for (size_t r = 0; r < level.size(); ++r) {
+        from[r] = std::max<int64_t>(level[r], 0);
+        hit.set_i64(static_cast<int64_t>(r), level[r] >= 0);
+      }
+      Value upd = g.gather(updates, c.ints(from), 0);
+      Value combined = reduction == "mul"   ? g.mul(out, upd)
+                       : reduction == "max" ? g.max(out, upd)
+                                            : g.min(out, upd);
+      out = g.select(g.broadcast_in_dim(g.constant(hit), fs.dims(), {0}), combined, out);
+    }
+    return out;
+  }
   const Shape& fs = g.shape(flat);
   Value zeros = g.broadcast_in_dim(g.scalar(0, g.dtype(flat)), fs.dims(), {});
   Value written = g.scatter_add(zeros, lin, updates, 0);

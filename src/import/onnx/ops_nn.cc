@@ -4,6 +4,7 @@
 // flattened trailing dims), LRN, LpNormalization, MeanVarianceNormalization.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "importer.h"
 
@@ -85,15 +86,17 @@ Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& ker
   return w;
 }
 
+// The window of a conv (`weight` given: its dims are the default kernel_shape; at most 2-D)
+// or of a pool (any rank).
 std::vector<int64_t> kernel_of(NodeContext& c, const Shape& x, std::optional<Shape> weight) {
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
   if (kernel.empty() && weight) kernel.assign(weight->dims().begin() + 2, weight->dims().end());
   c.require(!kernel.empty(), "kernel_shape is required");
   c.require(static_cast<int>(kernel.size()) + 2 == x.rank(),
             "kernel rank does not match the input");
-  c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
-                                    "-D windows are not supported (rlx's conv and pools are 1-D "
-                                    "and 2-D)");
+  c.require(kernel.size() <= 2 || !weight, std::to_string(kernel.size()) +
+                                               "-D windows are not supported (rlx's conv is 1-D "
+                                               "and 2-D)");
   return kernel;
 }
 
@@ -101,20 +104,92 @@ void convert_conv(NodeContext& c) {
   Graph& g = c.g;
   Value x = c.input(0), w = c.input(1);
   const Shape& xs = g.shape(x);
-  Window win = window_of(c, xs, kernel_of(c, xs, g.shape(w)), false);
-  Value y = g.conv(x, w, win.strides, win.lo, win.hi, win.dilations, c.attr_int("group", 1));
+  const Shape ws = g.shape(w);
+  Window win = window_of(c, xs, kernel_of(c, xs, ws), false);
+  Value y;
+  if (xs.rank() == 4 && xs[3] == 1 && win.kernel[1] == 1 && win.lo[1] == 0 && win.hi[1] == 0) {
+    // [N, C, H, 1] (tf2onnx's form of a 1-D conv, magika's): run it as the 1-D conv it is;
+    // oneDNN's 2-D kernels block along W and are ~1.5x slower with W = 1.
+    y = g.conv(g.reshape(x, {xs[0], xs[1], xs[2]}), g.reshape(w, {ws[0], ws[1], ws[2]}),
+               {win.strides[0]}, {win.lo[0]}, {win.hi[0]}, {win.dilations[0]},
+               c.attr_int("group", 1));
+    const Shape ys = g.shape(y);
+    y = g.reshape(y, {ys[0], ys[1], ys[2], 1});
+  } else {
+    y = g.conv(x, w, win.strides, win.lo, win.hi, win.dilations, c.attr_int("group", 1));
+  }
   if (std::optional<Value> b = c.optional_input(2)) y = g.add(y, per_channel(g, *b, xs.rank()));
   c.set_output(0, y);
 }
 
+// The per-output-channel values of `t` for a conv result of shape `out` ([N, O, spatial...]):
+// one value broadcast, or O values along dim 1 only; nullopt for any other shape.
+std::optional<std::vector<double>> channel_values(const Tensor& t, const Shape& out) {
+  const int64_t o = out[1];
+  if (!is_float(t.dtype()) || t.shape().rank() > out.rank()) return std::nullopt;
+  const int lead = out.rank() - t.shape().rank();
+  for (int i = 0; i < t.shape().rank(); ++i)
+    if (t.shape()[i] != 1 && !(i + lead == 1 && t.shape()[i] == o)) return std::nullopt;
+  std::vector<double> v(static_cast<size_t>(o));
+  for (int64_t k = 0; k < o; ++k) v[static_cast<size_t>(k)] = t.get_f64(t.numel() == 1 ? 0 : k);
+  return v;
+}
+
+}  // namespace
+
+std::optional<Value> fold_affine_into_conv(NodeContext& c, Value v,
+                                           const std::optional<Tensor>& scale,
+                                           const std::optional<Tensor>& shift) {
+  Graph& g = c.g;
+  Value conv = v;
+  std::optional<Tensor> bias;
+  if (g.node(v).op == OpKind::Add) {
+    for (int k = 0; k < 2 && !bias; ++k) {
+      const Value a = g.node(v).operands[static_cast<size_t>(k)];
+      const Value b = g.node(v).operands[static_cast<size_t>(1 - k)];
+      if (g.node(a).op != OpKind::Conv || g.shape(a) != g.shape(v)) continue;
+      bias = c.static_value(b);
+      conv = a;
+    }
+    if (!bias) return std::nullopt;
+  } else if (g.node(v).op != OpKind::Conv) {
+    return std::nullopt;
+  }
+  const Node& n = g.node(conv);
+  const Shape out = g.shape(conv);
+  const DType dt = g.dtype(conv);
+  std::optional<Tensor> w = c.static_value(n.operands[1]);
+  if (!w || w->dtype() != dt) return std::nullopt;
+  std::optional<std::vector<double>> s, t, b;
+  if (scale && !(s = channel_values(*scale, out))) return std::nullopt;
+  if (shift && !(t = channel_values(*shift, out))) return std::nullopt;
+  if (bias && !(b = channel_values(*bias, out))) return std::nullopt;
+  const int64_t o = out[1], per = w->numel() / o;
+  Tensor w2(dt, w->shape());
+  std::vector<double> b2(static_cast<size_t>(o));
+  for (int64_t k = 0; k < o; ++k) {
+    const double sk = s ? (*s)[static_cast<size_t>(k)] : 1.0;
+    for (int64_t j = k * per; j < (k + 1) * per; ++j) w2.set_f64(j, w->get_f64(j) * sk);
+    b2[static_cast<size_t>(k)] =
+        (b ? (*b)[static_cast<size_t>(k)] : 0.0) * sk + (t ? (*t)[static_cast<size_t>(k)] : 0.0);
+  }
+  Value y = g.emit1(OpKind::Conv, {n.operands[0], g.constant(w2)}, n.attrs);
+  return g.add(y, per_channel(g, g.constant(Tensor::from_doubles(dt, Shape{o}, b2)), out.rank()));
+}
+
+namespace {
+
 // ConvTranspose as a convolution of the stride-dilated input (interior padding) with the
-// spatially flipped kernel whose in/out channels are swapped per group.
+// spatially flipped kernel whose in/out channels are swapped per group; as a GEMM and a
+// transpose when the windows tile the output (kernel == strides, no padding, one group).
 void convert_conv_transpose(NodeContext& c) {
   Graph& g = c.g;
   Value x = c.input(0), w = c.input(1);
   const Shape& xs = g.shape(x);
   const Shape ws = g.shape(w);
   std::vector<int64_t> kernel = kernel_of(c, xs, ws);
+  c.require(kernel.size() <= 2, std::to_string(kernel.size()) +
+                                    "-D windows are not supported (rlx's conv is 1-D and 2-D)");
   const auto n = static_cast<int64_t>(kernel.size());
   const int64_t groups = c.attr_int("group", 1);
   std::vector<int64_t> strides =
@@ -145,8 +220,37 @@ void convert_conv_transpose(NodeContext& c) {
       pads[u] = pads[u + static_cast<size_t>(n)] = 0;
     }
   }
-  // Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
   const int64_t cin = ws[0], cout_g = ws[1];
+  bool disjoint = groups == 1;  // windows tile the output: kernel == strides, no pads
+  for (size_t u = 0; u < kernel.size(); ++u)
+    disjoint = disjoint && kernel[u] == strides[u] && dil[u] == 1 && out_pad[u] == 0 &&
+               pads[u] == 0 && pads[u + kernel.size()] == 0;
+  if (disjoint) {
+    // Every input pixel writes its own k... block: one GEMM W[C, O*k...]^T . x[N, C, pixels]
+    // and a transpose interleaving the blocks (DBNet's 2x2 stride-2 upsampling), instead of a
+    // convolution over the zero-interleaved input.
+    int64_t pixels = 1, taps = 1;
+    std::vector<int64_t> blocks{cout_g};
+    for (int64_t i = 0; i < n; ++i) {
+      pixels *= xs[static_cast<int>(2 + i)];
+      taps *= kernel[static_cast<size_t>(i)];
+      blocks.push_back(kernel[static_cast<size_t>(i)]);
+    }
+    Value y = g.dot_general(g.reshape(w, {cin, cout_g * taps}), g.reshape(x, {xs[0], cin, pixels}),
+                            {}, {}, {0}, {1});
+    blocks.push_back(xs[0]);
+    std::vector<int64_t> perm{1 + n, 0}, out{xs[0], cout_g};
+    for (int64_t i = 0; i < n; ++i) {
+      blocks.push_back(xs[static_cast<int>(2 + i)]);
+      perm.push_back(2 + n + i);
+      perm.push_back(1 + i);
+      out.push_back(xs[static_cast<int>(2 + i)] * kernel[static_cast<size_t>(i)]);
+    }
+    y = g.reshape(g.transpose(g.reshape(y, blocks), perm), out);
+    if (std::optional<Value> b = c.optional_input(2)) y = g.add(y, per_channel(g, *b, xs.rank()));
+    return c.set_output(0, y);
+  }
+  // Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
   std::vector<int64_t> grouped{groups, cin / groups, cout_g};
   std::vector<int64_t> perm{0, 2, 1}, flat{groups * cout_g, cin / groups}, spatial;
   for (int64_t i = 0; i < n; ++i) {
@@ -172,13 +276,156 @@ void convert_conv_transpose(NodeContext& c) {
   c.set_output(0, y);
 }
 
+// The smallest value of dtype `t` (MaxPool's padding).
+double lowest(DType t) {
+  switch (t) {
+    case DType::i8:
+      return -128;
+    case DType::u8:
+      return 0;
+    case DType::i32:
+      return -2147483648.0;
+    case DType::i64:
+      return -9223372036854775808.0;
+    default:
+      return -std::numeric_limits<double>::infinity();
+  }
+}
+
+// A pool as a max / sum over its window's taps, one strided slice of the padded input each, for
+// the windows rlx's max_pool / avg_pool do not take (dilated, 3-D and up). `plain` is the
+// window without ceil_mode's extra high padding: AveragePool's count_include_pad counts the
+// positions inside the declared pads only.
+// With `indices`, also sets it to MaxPool's Indices: the row-major index into x of each
+// output's maximum (the first tap holding it; storage_order 1 counts W before H).
+Value pool_by_taps(NodeContext& c, Value x, const Window& win, const Window& plain, bool max,
+                   bool count_include_pad, std::optional<Value>* indices = nullptr) {
+  Graph& g = c.g;
+  const Shape xs = g.shape(x);
+  const auto n = static_cast<int64_t>(win.kernel.size());
+  std::vector<int64_t> lo{0, 0}, hi{0, 0}, out;
+  int64_t taps = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int64_t span = (win.kernel[u] - 1) * win.dilations[u] + 1;
+    lo.push_back(win.lo[u]);
+    hi.push_back(win.hi[u]);
+    out.push_back((xs[static_cast<int>(2 + i)] + win.lo[u] + win.hi[u] - span) / win.strides[u] +
+                  1);
+    c.require(out.back() >= 1, "the window is larger than the padded input");
+    taps *= win.kernel[u];
+  }
+  const DType dt = g.dtype(x);
+  Value xp = g.pad(x, g.scalar(max ? lowest(dt) : 0.0, dt), lo, hi,
+                   std::vector<int64_t>(static_cast<size_t>(n + 2), 0));
+  std::optional<Value> acc;
+  std::vector<Value> slices;
+  std::vector<std::vector<int64_t>> tap_of;  // per tap, its offset per spatial dim
+  for (int64_t t = 0; t < taps; ++t) {
+    std::vector<int64_t> start{0, 0}, limit{xs[0], xs[1]}, strides{1, 1}, offs;
+    for (int64_t i = n - 1, rest = t; i >= 0; --i) {
+      const auto u = static_cast<size_t>(i);
+      const int64_t tap = rest % win.kernel[u];
+      rest /= win.kernel[u];
+      start.insert(start.begin() + 2, tap * win.dilations[u]);
+      limit.insert(limit.begin() + 2, tap * win.dilations[u] + (out[u] - 1) * win.strides[u] + 1);
+      strides.insert(strides.begin() + 2, win.strides[u]);
+      offs.insert(offs.begin(), tap * win.dilations[u]);
+    }
+    Value v = g.slice(xp, start, limit, strides);
+    if (indices) {
+      slices.push_back(v);
+      tap_of.push_back(offs);
+    }
+    acc = !acc ? v : max ? g.max(*acc, v) : g.add(*acc, v);
+  }
+  if (max && indices) {
+    // Per tap, the input index it reads at each output position (plane offset added below);
+    // the first tap equal to the maximum wins.
+    const bool col_major = c.attr_int("storage_order", 0) != 0;
+    std::vector<int64_t> oshape{1, 1};
+    oshape.insert(oshape.end(), out.begin(), out.end());
+    int64_t plane = 1;
+    for (int64_t i = 0; i < n; ++i) plane *= xs[static_cast<int>(2 + i)];
+    std::optional<Value> idx, found;
+    for (size_t t = 0; t < slices.size(); ++t) {
+      Tensor at(DType::i64, Shape(oshape));
+      for (int64_t flat = 0; flat < at.numel(); ++flat) {
+        int64_t index = 0, scale = 1;
+        for (int64_t i = n - 1, rest = flat; i >= 0; --i) {
+          const auto u = static_cast<size_t>(i);
+          const int64_t o = rest % out[u];
+          rest /= out[u];
+          const int64_t pos = o * win.strides[u] - win.lo[u] + tap_of[t][u];
+          const int64_t in = xs[static_cast<int>(2 + i)];
+          if (col_major) {
+            int64_t below = 1;  // dims before i vary fastest
+            for (int64_t j = 0; j < i; ++j) below *= xs[static_cast<int>(2 + j)];
+            index += std::clamp<int64_t>(pos, 0, in - 1) * below;
+          } else {
+            index += std::clamp<int64_t>(pos, 0, in - 1) * scale;
+          }
+          scale *= in;
+        }
+        at.set_i64(flat, index);
+      }
+      Value hit = g.eq(slices[t], *acc);
+      Value take = found ? g.logical_and(hit, g.logical_not(*found)) : hit;
+      Value here = g.broadcast_in_dim(g.constant(at), g.shape(*acc).dims(), [&] {
+        std::vector<int64_t> d;
+        for (int64_t i = 0; i < n + 2; ++i) d.push_back(i);
+        return d;
+      }());
+      idx = idx ? g.select(take, here, *idx) : here;
+      found = found ? g.logical_or(*found, hit) : hit;
+    }
+    // + the (n, c) plane's offset.
+    Value planes = g.iota(DType::i64, g.shape(*acc), 0);
+    planes = g.add(g.mul(planes, g.scalar(static_cast<double>(xs[1]), DType::i64)),
+                   g.iota(DType::i64, g.shape(*acc), 1));
+    *indices = g.add(*idx, g.mul(planes, g.scalar(static_cast<double>(plane), DType::i64)));
+  }
+  if (max) return *acc;
+  // The divisor per output position: the product over dims of the taps counted in each.
+  std::vector<int64_t> dshape{1, 1};
+  dshape.insert(dshape.end(), out.begin(), out.end());
+  Tensor divisor(dt, Shape(dshape));
+  for (int64_t flat = 0; flat < divisor.numel(); ++flat) {
+    double count = 1;
+    for (int64_t i = n - 1, rest = flat; i >= 0; --i) {
+      const auto u = static_cast<size_t>(i);
+      const int64_t o = rest % out[u];
+      rest /= out[u];
+      const int64_t in = xs[static_cast<int>(2 + i)];
+      int64_t k = 0;
+      for (int64_t tap = 0; tap < win.kernel[u]; ++tap) {
+        const int64_t pos = o * win.strides[u] - win.lo[u] + tap * win.dilations[u];
+        k += count_include_pad ? pos >= -plain.lo[u] && pos < in + plain.hi[u]
+                               : pos >= 0 && pos < in;
+      }
+      count *= static_cast<double>(k);
+    }
+    divisor.set_f64(flat, count);
+  }
+  return g.div(*acc, g.constant(divisor));
+}
+
 void convert_pool(NodeContext& c, bool max) {
   Graph& g = c.g;
   Value x = c.input(0);
   const Shape& xs = g.shape(x);
-  c.require(!c.wants_output(1), "the Indices output is not supported");
-  Window win = window_of(c, xs, kernel_of(c, xs, std::nullopt), c.attr_int("ceil_mode", 0) != 0);
-  for (int64_t d : win.dilations) c.require(d == 1, "dilated pooling is not supported");
+  const std::vector<int64_t> kernel = kernel_of(c, xs, std::nullopt);
+  Window win = window_of(c, xs, kernel, c.attr_int("ceil_mode", 0) != 0);
+  if (max && c.wants_output(1)) {  // Indices: the tap-by-tap form, which knows positions
+    std::optional<Value> indices;
+    c.set_output(0, pool_by_taps(c, x, win, win, true, false, &indices));
+    return c.set_output(1, *indices);
+  }
+  bool dilated = false;
+  for (int64_t d : win.dilations) dilated = dilated || d != 1;
+  if (dilated || kernel.size() > 2)
+    return c.set_output(0, pool_by_taps(c, x, win, window_of(c, xs, kernel, false), max,
+                                        c.attr_int("count_include_pad", 0) != 0));
   if (max && !is_float(g.dtype(x))) {  // integer max pool through f64 (exact up to 2^53)
     Value y = g.max_pool(g.convert(x, DType::f64), win.kernel, win.strides, win.lo, win.hi);
     return c.set_output(0, g.convert(y, g.dtype(x)));
@@ -199,8 +446,31 @@ void convert_batch_norm(NodeContext& c) {
   Value x = c.input(0);
   c.require(c.attr_int("training_mode", 0) == 0, "training_mode is not supported (inference only)");
   const int64_t rank = g.shape(x).rank();
+  const double eps = c.attr_float("epsilon", 1e-5);
+  if (c.uses(0) == 1 && rank >= 3) {  // after a conv: folded into its weights and bias
+    std::optional<Tensor> s = c.static_input(1), b = c.static_input(2), m = c.static_input(3),
+                          v = c.static_input(4);
+    if (s && b && m && v && s->numel() == v->numel() && m->numel() == v->numel() &&
+        b->numel() == v->numel()) {
+      std::vector<double> inv(static_cast<size_t>(v->numel())), shift(inv.size());
+      for (int64_t k = 0; k < v->numel(); ++k) {
+        inv[static_cast<size_t>(k)] = s->get_f64(k) / std::sqrt(v->get_f64(k) + eps);
+        shift[static_cast<size_t>(k)] = b->get_f64(k) - m->get_f64(k) * inv[static_cast<size_t>(k)];
+      }
+      std::vector<int64_t> per(static_cast<size_t>(rank - 1), 1);  // [C, 1, ...]
+      per[0] = v->numel();
+      if (std::optional<Value> y =
+              fold_affine_into_conv(c, x, Tensor::from_doubles(s->dtype(), Shape(per), inv),
+                                    Tensor::from_doubles(s->dtype(), Shape(per), shift))) {
+        c.set_output(0, *y);
+        c.set_output(1, c.input(3));
+        c.set_output(2, c.input(4));
+        return;
+      }
+    }
+  }
   Value scale = c.input(1), bias = c.input(2), mean = c.input(3), var = c.input(4);
-  Value inv = g.div(scale, g.sqrt(g.add(var, k(g, var, c.attr_float("epsilon", 1e-5)))));
+  Value inv = g.div(scale, g.sqrt(g.add(var, k(g, var, eps))));
   Value y = g.add(g.mul(g.sub(x, per_channel(g, mean, rank)), per_channel(g, inv, rank)),
                   per_channel(g, bias, rank));
   c.set_output(0, y);

@@ -1,8 +1,9 @@
 // ONNX Resize (opset 10+; nearest, linear and cubic, antialias, every coordinate transformation
 // mode, axes, keep_aspect_ratio_policy). Resizing is separable: each resized axis is one gather
-// of the n source neighbours of every output position, weighted and summed. The neighbour
-// indices and weights are computed at import time (shapes are concrete), as onnx's reference
-// implementation computes them (op_resize.py: _interpolate_1d_along_axis).
+// of the n source neighbours of every output position, weighted and summed; one gather where
+// every output copies one input (nearest), one broadcast for integer nearest upsampling. The
+// neighbour indices and weights are computed at import time (shapes are concrete), as onnx's
+// reference implementation computes them (op_resize.py: _interpolate_1d_along_axis).
 #include <algorithm>
 #include <cmath>
 
@@ -94,25 +95,58 @@ double source_coord(NodeContext& c, const ResizeAttrs& a, double y, double scale
   c.fail("coordinate_transformation_mode '" + a.coord + "' is not supported");
 }
 
-// Resizes axis `axis` of x (f32/f64 compute type) to `out` positions.
-Value resize_axis(NodeContext& c, const ResizeAttrs& a, Value x, int64_t axis, double scale,
-                  int64_t out, double roi_lo, double roi_hi) {
-  Graph& g = c.g;
-  const Shape s = g.shape(x);
-  const int64_t in = s[static_cast<int>(axis)];
+// The source taps of one resized axis: per output position n neighbour indices and weights,
+// and whether it lies outside the input (tf_crop_and_resize's extrapolation).
+struct Taps {
+  int64_t in = 0, out = 0, n = 0;
   std::vector<int64_t> idx;
   std::vector<double> w;
-  std::vector<bool> outside(static_cast<size_t>(out));
+  std::vector<bool> outside;
   bool any_outside = false;
-  int64_t n = 0;
+
+  /// The one source index per output when every output copies one input (weights one-hot:
+  /// nearest, or linear on integer positions), else empty.
+  std::vector<int64_t> single() const {
+    if (any_outside) return {};
+    std::vector<int64_t> pick(static_cast<size_t>(out), -1);
+    for (int64_t y = 0; y < out; ++y) {
+      for (int64_t t = 0; t < n; ++t) {
+        const double wt = w[static_cast<size_t>(y * n + t)];
+        if (wt == 0) continue;
+        if (wt != 1 || pick[static_cast<size_t>(y)] >= 0) return {};
+        pick[static_cast<size_t>(y)] = idx[static_cast<size_t>(y * n + t)];
+      }
+      if (pick[static_cast<size_t>(y)] < 0) return {};
+    }
+    return pick;
+  }
+  /// k when output y copies input y / k for every y (integer nearest upsampling), else 0.
+  int64_t repeat() const {
+    if (out % in != 0) return 0;
+    const int64_t k = out / in;
+    std::vector<int64_t> pick = single();
+    if (pick.empty()) return 0;
+    for (int64_t y = 0; y < out; ++y)
+      if (pick[static_cast<size_t>(y)] != y / k) return 0;
+    return k;
+  }
+};
+
+Taps taps_of(NodeContext& c, const ResizeAttrs& a, int64_t in, double scale, int64_t out,
+             double roi_lo, double roi_hi) {
+  Taps r;
+  r.in = in;
+  r.out = out;
+  r.outside.resize(static_cast<size_t>(out));
   for (int64_t y = 0; y < out; ++y) {
     bool o = false;
     const double xo = source_coord(c, a, static_cast<double>(y), scale, in, out, roi_lo, roi_hi, o);
-    outside[static_cast<size_t>(y)] = o;
-    any_outside |= o;
+    r.outside[static_cast<size_t>(y)] = o;
+    r.any_outside |= o;
     const double ratio = is_integer(xo) ? 1.0 : xo - std::floor(xo);
     std::vector<double> cf = coeffs(a, ratio, scale);
-    n = static_cast<int64_t>(cf.size());
+    const auto n = static_cast<int64_t>(cf.size());
+    r.n = n;
     // The n neighbours of xo in the edge-padded axis (onnx's _get_neighbor).
     const int64_t pad = (n + 1) / 2;
     const double xp = xo + static_cast<double>(pad);
@@ -128,28 +162,54 @@ Value resize_axis(NodeContext& c, const ResizeAttrs& a, Value x, int64_t axis, d
       sum += cf[static_cast<size_t>(t)];
     }
     for (int64_t t = 0; t < n; ++t) {
-      idx.push_back(std::clamp<int64_t>(start + t, 0, in - 1));
-      w.push_back(a.exclude_outside && sum != 0 ? cf[static_cast<size_t>(t)] / sum
-                                                : cf[static_cast<size_t>(t)]);
+      r.idx.push_back(std::clamp<int64_t>(start + t, 0, in - 1));
+      r.w.push_back(a.exclude_outside && sum != 0 ? cf[static_cast<size_t>(t)] / sum
+                                                  : cf[static_cast<size_t>(t)]);
     }
   }
+  return r;
+}
+
+// Resizes axis `axis` of x to taps.out positions: one gather when every output copies one
+// input, else a gather of the n neighbours, weighted and summed (f32/f64 compute type).
+Value resize_axis(NodeContext& c, const ResizeAttrs& a, Value x, int64_t axis, const Taps& taps) {
+  Graph& g = c.g;
+  const Shape s = g.shape(x);
+  if (std::vector<int64_t> pick = taps.single(); !pick.empty())
+    return g.gather(x, c.ints(pick), axis);
+  const int64_t out = taps.out, n = taps.n;
   std::vector<int64_t> gathered_shape = s.dims();
   gathered_shape[static_cast<size_t>(axis)] = out;
   gathered_shape.insert(gathered_shape.begin() + axis + 1, n);
-  Value gathered = g.reshape(g.gather(x, c.ints(idx), axis), gathered_shape);
+  Value gathered = g.reshape(g.gather(x, c.ints(taps.idx), axis), gathered_shape);
   std::vector<int64_t> wshape(gathered_shape.size(), 1);
   wshape[static_cast<size_t>(axis)] = out;
   wshape[static_cast<size_t>(axis + 1)] = n;
-  Value weights = g.constant(Tensor::from_doubles(g.dtype(x), Shape(wshape), w));
+  Value weights = g.constant(Tensor::from_doubles(g.dtype(x), Shape(wshape), taps.w));
   Value r = g.reduce_sum(g.mul(gathered, weights), {axis + 1});
-  if (any_outside) {
+  if (taps.any_outside) {
     std::vector<int64_t> mshape(s.dims().size(), 1);
     mshape[static_cast<size_t>(axis)] = out;
     Tensor mask(DType::bool_, Shape(mshape));
-    for (int64_t y = 0; y < out; ++y) mask.set_i64(y, outside[static_cast<size_t>(y)]);
+    for (int64_t y = 0; y < out; ++y) mask.set_i64(y, taps.outside[static_cast<size_t>(y)]);
     r = g.select(g.constant(mask), g.scalar(a.extrapolation, g.dtype(x)), r);
   }
   return r;
+}
+
+// Integer nearest upsampling of several axes at once (output y copies input y / k_axis: FPN
+// upsampling): one broadcast_in_dim to [..., in, k, ...] and a reshape, no index tables.
+Value repeat_axes(Graph& g, Value x, const std::vector<int64_t>& factor) {
+  const Shape s = g.shape(x);
+  std::vector<int64_t> wide, dims, out;
+  for (int64_t i = 0; i < s.rank(); ++i) {
+    dims.push_back(static_cast<int64_t>(wide.size()));
+    wide.push_back(s[static_cast<int>(i)]);
+    const int64_t k = factor[static_cast<size_t>(i)];
+    if (k > 1) wide.push_back(k);
+    out.push_back(s[static_cast<int>(i)] * k);
+  }
+  return g.reshape(g.broadcast_in_dim(x, wide, dims), out);
 }
 
 void convert_resize(NodeContext& c) {
@@ -221,16 +281,29 @@ void convert_resize(NodeContext& c) {
           static_cast<int64_t>(pick * static_cast<double>(s[static_cast<int>(ax)]) + 0.5);
     }
   }
-  const DType dt = g.dtype(x);
-  Value y = is_float(dt) ? x : g.convert(x, DType::f64);
+  std::vector<std::pair<int64_t, Taps>> resized;
   for (int64_t ax : axes) {
     const auto u = static_cast<size_t>(ax);
     if (std::fabs(scale[u] - 1.0) < 1e-9 && out[u] == s[static_cast<int>(ax)] && lo[u] == 0 &&
         hi[u] == 1)
       continue;
-    y = resize_axis(c, a, y, ax, scale[u], out[u], lo[u], hi[u]);
+    resized.emplace_back(ax,
+                         taps_of(c, a, s[static_cast<int>(ax)], scale[u], out[u], lo[u], hi[u]));
   }
-  c.set_output(0, is_float(dt) ? y : g.convert(y, dt));
+  std::vector<int64_t> factor(static_cast<size_t>(rank), 1);
+  bool repeats = !resized.empty();
+  for (const auto& [ax, taps] : resized) {
+    factor[static_cast<size_t>(ax)] = taps.repeat();
+    repeats = repeats && factor[static_cast<size_t>(ax)] > 0;
+  }
+  if (repeats) return c.set_output(0, repeat_axes(g, x, factor));
+  // Copies (gathers) keep the dtype; weighted sums compute in a float type.
+  const DType dt = g.dtype(x);
+  bool weighted = false;
+  for (const auto& [ax, taps] : resized) weighted = weighted || taps.single().empty();
+  Value y = is_float(dt) || !weighted ? x : g.convert(x, DType::f64);
+  for (const auto& [ax, taps] : resized) y = resize_axis(c, a, y, ax, taps);
+  c.set_output(0, g.dtype(y) == dt ? y : g.convert(y, dt));
 }
 
 }  // namespace

@@ -8,6 +8,23 @@ namespace rlx::onnx {
 InferenceSession::InferenceSession(Model model, Device device, CompileOptions options)
     : model_(std::move(model)), options_(std::move(options)), session_(device) {}
 
+namespace {
+
+// Fails unless input `name`'s feed `t` is small enough to be bound by value; `why` is the
+// importer's InputValuesRequired message (which node needs it).
+void check_bindable(const std::string& name, const Tensor& t, const std::string& why) {
+  const bool small = t.numel() <= (is_float(t.dtype()) ? InferenceSession::kMaxValueInputFloats
+                                                       : InferenceSession::kMaxValueInputElements);
+  if (!small)
+    throw Error(why + " (input '" + name + "' is " + t.type().to_string() +
+                "; only integer or bool inputs of at most " +
+                std::to_string(InferenceSession::kMaxValueInputElements) +
+                " elements and float inputs of at most " +
+                std::to_string(InferenceSession::kMaxValueInputFloats) + " are bound by value)");
+}
+
+}  // namespace
+
 InferenceSession::Compiled& InferenceSession::compiled_for(
     const std::map<std::string, Tensor>& feeds) {
   std::string key;
@@ -20,8 +37,9 @@ InferenceSession::Compiled& InferenceSession::compiled_for(
     append(&rank, sizeof rank);
     append(dims.data(), dims.size() * sizeof(int64_t));
   }
-  for (const std::string& name : value_inputs_) {
+  for (const auto& [name, why] : value_inputs_) {
     const Tensor& t = feeds.at(name);
+    check_bindable(name, t, why);
     append(t.data(), t.nbytes());
   }
   auto found = cache_.find(key);
@@ -29,25 +47,19 @@ InferenceSession::Compiled& InferenceSession::compiled_for(
   auto c = std::make_unique<Compiled>();
   ImportOptions o;
   for (const auto& [name, t] : feeds) o.input_shapes.emplace(name, t.shape());
-  for (const std::string& name : value_inputs_) o.input_values.emplace(name, feeds.at(name));
+  for (const auto& [name, why] : value_inputs_) o.input_values.emplace(name, feeds.at(name));
   for (;;) {
     try {
       c->imported = model_.import_graph(o);
       break;
     } catch (const InputValuesRequired& e) {
-      // Bind the inputs the model needs by value, when they are small integer tensors.
+      // Bind the inputs the model needs by value, when they are small.
       for (const std::string& name : e.inputs()) {
         const Tensor& t = feeds.at(name);
-        const bool small =
-            t.numel() <= (is_float(t.dtype()) ? kMaxValueInputFloats : kMaxValueInputElements);
-        if (!small || o.input_values.count(name))
-          throw Error(std::string(e.what()) + " (input '" + name + "' is " + t.type().to_string() +
-                      "; only integer or bool inputs of at most " +
-                      std::to_string(kMaxValueInputElements) +
-                      " elements and float inputs of at most " +
-                      std::to_string(kMaxValueInputFloats) + " are bound by value)");
+        check_bindable(name, t, e.what());
+        if (o.input_values.count(name)) throw;
         o.input_values.emplace(name, t);
-        value_inputs_.push_back(name);
+        value_inputs_.emplace_back(name, e.what());
         key.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
       }
     }

@@ -106,23 +106,32 @@ const ConvCase kConvCases[] = {
     {Shape{2, 3, 0}, Shape{4, 3, 1}, {}, {1}, {1}, {}, 1},      // no input
 };
 
+// Each case with the weight as an input and as a constant (which the kernel converts and
+// reorders to oneDNN's layout once, when it is built).
 TEST(CpuConv, ConvEveryFloatDtype) {
   uint64_t seed = 1;
   for (const ConvCase& c : kConvCases)
-    for (DType t : kFloatDtypes) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " " + c.x.to_string() + " * " + c.w.to_string() +
-                   " groups " + std::to_string(c.groups));
-      Graph g("conv");
-      Value x = g.input("x", t, c.x);
-      Value w = g.input("w", t, c.w);
-      g.set_outputs({g.conv(x, w, c.strides, c.lo, c.hi, c.dilation, c.groups)});
-      Tensor xt = random_tensor(t, c.x, seed++), wt = random_tensor(t, c.w, seed++);
-      // oneDNN has no f64 convolution: f64 runs the reference kernel.
-      Tensor got = run_cpu(g, {{"x", xt}, {"w", wt}}, "conv", t != DType::f64);
-      Tensor want = evaluate(g, {{"x", xt}, {"w", wt}})[0];
-      Tensor scale = evaluate(g, {{"x", abs_of(xt)}, {"w", abs_of(wt)}})[0];
-      EXPECT_TRUE(matches(got, want, scale, out_rtol(t), 1e-5));
-    }
+    for (DType t : kFloatDtypes)
+      for (bool constant_w : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + c.x.to_string() + " * " + c.w.to_string() +
+                     " groups " + std::to_string(c.groups) +
+                     (constant_w ? " constant weight" : ""));
+        Tensor xt = random_tensor(t, c.x, seed++), wt = random_tensor(t, c.w, seed++);
+        Graph g("conv");
+        Value x = g.input("x", t, c.x);
+        Value w = constant_w ? g.constant(wt) : g.input("w", t, c.w);
+        g.set_outputs({g.conv(x, w, c.strides, c.lo, c.hi, c.dilation, c.groups)});
+        TensorMap feeds{{"x", xt}};
+        if (!constant_w) feeds.emplace("w", wt);
+        // oneDNN has no f64 convolution: f64 runs the reference kernel.
+        Tensor got = run_cpu(g, feeds, "conv", t != DType::f64);
+        Graph ref("conv");
+        Value rx = ref.input("x", t, c.x), rw = ref.input("w", t, c.w);
+        ref.set_outputs({ref.conv(rx, rw, c.strides, c.lo, c.hi, c.dilation, c.groups)});
+        Tensor want = evaluate(ref, {{"x", xt}, {"w", wt}})[0];
+        Tensor scale = evaluate(ref, {{"x", abs_of(xt)}, {"w", abs_of(wt)}})[0];
+        EXPECT_TRUE(matches(got, want, scale, out_rtol(t), 1e-5));
+      }
 }
 
 TEST(CpuConv, ConvPropagatesNaNAndInf) {

@@ -170,6 +170,22 @@ TEST(CpuShapeKernels, BroadcastInDimEveryDtype) {
   }
 }
 
+// Each element repeated a few times along a new inner dim (nearest upsampling: [.., W] ->
+// [.., W, k]), which runs as a tile with input stride 0: every dtype size, k below and above
+// one vector, rows not a multiple of the vector.
+TEST(CpuShapeKernels, BroadcastRepeatingEachElement) {
+  std::mt19937_64 rng(9);
+  for (DType t : kAll)
+    for (int64_t k : {2, 3, 8, 17})
+      for (int64_t w : {7, 32}) {
+        Shape xs{2, 3, 5, w};
+        Graph g("repeat");
+        g.set_outputs({g.broadcast_in_dim(g.input("x", t, xs), {2, 3, 5, 2, w, k}, {0, 1, 2, 4})});
+        check(g, {{"x", random_of(t, xs, rng)}},
+              describe(t, xs) + " repeated " + std::to_string(k) + " times");
+      }
+}
+
 TEST(CpuShapeKernels, ExpandEveryDtype) {
   std::mt19937_64 rng(4);
   for (DType t : kAll) {

@@ -5,12 +5,14 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "../kernel.h"
 #include "dnnl_util.h"
+#include "rlx/ir/evaluator.h"
 
 namespace rlx::cpu {
 namespace {
@@ -48,6 +50,8 @@ struct DnnlConv {
   dnnl::convolution_forward conv;
   ConvertFn x_in = nullptr, w_in = nullptr, y_out = nullptr;
   int64_t x_numel = 0, w_numel = 0, y_numel = 0;
+  // A constant weight converted and reordered to w_blk once, when the kernel is built.
+  std::shared_ptr<const std::vector<std::byte>> packed_w;
 
   void operator()(const KernelIO& io) const {
     const std::byte* x = io.in[0];
@@ -58,7 +62,7 @@ struct DnnlConv {
       x_in(x, buf, x_numel);
       x = buf;
     }
-    if (w_in) {
+    if (w_in && !packed_w) {
       std::byte* buf = scratch(kScratchWeights, w_md.get_size());
       w_in(w, buf, w_numel);
       w = buf;
@@ -70,7 +74,9 @@ struct DnnlConv {
       x_reorder->execute(s, xm, blk);
       xm = blk;
     }
-    if (w_reorder) {
+    if (packed_w) {
+      wm = dnnl_memory(w_blk, packed_w->data());
+    } else if (w_reorder) {
       memory blk = dnnl_memory(w_blk, scratch(kScratchWeightsAlt, w_blk.get_size()));
       w_reorder->execute(s, wm, blk);
       wm = blk;
@@ -157,6 +163,29 @@ Kernel conv_kernel(const Graph& g, const Node& node) {
     k.x_numel = xt.shape.numel();
     k.w_numel = wt.shape.numel();
     k.y_numel = yt.shape.numel();
+  }
+  // A constant weight (an imported model's, or one folded at compile time) is converted and
+  // reordered once here instead of on every call.
+  const Node& wn = g.node(node.operands[1]);
+  if (wn.op == OpKind::Constant && (k.w_in || k.w_reorder)) {
+    Tensor w = evaluate_op(OpKind::Constant, {}, wn.attrs)[0];
+    std::vector<std::byte> plain;
+    const std::byte* src = w.data();
+    if (k.w_in) {
+      plain.resize(k.w_md.get_size());
+      k.w_in(src, plain.data(), k.w_numel);
+      src = plain.data();
+    }
+    auto packed = std::make_shared<std::vector<std::byte>>(k.w_blk.get_size());
+    if (k.w_reorder) {
+      dnnl::stream& s = dnnl_stream();
+      memory from = dnnl_memory(k.w_md, src), to = dnnl_memory(k.w_blk, packed->data());
+      k.w_reorder->execute(s, from, to);
+      s.wait();
+    } else {
+      std::memcpy(packed->data(), src, packed->size());
+    }
+    k.packed_w = std::move(packed);
   }
   return k;
 }

@@ -552,6 +552,9 @@ struct Operand {
   int32_t input = -1;                      // index into KernelIO::in; -1 for a constant
   std::shared_ptr<const Tensor> constant;  // a body constant, dense
   int32_t slot = -1;
+  // One value per tile (a splat, or in row tiles an operand constant along the row): its
+  // buffer is filled once per run_tiles call (per row) and no step reuses it.
+  bool hoisted = false;
 };
 
 struct Output {
@@ -583,6 +586,8 @@ void assign_buffers(Program& p, const std::vector<bool>& needs_buffer) {
     for (int32_t s : p.steps[static_cast<size_t>(i)].in)
       if (s >= 0) last_use[static_cast<size_t>(s)] = i;
   for (const Output& o : p.outputs) last_use[static_cast<size_t>(o.slot)] = INT32_MAX;
+  for (const Operand& o : p.operands)
+    if (o.hoisted) last_use[static_cast<size_t>(o.slot)] = INT32_MAX;
   p.slot_buffer.assign(static_cast<size_t>(slots), -1);
   std::vector<int32_t> free_list;
   auto take = [&](int32_t slot) {
@@ -698,6 +703,9 @@ std::optional<Program> build_program(const Graph& body) {
   }
   int64_t tile_elems = p.rows ? std::min(l.inner(), kBlock) : kBlock;
   p.grain = std::max<int64_t>(1, kGrain / tile_elems);
+  for (size_t k = 0; k < p.operands.size(); ++k)
+    p.operands[k].hoisted =
+        p.rows ? l.strides[k].back() == 0 : p.operands[k].access == Access::kSplat;
 
   // Buffers: an operand read in place everywhere (unbroadcast, same storage as its Repr) needs
   // none; the directly written output needs none.
@@ -730,23 +738,31 @@ std::byte* scratch(size_t bytes) {
   return buffer.ptr;
 }
 
+// dst[0, n) = v, vectorized (-O2 leaves std::fill_n a scalar loop, which cost more than the
+// SIMD steps reading the buffer).
+template <class T>
+void fill(T* dst, int64_t n, T v) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = v;
+}
+
 // Writes n copies of element `src` (dtype t) as Repr values into dst.
 void splat(DType t, const std::byte* src, void* dst, int64_t n) {
   if (t == DType::bool_) {
-    std::fill_n(static_cast<uint8_t*>(dst), n, static_cast<uint8_t>(*src != std::byte{0}));
+    fill(static_cast<uint8_t*>(dst), n, static_cast<uint8_t>(*src != std::byte{0}));
     return;
   }
   if (is_half(t)) {
     float v = t == DType::f16 ? to_f32(*reinterpret_cast<const f16*>(src))
                               : to_f32(*reinterpret_cast<const bf16*>(src));
-    std::fill_n(static_cast<float*>(dst), n, v);
+    fill(static_cast<float*>(dst), n, v);
     return;
   }
   visit_repr(repr_of(t), [&](auto z) {
     using T = decltype(z);
     T v;
     std::memcpy(&v, src, sizeof(T));
-    std::fill_n(static_cast<T*>(dst), n, v);
+    fill(static_cast<T*>(dst), n, v);
   });
 }
 
@@ -776,6 +792,11 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
   auto buffer_of = [&](int32_t slot) {
     return buffers + static_cast<size_t>(p.slot_buffer[static_cast<size_t>(slot)]) * kBufferBytes;
   };
+  // The row whose value each hoisted operand's buffer holds (-1: not filled yet).
+  constexpr size_t kMaxHoisted = 64;
+  std::array<int64_t, kMaxHoisted> filled;
+  filled.fill(-1);
+  const int64_t hoisted_len = p.rows ? std::min(kBlock, l.inner()) : kBlock;  // longest tile
 
   for (int64_t t = t0; t < t1; ++t) {
     int64_t start, n, row = 0, col = 0;
@@ -805,6 +826,12 @@ void run_tiles(const Program& p, const KernelIO& io, int64_t t0, int64_t t1) {
       };
       auto constant = [&](int64_t off) {
         dst = buffer_of(o.slot);
+        if (o.hoisted && k < kMaxHoisted) {  // filled whole once, kept while the row lasts
+          if (filled[k] == row) return;
+          filled[k] = row;
+          splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, hoisted_len);
+          return;
+        }
         splat(o.dtype, base + static_cast<size_t>(off) * esize, dst, n);
       };
       if (p.rows) {

@@ -176,9 +176,13 @@ CopyPlan make_copy_plan(int esize, const Ints& dims, const Ints& in_strides,
   p.in_stride = is[0];
   p.out_stride = os[0];
   size_t tile = 0;  // index in d of the dim the input is contiguous along, 0 if none
+  // A short fill whose next dims read the input contiguously (repeating each element a few
+  // times: nearest upsampling) runs as a tile with input stride 0, a vector at a time, instead
+  // of one short fill per cursor step.
+  const bool short_fill = p.in_stride == 0 && p.out_stride == 1 && p.n * esize < 64 && d.size() > 1;
   if (p.in_stride == 1 && p.out_stride == 1) {
     p.inner = CopyPlan::Inner::kMemcpy;
-  } else if (p.in_stride == 0 && p.out_stride == 1) {
+  } else if (p.in_stride == 0 && p.out_stride == 1 && !short_fill) {
     p.inner = CopyPlan::Inner::kFill;
   } else if (p.in_stride == -1 && p.out_stride == 1) {
     p.inner = CopyPlan::Inner::kReverse;
@@ -189,6 +193,8 @@ CopyPlan make_copy_plan(int esize, const Ints& dims, const Ints& in_strides,
       p.inner = CopyPlan::Inner::kTile;
       p.rows = d[tile];
       p.row_out_stride = os[tile];
+    } else if (short_fill) {
+      p.inner = CopyPlan::Inner::kFill;
     }
   }
   for (size_t k = d.size(); k-- > 1;) {
