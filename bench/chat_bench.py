@@ -10,7 +10,8 @@ read as server-sent events. A cell's throughput is the completion tokens of ever
 server's usage counts) over the cell's wall time; TTFT is from sending a request to its first
 content event. Each server gets one untimed chat per cell first (rlx compiles its prefill and
 decode executables then). rlx runs with --parallel equal to the concurrency; the peer as
-llama-cpp-python serves (one sequence at a time). Prints the CPU, the load average and the
+llama-cpp-python serves (one sequence at a time; --interrupt_requests False, else each new
+request ends the stream in progress and the table would count the truncated chats). Prints the CPU, the load average and the
 table.
 
 Usage: python3 bench/chat_bench.py [--tool build/rlx] [--model FILE.gguf] [--threads 2]
@@ -69,7 +70,8 @@ def wait_ready(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
 
 def start_rlx(tool: str, model: str, threads: int, parallel: int, ctx: int):
     port = free_port()
-    env = {**os.environ, "RLX_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "passive"}
+    # OMP_WAIT_POLICY from the caller's environment, else passive (a server shares its cores)
+    env = {"OMP_WAIT_POLICY": "passive", **os.environ, "RLX_NUM_THREADS": str(threads)}
     p = subprocess.Popen([tool, "serve", "--model", model, "--model-name", "m", "--port",
                           str(port), "--parallel", str(parallel), "--ctx", str(ctx * parallel),
                           "--threads", str(threads)], stdout=subprocess.DEVNULL, env=env)
@@ -81,7 +83,9 @@ def start_peer(model: str, threads: int, ctx: int):
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", model,
                           "--model_alias", "m", "--port", str(port), "--n_threads", str(threads),
-                          "--n_threads_batch", str(threads), "--n_ctx", str(ctx)],
+                          "--n_threads_batch", str(threads), "--n_ctx", str(ctx),
+                          # its default cuts a running stream short when a new request arrives
+                          "--interrupt_requests", "False"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_ready(port, p)
     return p, port
