@@ -161,9 +161,16 @@ class LLM:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         seed: Optional[int] = None,
+        reuse_prefix: bool = True,
     ):
         """The continuation of ``prompt`` (text, tokenized with control tokens matched, or
-        token ids) over the KV cache; the cached prefix an earlier call left is reused.
+        token ids) over the KV cache; with ``reuse_prefix`` the cached prefix an earlier call
+        left is kept and only the rest of the prompt is computed (as llama.cpp does; multi-turn
+        chat then appends only the new turn). The prompt's last position is then recomputed
+        as a 1-row step, whose int8 matmul sums round differently from a many-row prefill's,
+        so the text can part from a fresh run's at a near tie: a call repeats exactly from the
+        same cache state, e.g. after :meth:`reset` or with ``reuse_prefix=False`` (which
+        prefills the whole prompt).
 
         Tokens are chosen greedily (``temperature=0``, the default: the argmax at every step)
         or by llama.cpp's sampler chain inside the decode executable (rlx/models/sampling.h):
@@ -193,16 +200,17 @@ class LLM:
                         frequency_penalty=float(frequency_penalty), seed=int(seed))
         args = (ids, int(max_tokens), list(stop), bool(stop_at_eos))
         if not stream:
-            result = self._impl.generate(*args, sampling=sampling)
+            result = self._impl.generate(*args, sampling=sampling,
+                                         reuse_prefix=bool(reuse_prefix))
             self._finish(result, sampling)
             return result["text"]
-        return self._stream(args, sampling)
+        return self._stream(args, sampling, bool(reuse_prefix))
 
     def _finish(self, result: dict, sampling: dict) -> None:
         self.last_stats, self.last_ids = result["stats"], result["ids"]
         self.last_stats["seed"] = sampling["seed"]
 
-    def _stream(self, args, sampling):
+    def _stream(self, args, sampling, reuse_prefix):
         pieces: queue.Queue = queue.Queue()
         done = object()
         outcome: dict = {}
@@ -210,7 +218,8 @@ class LLM:
         def work():
             try:
                 outcome["result"] = self._impl.generate(*args, on_text=pieces.put,
-                                                        sampling=sampling)
+                                                        sampling=sampling,
+                                                        reuse_prefix=reuse_prefix)
             except BaseException as e:  # re-raised in the consumer
                 outcome["error"] = e
             finally:

@@ -143,8 +143,10 @@ void bind_models(py::module_& m) {
           "generate",
           [](LlamaModel& model, const std::vector<int32_t>& ids, int64_t max_tokens,
              const std::vector<std::string>& stop, bool stop_at_eos,
-             const std::optional<py::function>& on_text, const std::optional<py::dict>& sampling) {
+             const std::optional<py::function>& on_text, const std::optional<py::dict>& sampling,
+             bool reuse_prefix) {
             models::GenerateOptions o;
+            o.reuse_prefix = reuse_prefix;
             o.max_tokens = max_tokens;
             o.stop = stop;
             o.stop_at_eos = stop_at_eos;
@@ -187,9 +189,10 @@ void bind_models(py::module_& m) {
           },
           py::arg("ids"), py::arg("max_tokens"), py::arg("stop"), py::arg("stop_at_eos"),
           py::arg("on_text") = py::none(), py::arg("sampling") = py::none(),
+          py::arg("reuse_prefix") = true,
           "LlamaModel::generate; sampling: a dict of every SamplingParams field (temperature, "
           "top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed), "
-          "None: greedy.")
+          "None: greedy; reuse_prefix: GenerateOptions::reuse_prefix.")
       .def(
           "render_chat",
           [](const LlamaModel& model, const std::vector<std::pair<std::string, std::string>>& turns,

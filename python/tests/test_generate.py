@@ -61,6 +61,20 @@ def test_smollm2_generate_and_stream(smollm2):
     assert llm.last_stats["reused_tokens"] == len(prompt) - 1
 
 
+def test_smollm2_generate_repeats_without_prefix_reuse(smollm2):
+    """reuse_prefix=False prefills the whole prompt: the same call gives the same text every
+    time (greedy and seeded sampling), as from a fresh cache (reset)."""
+    llm = smollm2
+    for kw in ({}, {"temperature": 0.8, "seed": 7}):
+        llm.reset()
+        first = llm.generate("Once upon a time", max_tokens=12, stop_at_eos=False, **kw)
+        for _ in range(2):
+            again = llm.generate("Once upon a time", max_tokens=12, stop_at_eos=False,
+                                 reuse_prefix=False, **kw)
+            assert llm.last_stats["reused_tokens"] == 0
+            assert again == first
+
+
 def test_smollm2_chat_prompt_is_the_templates(smollm2):
     jinja2 = pytest.importorskip("jinja2")
     reader = gguf.GGUFReader(smollm2.path)

@@ -359,7 +359,7 @@ int run(int argc, char** argv) {
   auto* info = tools::add_onnx_info_command(app, info_path);
 
   std::string compile_path, compile_emit, compile_precision;
-  std::vector<std::string> compile_dims;
+  std::vector<std::string> compile_dims, compile_inputs;
   auto* compile = app.add_subcommand(
       "compile", "Lower a text IR file for a backend and print the result (no device needed)");
   compile
@@ -369,6 +369,9 @@ int run(int argc, char** argv) {
       ->required();
   compile->add_option("--dim", compile_dims,
                       "NAME=SIZE for a symbolic input dim of an .onnx model (default 1)");
+  compile->add_option("--input", compile_inputs,
+                      "NAME=FILE.npy: an input of an .onnx model imported as a constant with "
+                      "that value (for shapes or If conditions computed from it)");
   compile
       ->add_option("--emit", compile_emit, "what to print: stablehlo (the pjrt backend's module)")
       ->required()
@@ -428,8 +431,8 @@ int run(int argc, char** argv) {
       // The module a Session would compile: RLX_KERNEL_DISPATCH / RLX_PRECISION apply.
       const bool is_onnx =
           compile_path.size() > 5 && compile_path.compare(compile_path.size() - 5, 5, ".onnx") == 0;
-      Graph g =
-          is_onnx ? tools::import_onnx_graph(compile_path, compile_dims) : load_graph(compile_path);
+      Graph g = is_onnx ? tools::import_onnx_graph(compile_path, compile_dims, compile_inputs)
+                        : load_graph(compile_path);
       std::cout << pjrt::lower_to_stablehlo(g, resolve_environment(options));
       return 0;
     }

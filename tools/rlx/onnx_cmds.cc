@@ -2,6 +2,7 @@
 #include "onnx_cmds.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -40,9 +41,16 @@ std::string dims_text(const onnx::TensorInfo& t) {
   return s + "]";
 }
 
-// --dim NAME=SIZE options.
-std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& items) {
+// --dim NAME=SIZE options; every NAME must be a symbolic dim of one of the model's inputs.
+std::map<std::string, int64_t> parse_dims(const onnx::Model& model,
+                                          const std::vector<std::string>& items) {
   std::map<std::string, int64_t> dims;
+  std::vector<std::string> known;
+  for (const onnx::TensorInfo& in : model.info().inputs)
+    for (const onnx::Dim& d : in.dims.value_or(std::vector<onnx::Dim>{}))
+      if (d.value < 0 && !d.param.empty() &&
+          std::find(known.begin(), known.end(), d.param) == known.end())
+        known.push_back(d.param);
   for (const auto& [name, v] : split_assignments(items, "--dim")) {
     size_t used = 0;
     int64_t n = -1;
@@ -53,6 +61,13 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& items)
     }
     if (used != v.size() || n < 0)
       throw Error("--dim " + name + ": expected a size >= 0, got '" + v + "'");
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw Error("--dim " + name + ": no input of the model has a symbolic dim '" + name + "' (" +
+                  (list.empty() ? "it has none" : "its symbolic dims: " + list) +
+                  "; dims shown as ? in `rlx info` take their size from --input)");
+    }
     dims[name] = n;
   }
   return dims;
@@ -92,6 +107,19 @@ std::string file_name(std::string name) {
   return name.empty() ? "output" : name;
 }
 
+// --input NAME=FILE.npy options, each naming an input of the model.
+std::map<std::string, Tensor> read_inputs(const onnx::Model& model,
+                                          const std::vector<std::string>& items) {
+  std::map<std::string, Tensor> feeds;
+  for (const auto& [name, file] : split_assignments(items, "--input")) {
+    bool known = false;
+    for (const onnx::TensorInfo& in : model.info().inputs) known |= in.name == name;
+    if (!known) throw Error("--input " + name + ": the model has no input '" + name + "'");
+    feeds[name] = read_npy(file);
+  }
+  return feeds;
+}
+
 }  // namespace
 
 CLI::App* add_onnx_run_command(CLI::App& app, OnnxRunArgs& a) {
@@ -116,14 +144,8 @@ CLI::App* add_onnx_info_command(CLI::App& app, std::string& model) {
 
 int run_onnx_run(const OnnxRunArgs& a) {
   onnx::Model model = onnx::Model::load(a.model);
-  std::map<std::string, int64_t> dims = parse_dims(a.dims);
-  std::map<std::string, Tensor> feeds;
-  for (const auto& [name, file] : split_assignments(a.inputs, "--input")) {
-    bool known = false;
-    for (const onnx::TensorInfo& in : model.info().inputs) known |= in.name == name;
-    if (!known) throw Error("--input " + name + ": the model has no input '" + name + "'");
-    feeds[name] = read_npy(file);
-  }
+  std::map<std::string, int64_t> dims = parse_dims(model, a.dims);
+  std::map<std::string, Tensor> feeds = read_inputs(model, a.inputs);
   std::mt19937_64 rng(a.seed);
   for (const onnx::TensorInfo& in : model.info().inputs)
     if (!feeds.count(in.name)) {
@@ -151,12 +173,14 @@ int run_onnx_run(const OnnxRunArgs& a) {
   return 0;
 }
 
-Graph import_onnx_graph(const std::string& path, const std::vector<std::string>& dim_items) {
+Graph import_onnx_graph(const std::string& path, const std::vector<std::string>& dim_items,
+                        const std::vector<std::string>& input_items) {
   onnx::Model model = onnx::Model::load(path);
-  std::map<std::string, int64_t> dims = parse_dims(dim_items);
+  std::map<std::string, int64_t> dims = parse_dims(model, dim_items);
   onnx::ImportOptions o;
+  o.input_values = read_inputs(model, input_items);
   for (const onnx::TensorInfo& in : model.info().inputs)
-    o.input_shapes[in.name] = declared_shape(in, dims);
+    if (!o.input_values.count(in.name)) o.input_shapes[in.name] = declared_shape(in, dims);
   return model.import_graph(o).graph;
 }
 

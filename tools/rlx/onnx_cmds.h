@@ -39,7 +39,11 @@ std::vector<std::pair<std::string, std::string>> split_assignments(
     const std::vector<std::string>& items, const char* option);
 
 /// The graph of the ONNX model at `path` for its declared input shapes, symbolic dims from
-/// `dims` ("NAME=SIZE") or 1 (`rlx compile model.onnx`).
-Graph import_onnx_graph(const std::string& path, const std::vector<std::string>& dims);
+/// `dims` ("NAME=SIZE") or 1, and the inputs of `inputs` ("NAME=FILE.npy") imported as
+/// constants with their values (`rlx compile model.onnx`: a model whose shapes or control
+/// flow depend on an input's value, e.g. silero-vad's sampling rate). Throws rlx::Error for a
+/// NAME that is not a symbolic dim / an input of the model.
+Graph import_onnx_graph(const std::string& path, const std::vector<std::string>& dims,
+                        const std::vector<std::string>& inputs);
 
 }  // namespace rlx::tools

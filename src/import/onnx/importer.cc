@@ -433,14 +433,15 @@ std::optional<Tensor> NodeContext::static_input(int i) const {
   return importer_.static_of(node.input(i));
 }
 
-Tensor NodeContext::required_static(int i, const char* what) const {
+Tensor NodeContext::required_static(int i, const char* what, const char* why) const {
   if (!has_input(i)) fail("input " + std::to_string(i) + " ('" + what + "') is required");
   std::optional<Tensor> t = static_input(i);
   if (t) return *t;
   std::string msg = importer_.model_.source + ": " + where() + ": input " + std::to_string(i) +
                     " ('" + what +
                     "') must be known at import time (a constant, an initializer or computed "
-                    "from shapes); rlx compiles per concrete shape";
+                    "from shapes); " +
+                    (why != nullptr ? std::string(why) : "rlx compiles per concrete shape");
   const auto& missing = importer_.missing_inputs();
   if (missing.empty()) throw Error(msg);
   msg += "; it depends on the value of graph input(s)";

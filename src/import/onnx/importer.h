@@ -64,9 +64,10 @@ class NodeContext {
   /// The value of input i computed at import time (constants, initializers, shapes and what is
   /// computed from them), or nullopt when it depends on a graph input.
   std::optional<Tensor> static_input(int i) const;
-  /// static_input(i), or a failure "input i ('what') must be known at import time" (an
-  /// InputValuesRequired naming the graph inputs it depends on, when there are any).
-  Tensor required_static(int i, const char* what) const;
+  /// static_input(i), or a failure "input i ('what') must be known at import time" followed
+  /// by `why` when given (an InputValuesRequired naming the graph inputs it depends on, when
+  /// there are any).
+  Tensor required_static(int i, const char* what, const char* why = nullptr) const;
   /// The value of `v` (a value this converter built or read) if known at import time.
   std::optional<Tensor> static_value(Value v) const;
   /// How many node inputs of the model (subgraphs included) and graph outputs read input i's

@@ -11,9 +11,9 @@ void convert_if(NodeContext& c) {
   // The condition must fold: exporters emit If on input shapes or on small integer inputs
   // (silero-vad's sampling rate), which the session binds by value (InputValuesRequired).
   Tensor cond = c.required_static(
-      0,
-      "cond: rlx folds If to its taken branch, so the condition must be known at import "
-      "time; data-dependent control flow needs control-flow ops rlx's IR does not have");
+      0, "cond",
+      "rlx folds If to its taken branch (its IR has no control-flow ops yet), so the "
+      "condition must not depend on a graph input's data");
   c.require(cond.numel() == 1,
             "the condition must hold one element, got shape " + cond.shape().to_string());
   const bool taken = cond.get_f64(0) != 0;
