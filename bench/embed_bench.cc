@@ -38,6 +38,7 @@ struct Options {
   std::string model_dir;
   std::string out_dir;
   std::string quantize;  // a ggml format for the Linear weights (EmbedderOptions::quantize)
+  std::string act_quant = "none";  // EmbedderOptions::act_quant
 };
 
 // Varied English prose; text i starts at sentence i and appends the following ones (cyclically)
@@ -147,6 +148,7 @@ void bench_shape(const Options& o, int64_t batch) {
   eo.max_length = o.seq;
   eo.bucket = o.seq;
   if (!o.quantize.empty()) eo.quantize = quant_format_from_name(o.quantize);
+  eo.act_quant = o.act_quant;
   models::SentenceEmbedder embedder(o.model_dir, eo);
   const WordPieceTokenizer& tok = embedder.tokenizer();
   const std::vector<std::string> texts = make_texts(tok, batch, o.seq);
@@ -180,13 +182,19 @@ void bench_shape(const Options& o, int64_t batch) {
   auto timing = [](const Timing& t) {
     return nlohmann::json{{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"runs", t.runs}};
   };
-  nlohmann::json meta = {
-      {"batch", batch},           {"seq", o.seq},
-      {"threads", num_threads()}, {"model_dir", o.model_dir},
-      {"warmup", o.warmup},       {"min_runs", o.min_runs},
-      {"budget_s", o.budget_s},   {"quantize", o.quantize.empty() ? "f32" : o.quantize},
-      {"texts", texts},           {"rlx_model", timing(model)},
-      {"rlx_e2e", timing(e2e)},   {"rlx_tokenize", timing(tokenize)}};
+  nlohmann::json meta = {{"batch", batch},
+                         {"seq", o.seq},
+                         {"threads", num_threads()},
+                         {"model_dir", o.model_dir},
+                         {"warmup", o.warmup},
+                         {"min_runs", o.min_runs},
+                         {"budget_s", o.budget_s},
+                         {"quantize", o.quantize.empty() ? "f32" : o.quantize},
+                         {"act_quant", o.act_quant},
+                         {"texts", texts},
+                         {"rlx_model", timing(model)},
+                         {"rlx_e2e", timing(e2e)},
+                         {"rlx_tokenize", timing(tokenize)}};
   write_file_atomically((dir / "meta.json").string(), meta.dump(1) + "\n");
 }
 
@@ -203,7 +211,8 @@ std::vector<int64_t> parse_list(const std::string& s) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--batches 1,32] [--seq 128] [--warmup N] [--runs MIN_RUNS] "
-               "[--budget SECONDS] [--model DIR] [--out DIR] [--quantize q8_0|q4_K|...]\n",
+               "[--budget SECONDS] [--model DIR] [--out DIR] [--quantize q8_0|q4_K|...] "
+               "[--act-quant none|int8]\n",
                argv0);
   return 2;
 }
@@ -235,6 +244,8 @@ int main(int argc, char** argv) {
         o.out_dir = value();
       else if (a == "--quantize")
         o.quantize = value();
+      else if (a == "--act-quant")
+        o.act_quant = value();
       else
         return usage(argv[0]);
     }
@@ -242,10 +253,10 @@ int main(int argc, char** argv) {
           "need --seq >= 2, --warmup >= 0 and --runs >= 1");
     if (o.model_dir.empty()) o.model_dir = models::default_model_dir();
     std::printf(
-        "rlx MiniLM embedding bench: %s, Linear weights %s, %d threads (RLX_NUM_THREADS or "
-        "physical cores), load average %.1f on %u CPUs before the run\n",
-        o.model_dir.c_str(), o.quantize.empty() ? "f32" : o.quantize.c_str(), num_threads(),
-        load_average(), std::thread::hardware_concurrency());
+        "rlx MiniLM embedding bench: %s, Linear weights %s (act_quant %s), %d threads "
+        "(RLX_NUM_THREADS or physical cores), load average %.1f on %u CPUs before the run\n",
+        o.model_dir.c_str(), o.quantize.empty() ? "f32" : o.quantize.c_str(), o.act_quant.c_str(),
+        num_threads(), load_average(), std::thread::hardware_concurrency());
     std::printf("%6s %5s %16s %16s %14s %6s\n", "batch", "seq", "model-only ms", "end-to-end ms",
                 "tokenize ms", "runs");
     for (int64_t b : o.batches) bench_shape(o, b);

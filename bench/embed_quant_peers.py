@@ -54,7 +54,8 @@ def main():
     meta0, _ = load(f32_dirs[0])
     threads = meta0["threads"]
     configure_threads(threads)
-    fmt = load(q_dirs[0])[0]["quantize"]
+    qmeta = load(q_dirs[0])[0]
+    fmt = qmeta["quantize"] + (" (int8 activations)" if qmeta.get("act_quant") == "int8" else "")
     print(f"\n== MiniLM, quantized weights: rlx {fmt} vs rlx f32 vs ONNX Runtime {peers['ort']} "
           f"(ORT-fused f32, and quantize_dynamic int8 of it); model only (token ids -> "
           f"embeddings), {threads} threads")

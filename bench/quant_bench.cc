@@ -212,9 +212,9 @@ void gemm(const std::vector<std::string>& names) {
   bind_library_threads();
   std::printf(
       "\nGEMM y[M, 4096] = x[M, 4096] . W[4096, 4096]^T, %d threads, GFLOP/s (2 M N K / s): "
-      "the int8 kernel, dequant_sgemm (what the op runs from M = %lld), oneDNN sgemm on "
-      "weights expanded beforehand\n",
-      num_threads(), static_cast<long long>(cpu::kDequantGemmRows));
+      "the int8 kernel (act_quant int8), dequant_sgemm (act_quant none from M = %lld), oneDNN "
+      "sgemm on weights expanded beforehand\n",
+      num_threads(), static_cast<long long>(cpu::kExactSgemmRows));
   std::printf("%-7s %5s | %-9s %-9s %-9s\n", "format", "M", "int8", "deq+sgemm", "sgemm");
   std::vector<int64_t> ms = {16, 32, 128, 4096};
   if (const char* env = std::getenv("RLX_BENCH_GEMM_M")) ms = {std::atoll(env)};

@@ -801,13 +801,16 @@ void bind_graph(py::module_& m) {
           "'q4_k') into f32[..., k].")
       .def(
           "quant_matmul",
-          [](const GraphPtr& g, const PyValue& x, const PyValue& w, const std::string& format) {
-            return PyValue{g,
-                           g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format))};
+          [](const GraphPtr& g, const PyValue& x, const PyValue& w, const std::string& format,
+             const std::string& act_quant) {
+            return PyValue{g, g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format),
+                                              act_quant)};
           },
-          py::arg("x"), py::arg("w"), py::arg("format"),
+          py::arg("x"), py::arg("w"), py::arg("format"), py::arg("act_quant") = "none",
           "x[..., K] . dequantize(w)^T for a packed weight w u8[N, R] of N rows of K elements "
-          "in `format` (a Linear layer with ggml's [out, in] weight): [..., N] in x's dtype.")
+          "in `format` (a Linear layer with ggml's [out, in] weight): [..., N] in x's dtype. "
+          "act_quant 'int8' rounds x per 32 elements to int8 first (llama.cpp's scheme, the "
+          "CPU's integer kernels); 'none' multiplies x exactly.")
       .def(
           "softmax_cross_entropy",
           [](const GraphPtr& g, const PyValue& lg, const PyValue& lb) {

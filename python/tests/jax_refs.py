@@ -311,10 +311,25 @@ def dequantize(attrs, w):
     return np.asarray(out, np.float32).reshape(w.shape[:-1] + (attrs["k"],))
 
 
+def round_activations_int8(x):
+    """act_quant "int8": per 32 elements of the last dim, d = max|x| / 127 and
+    x -> round_half_even(x * (1 / d)) * d (0 where d = 0), all in f32, back in x's dtype."""
+    xf = np.asarray(x, np.float32)
+    b = xf.reshape(xf.shape[:-1] + (xf.shape[-1] // 32, 32))
+    d = np.max(np.abs(b), axis=-1, keepdims=True) / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    r = (np.rint(b * inv) * d).astype(np.float32)
+    return r.reshape(xf.shape).astype(np.asarray(x).dtype)
+
+
 def quant_matmul(attrs, x, w):
     """x . dequantize(w)^T with the weights rounded to x's dtype (the op's convert), computed
-    in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST)."""
+    in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST); act_quant "int8" rounds x
+    first."""
     x = np.asarray(x)
+    if attrs.get("act_quant", "none") == "int8":
+        x = round_activations_int8(x)
     wd = dequantize(attrs, w).astype(x.dtype)
     if x.dtype in (NP["f16"], NP["bf16"]):
         x, wd = x.astype(np.float32), wd.astype(np.float32)

@@ -171,9 +171,9 @@ def min_cosine(got, want):
 
 
 # The bounds of the C++ --quantize tests (tests/models/embedder_test.cc: measured minima there
-# Q8_0 0.99848, Q4_K 0.96123 with the int8 kernel; here, with token_embd quantized too and
-# main's dequant_sgemm path for 32+ rows, 0.99953 and 0.96272) and the f32 parity bound of
-# test_models.py.
+# Q8_0 0.99848, Q4_K 0.96123 with int8 activations; here, with token_embd quantized too and
+# exact activations (act_quant "none", the default), 0.99953 and 0.96272) and the f32 parity
+# bound of test_models.py.
 # f16, q6_k and q4_0 were measured too (README: 1.00000, 0.99874, 0.90260) but are not run
 # here, to keep the suite short.
 BOUNDS = {"f32": 0.99999, "q8_0": 0.998, "q4_k": 0.955}

@@ -189,15 +189,14 @@ def test_smollm2_logits_match_numpy_f64(smollm2, case):
     assert np.array_equal(got.argmax(-1)[clear], want.argmax(-1)[clear])
 
 
-def test_smollm2_exact_matmul_matches_numpy_f64(smollm2, monkeypatch):
-    """With quant_matmul decomposed (dequantize + f32 dot_general, RLX_KERNEL_DISPATCH) the
-    only difference left is f32 vs f64 arithmetic: the builder itself (RoPE pairing, GQA head
-    mapping, norms, SwiGLU, tied head) is checked to 1e-3, and top-1 agrees at every position
-    of the ChatML prompt, including its 0.1-margin ones (a batch of one at its exact length,
-    bucket 1)."""
+def test_smollm2_exact_matmul_matches_numpy_f64(smollm2):
+    """With exact activations (act_quant "none": quant_matmul multiplies the dequantized
+    weights in f32) the only difference left is f32 vs f64 arithmetic: the builder itself (RoPE
+    pairing, GQA head mapping, norms, SwiGLU, tied head) is checked to 1e-3, and top-1 agrees at
+    every position of the ChatML prompt, including its 0.1-margin ones (a batch of one at its
+    exact length, bucket 1)."""
     _, _, cases = smollm2
-    monkeypatch.setenv("RLX_KERNEL_DISPATCH", "quant_matmul=force_common")
-    llm = LLM(smollm2_path(), bucket=1)
+    llm = LLM(smollm2_path(), bucket=1, act_quant="none")
     ids, _, want = cases[2]
     got = llm.logits(ids)
     err, scale, top1_diff = compare(got, want)
@@ -356,15 +355,13 @@ TINY_CASES = {
 
 @pytest.mark.parametrize("kernel", ["fused", "exact"])
 @pytest.mark.parametrize("name", list(TINY_CASES))
-def test_tiny_file_matches_numpy_f64(tmp_path, monkeypatch, name, kernel):
-    """kernel "fused": the CPU's default quant_matmul (int8 activations for block formats);
-    "exact": quant_matmul decomposed (dequantize + f32 dot_general), f32 rounding only."""
+def test_tiny_file_matches_numpy_f64(tmp_path, name, kernel):
+    """kernel "fused": the default act_quant "int8" (int8 activations for block formats);
+    "exact": act_quant "none" (the dequantized weights times x in f32), f32 rounding only."""
     case = TINY_CASES[name]
-    if kernel == "exact":
-        monkeypatch.setenv("RLX_KERNEL_DISPATCH", "quant_matmul=force_common")
     path = tmp_path / f"{name}.gguf"
     weights, cfg = write_tiny(path, seed=len(name), **case)
-    llm = LLM(path)
+    llm = LLM(path, act_quant="int8" if kernel == "fused" else "none")
     assert llm.config["architecture"] == cfg["arch"]
     assert llm.config["head_count_kv"] == cfg["kv"] and llm.config["key_length"] == cfg["dk"]
     rng = np.random.default_rng(1)

@@ -25,16 +25,19 @@ def test_quant_matmul_with_a_numpy_u8_param_matches_gguf_py():
     g = rlx.Graph("linear")
     x = g.input("x", [4, k], "f32")
     wp = g.param("w", list(packed.shape), "u8")
-    g.outputs(g.quant_matmul(x, wp, "q8_0"), g.dequantize(wp, "Q8_0", k))
-    assert 'quant_matmul %x, %w {format="q8_0", k=128}' in g.to_string()
+    g.outputs(g.quant_matmul(x, wp, "q8_0"), g.dequantize(wp, "Q8_0", k),
+              g.quant_matmul(x, wp, "q8_0", act_quant="int8"))
+    assert 'quant_matmul %x, %w {format="q8_0", k=128, act_quant="none"}' in g.to_string()
     exe = rlx.Session().compile(g)
     exe.set_param("w", packed)
     xv = rng.standard_normal((4, k)).astype(np.float32)
-    y, wd = exe.run({"x": xv})
+    exact, wd, y = exe.run({"x": xv})
     want_wd = gguf.quants.dequantize(packed, gguf.GGMLQuantizationType.Q8_0)
     np.testing.assert_array_equal(np.asarray(wd), want_wd)  # bit-equal to gguf-py
     ref = xv.astype(np.float64) @ want_wd.astype(np.float64).T
-    # The fused kernel rounds x to int8 blocks of 32: |error| <= sum_b max|x_b| / 254 * sum |w_b|.
+    # act_quant "none": f32 rounding only.
+    np.testing.assert_allclose(np.asarray(exact), ref, rtol=1e-5, atol=1e-5)
+    # "int8" rounds x to int8 blocks of 32: |error| <= sum_b max|x_b| / 254 * sum |w_b|.
     bound = sum(np.abs(xv[:, b:b + 32]).max(1, keepdims=True) / 254
                 * np.abs(want_wd[:, b:b + 32]).sum(1)[None, :] for b in range(0, k, 32))
     assert np.all(np.abs(np.asarray(y) - ref) <= bound * 1.001 + 1e-5)

@@ -822,6 +822,18 @@ void dequantize(QuantFormat f, std::span<const uint8_t> src, std::span<float> ds
   dequantize_row(f, src.data(), dst.data(), int64_t(dst.size()));
 }
 
+void round_activations_int8(const float* x, float* out, int64_t n) {
+  check(n >= 0 && n % 32 == 0, "round_activations_int8: n = " + std::to_string(n) +
+                                   " is not a multiple of the block size 32");
+  for (int64_t b = 0; b < n; b += 32) {
+    float amax = 0;
+    for (int64_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    for (int64_t i = b; i < b + 32; ++i) out[i] = std::nearbyint(x[i] * id) * d;
+  }
+}
+
 void quantize_row(QuantFormat f, const float* src, uint8_t* dst, int64_t n) {
   const QuantFormatInfo& info = quant_format_info(f);
   quant_row_bytes(f, n);

@@ -199,7 +199,8 @@ bool is_transposed_linear_weight(const std::string& name) {
 
 Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling,
-                         const std::map<std::string, QuantFormat>& weight_formats) {
+                         const std::map<std::string, QuantFormat>& weight_formats,
+                         const std::string& act_quant) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
@@ -227,7 +228,7 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
     if (it == weight_formats.end() || it->second == QuantFormat::kF32)
       return g.add(g.matmul(x, param(name, Shape{in, out})), bias);
     Value w = g.param(name, DType::u8, Shape{out, quant_row_bytes(it->second, in)});
-    return g.add(g.quant_matmul(x, w, it->second), bias);
+    return g.add(g.quant_matmul(x, w, it->second, act_quant), bias);
   };
   auto activation = [&](Value x) {
     if (c.hidden_act == "gelu") return g.gelu(x);

@@ -179,7 +179,11 @@ class DecoderBuilder {
     return it->second;
   }
   Value linear(Value x, const std::string& name, int64_t out, int64_t in) {
-    return g_.quant_matmul(x, matrix(name, out, in), format_of(name));
+    // int8 activations for the block formats, as llama.cpp (its vec_dot kernels quantize x to
+    // Q8 blocks): the CPU's integer kernels, and the same rounding on every other backend.
+    const QuantFormat f = format_of(name);
+    return g_.quant_matmul(x, matrix(name, out, in), f,
+                           quant_format_info(f).block_size >= 32 ? layout_.act_quant : "none");
   }
   // [B,S,heads*d] -> [B,heads,S,d], with qwen3's per-head RMSNorm before the transpose.
   Value heads(Value t, int64_t n, int64_t d, const std::optional<std::string>& norm) {
@@ -557,6 +561,9 @@ struct LlamaModel::Impl {
           "LlamaModel: ctx " + std::to_string(o.ctx) + " is outside [1, context_length " +
               std::to_string(config.context_length) + "] of " + p);
     ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(config.context_length, 4096);
+    check(o.act_quant == "int8" || o.act_quant == "none",
+          "LlamaModel: act_quant must be \"int8\" or \"none\", got \"" + o.act_quant + "\"");
+    layout.act_quant = o.act_quant;
     if (file.contains("tokenizer.ggml.model")) tokenizer = BpeTokenizer::from_gguf(file);
     load_weights();
   }

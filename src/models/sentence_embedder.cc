@@ -146,6 +146,9 @@ struct SentenceEmbedder::Impl {
         session(opts.device) {
     check(options.batch_size >= 1,
           "SentenceEmbedder: batch_size must be >= 1, got " + std::to_string(options.batch_size));
+    check(options.act_quant == "none" || options.act_quant == "int8",
+          "SentenceEmbedder: act_quant must be \"none\" or \"int8\", got \"" + options.act_quant +
+              "\"");
     check(options.bucket >= 1,
           "SentenceEmbedder: bucket must be >= 1, got " + std::to_string(options.bucket));
     // f32 unless asked otherwise, whatever the device's backend would pick.
@@ -363,8 +366,8 @@ struct SentenceEmbedder::Impl {
     CompileCacheStats before = session.cache_stats();
     CompileOptions co;
     co.precision = precision;
-    std::shared_ptr<Executable> exe =
-        session.compile(build_bert_encoder(config, batch, seq, pooling, formats), co);
+    std::shared_ptr<Executable> exe = session.compile(
+        build_bert_encoder(config, batch, seq, pooling, formats, options.act_quant), co);
     CompileCacheStats after = session.cache_stats();
     stats.compiles += after.misses - before.misses;
     stats.compile_seconds += after.compile_seconds - before.compile_seconds;

@@ -178,8 +178,17 @@ TEST(QuantOps, VerifierErrorsNameOpNodeAndShapes) {
         g.emit1(OpKind::Dequantize, {w36}, {{"format", std::string("q4_2")}, {"k", int64_t{64}}});
       }).find("attribute 'format' is \"q4_2\"; expected one of f32, f16, q4_0"),
       std::string::npos);
+  EXPECT_NE(error_of([&] {
+              g.quant_matmul(x64, w36, QuantFormat::kQ4_0, "int4");
+            }).find("attribute 'act_quant' is \"int4\"; expected one of none, int8"),
+            std::string::npos);
+  Value wh = g.param("wh", DType::u8, {4, 128});
+  EXPECT_NE(error_of([&] { g.quant_matmul(x64, wh, QuantFormat::kF16, "int8"); })
+                .find("act_quant \"int8\" rounds x per 32-element block for a block-quantized "
+                      "weight; f16 weights are multiplied in float (use \"none\")"),
+            std::string::npos);
   // The failed builder calls left the graph unchanged.
-  EXPECT_EQ(g.nodes().size(), 7u);
+  EXPECT_EQ(g.nodes().size(), 8u);
 }
 
 TEST(QuantOps, TextFormRoundTripsAndParsesFormatByName) {
@@ -187,11 +196,14 @@ TEST(QuantOps, TextFormRoundTripsAndParsesFormatByName) {
   Value x = g.input("x", DType::f32, {5, 256});
   Value w = g.param("w", DType::u8, {8, quant_row_bytes(QuantFormat::kQ6_K, 256)});
   Value e = g.param("emb", DType::u8, {10, quant_row_bytes(QuantFormat::kQ8_0, 64)});
-  g.set_outputs(
-      {g.quant_matmul(x, w, QuantFormat::kQ6_K), g.dequantize(e, QuantFormat::kQ8_0, 64)});
+  g.set_outputs({g.quant_matmul(x, w, QuantFormat::kQ6_K), g.dequantize(e, QuantFormat::kQ8_0, 64),
+                 g.quant_matmul(x, w, QuantFormat::kQ6_K, "int8")});
   const std::string text = g.to_string();
-  EXPECT_NE(text.find("quant_matmul %x, %w {format=\"q6_K\", k=256} : f32[5,8]"), std::string::npos)
+  EXPECT_NE(
+      text.find("quant_matmul %x, %w {format=\"q6_K\", k=256, act_quant=\"none\"} : f32[5,8]"),
+      std::string::npos)
       << text;
+  EXPECT_NE(text.find("act_quant=\"int8\"} : f32[5,8]"), std::string::npos) << text;
   EXPECT_NE(text.find("%emb = param : u8[10,68]"), std::string::npos) << text;
   EXPECT_EQ(Graph::parse(text).to_string(), text);
   // A parsed type that disagrees with inference is located.

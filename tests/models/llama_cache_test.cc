@@ -82,10 +82,9 @@ TEST(LlamaCache, TinyDecodeStepsEqualFullForward) {
 // then 4 decode steps each) give the logits of each row run alone, bit for bit: rows never mix
 // (per-row cache writes, RoPE, lengths), and every kernel computes a row the same way at
 // batch 1 and 2. The row counts keep each quant_matmul on one path in both runs: the prefills
-// (10, 13 alone, 2 x 13 together) on the int8 GEMM tiles, above kGemvRows (8) and below
-// kDequantGemmRows (32) rows, the decode steps (1, 2 rows) on the GEMV tiles; the paths sum in
-// different orders (GEMV against GEMM: ~2e-7 here; int8 against dequantize + sgemm: up to ~0.04
-// on these logits). Exact lengths (bucket 1) keep the padded prefill at 2 x 13.
+// (10, 13 alone, 2 x 13 together) on the int8 GEMM, above kGemvRows (8) rows, the decode steps
+// (1, 2 rows) on the GEMV tiles; the two paths sum in different orders (~2e-7 here). Exact
+// lengths (bucket 1) keep the padded prefill at 2 x 13.
 TEST(LlamaCache, BatchedRowsEqualEachRowAlone) {
   LlamaOptions o;
   o.bucket = 1;
@@ -337,16 +336,15 @@ class SmolLm2Cache : public ::testing::Test {
   }
 };
 
-// With quant_matmul's int8 kernel, a decode step (M = 1 rows: the GEMV tiles) and the full
-// forward (M = S: the GEMM tiles) round the activations to int8 on inputs that differ in the
-// last float bits, which flips single roundings and drifts to ~1 logit over 30 layers (the
-// activation-quantization noise llama.cpp has too). With quant_matmul decomposed (dequantize
-// + f32 dot, RLX_KERNEL_DISPATCH) only f32 summation order differs: that is the tight check.
+// With int8 activations (act_quant "int8", the default), a decode step (M = 1 rows: the GEMV
+// tiles) and the full forward (M = S: the GEMM) round the activations to int8 on inputs that
+// differ in the last float bits, which flips single roundings and drifts to ~1 logit over 30
+// layers (the activation-quantization noise llama.cpp has too). With exact activations
+// (act_quant "none") only f32 summation order differs: that is the tight check.
 TEST(SmolLm2CacheExact, DecodeStepsEqualFullForward) {
-  rlx::testing::ScopedEnv env;
-  env.set("RLX_KERNEL_DISPATCH", "quant_matmul=force_common");
   LlamaOptions o;
   o.ctx = 64;
+  o.act_quant = "none";
   LlamaModel m = LlamaModel::load(default_llm_gguf_path(), o);
   const std::vector<int32_t> ids = m.tokenizer().encode("The quick brown fox jumps over");
   // Prefill all but the last three tokens, then three decode steps: every step dequantizes

@@ -100,6 +100,7 @@ int run_embed(const EmbedArgs& a) {
   opts.allow_unused_weights = a.allow_unused_weights;
   if (!a.precision.empty()) opts.precision = parse_precision_policy(a.precision);
   if (!a.quantize.empty()) opts.quantize = quant_format_from_name(a.quantize);
+  opts.act_quant = a.act_quant;
   if (a.model.empty()) opts.model_name = models::default_model_name();
   std::string dir = a.model.empty() ? models::default_model_dir() : a.model;
   auto t0 = std::chrono::steady_clock::now();

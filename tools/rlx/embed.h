@@ -24,6 +24,8 @@ struct EmbedArgs {
   /// Quantize the Linear weights at load to this ggml format ("q8_0", "q4_k", ...;
   /// EmbedderOptions::quantize); empty: f32.
   std::string quantize;
+  /// What quantized Linear layers multiply: "none" or "int8" (EmbedderOptions::act_quant).
+  std::string act_quant = "none";
   std::vector<std::string> texts;  ///< empty: one text per line from stdin
 };
 

@@ -309,6 +309,13 @@ int run(int argc, char** argv) {
   embed->add_option("--quantize", embed_args.quantize,
                     "quantize the encoder's Linear weights at load to this ggml format: q8_0, "
                     "q4_0, q4_k, q6_k, ... (default: f32)");
+  embed
+      ->add_option("--act-quant", embed_args.act_quant,
+                   "what quantized Linear layers multiply: none (the activations exactly) or "
+                   "int8 (rounded per 32 elements: the integer kernels, faster, a little less "
+                   "accurate)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "int8"}));
   embed->add_flag("--similarity", embed_args.similarity,
                   "print the cosine-similarity matrix instead of the embeddings");
   embed->add_flag("--verbose", embed_args.verbose,

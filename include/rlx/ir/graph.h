@@ -304,10 +304,16 @@ class Graph {
   Value dequantize(Value w, QuantFormat format, int64_t k);
   /// x[..., K] (float) times the transpose of the quantized weight w u8[N, R] (N rows of K
   /// elements in `format`, ggml's [out, in] layout): x . dequantize(w)^T -> [..., N] in x's
-  /// dtype, i.e. a Linear layer without bias (ggml_mul_mat). k = K is x's last dim. Decomposes
-  /// to dequantize + convert (non-f32 x) + dot_general; the CPU backend runs f32 x on the
-  /// fused kernel, which rounds x to int8 blocks (src/backends/cpu/kernels/quant_matmul.h).
-  Value quant_matmul(Value x, Value w, QuantFormat format);
+  /// dtype, i.e. a Linear layer without bias (ggml_mul_mat). k = K is x's last dim.
+  /// `act_quant` says what x is multiplied as (ONNX MatMulNBits' accuracy_level in spirit):
+  /// "none": x itself, so every backend computes x . dequantize(w)^T up to f32 summation order;
+  /// "int8": x rounded per 32-element block to int8 with an f32 scale first
+  /// (round_activations_int8 in rlx/ir/quant.h), what llama.cpp's kernels compute and what lets
+  /// the CPU backend multiply integers (src/backends/cpu/kernels/quant_matmul.h); it needs a
+  /// block-quantized format (else rlx::Error). Decomposes to [the rounding +] dequantize +
+  /// convert (non-f32 x) + dot_general, so the evaluator, the XLA backend and the CPU kernels
+  /// give the same values for either choice.
+  Value quant_matmul(Value x, Value w, QuantFormat format, std::string act_quant = "none");
 
   // ---- fused forms (created by fusion passes; each decomposes to its unfused ops)
   /// activation(matmul(x, w) + bias), activation "none", "relu", "gelu", "gelu_tanh" or

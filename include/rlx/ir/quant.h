@@ -111,6 +111,12 @@ void quantize_row(QuantFormat f, const float* src, uint8_t* dst, int64_t n);
 /// Checked form: `dst` must hold exactly quant_row_bytes(f, src.size()) bytes.
 void quantize(QuantFormat f, std::span<const float> src, std::span<uint8_t> dst);
 
+/// quant_matmul's act_quant = "int8" rounding of activations (the int8 activations of ggml's
+/// vec_dot kernels, with an f32 rather than an f16 scale): each 32-element block of x becomes
+/// d * q with d = max|x| / 127 and q = x * (1 / d) rounded half to even (q = 0 where d = 0), all
+/// in f32, into `out` (which may alias x). Throws rlx::Error when n is not a multiple of 32.
+void round_activations_int8(const float* x, float* out, int64_t n);
+
 /// The 16 values an IQ4_NL nibble indexes (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};

@@ -106,7 +106,9 @@ PoolingOptions read_pooling_options(const std::string& dir);
 ///   directly; SentenceEmbedder transposes the checkpoint's [out, in] tensors once at load;
 /// - Linear weights named in `weight_formats` (a QuantFormat other than kF32) are instead
 ///   declared u8[out, quant_row_bytes(format, in)], ggml's packed [out, in] layout, and run as
-///   Graph::quant_matmul + bias; "embeddings.word_embeddings.weight" named there is declared
+///   Graph::quant_matmul + bias (with act_quant `act_quant`: "none" multiplies the activations
+///   exactly, "int8" rounds them to int8 blocks first and runs the CPU's integer kernels; see
+///   Graph::quant_matmul); "embeddings.word_embeddings.weight" named there is declared
 ///   u8[vocab_size, quant_row_bytes(format, hidden_size)] and its gathered rows are
 ///   dequantized (gather, then Graph::dequantize: exact); every other param (position and
 ///   token type embeddings, LayerNorms, biases) stays f32;
@@ -117,7 +119,8 @@ PoolingOptions read_pooling_options(const std::string& dir);
 /// not positive, or a quantized weight's row is not a multiple of its format's block size.
 Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling = {},
-                         const std::map<std::string, QuantFormat>& weight_formats = {});
+                         const std::map<std::string, QuantFormat>& weight_formats = {},
+                         const std::string& act_quant = "none");
 
 /// True for the checkpoint tensors a sentence embedder never reads by design (with or without a
 /// "bert." prefix): BertModel's pooler.*, the pre-training heads cls.* (sentence-transformers

@@ -80,6 +80,10 @@ struct LlamaWeightLayout {
   std::map<std::string, QuantFormat> formats;
   /// output.weight is present; otherwise the head reuses token_embd.weight (tied).
   bool separate_output = false;
+  /// Graph::quant_matmul's act_quant for the block-quantized weights: "int8" (llama.cpp's
+  /// int8 activations; the CPU's integer kernels) or "none" (exact activations); float-format
+  /// weights always multiply exactly.
+  std::string act_quant = "int8";
 };
 
 /// Builds the full-sequence forward pass for fixed [batch, seq]:
@@ -178,6 +182,10 @@ struct LlamaOptions {
   /// Tokens the penalties of generate()'s sampling count (llama.cpp's penalty_last_n, 64): the
   /// history of its SamplerState.
   int64_t sampler_history = 64;
+  /// What the quantized matmuls multiply (LlamaWeightLayout::act_quant): "int8" as llama.cpp,
+  /// or "none" (exact activations: slower on CPU, no activation-rounding noise); anything else
+  /// throws rlx::Error at load.
+  std::string act_quant = "int8";
 };
 
 /// The tokens of one append(): each row's next token, and the logits they were chosen from.

@@ -65,6 +65,11 @@ struct EmbedderOptions {
   /// one the constructor throws naming the tensor, its shape and the block size. Absent or
   /// kF32: f32 weights, as today. A format without a quantizer (IQ4_NL) throws.
   std::optional<QuantFormat> quantize;
+  /// What the quantized Linear layers multiply (Graph::quant_matmul's act_quant): "none", the
+  /// activations exactly (MiniLM Q8_0: min cosine 0.9995 to f32), or "int8", the activations
+  /// rounded to int8 per 32 elements (the CPU's integer kernels: faster, min cosine 0.998);
+  /// anything else throws rlx::Error.
+  std::string act_quant = "none";
 };
 
 /// The sequence length encode() pads `length` tokens to: the next multiple of `bucket`, at most

@@ -25,8 +25,10 @@ std::vector<Tensor> eval_dequantize(const EvalContext& ctx) {
   return {out};
 }
 
-// y[m, n] = sum_k x[m, k] * w'[n, k], w' the dequantized weight rounded to x's dtype (the
-// decomposition's convert), in double, rounded once to x's dtype.
+// y[m, n] = sum_k x'[m, k] * w'[n, k], w' the dequantized weight rounded to x's dtype (the
+// decomposition's convert), x' = x or with act_quant "int8" x rounded per 32 elements in f32
+// (round_activations_int8) and back to x's dtype, as the decomposition does, in double, rounded
+// once to x's dtype.
 std::vector<Tensor> eval_quant_matmul(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Tensor& w = ctx.operands[1];
@@ -43,9 +45,20 @@ std::vector<Tensor> eval_quant_matmul(const EvalContext& ctx) {
   for (int64_t i = 0; i < n * k; ++i) wv[static_cast<size_t>(i)] = wd.get_f64(i);
   Tensor out(x.dtype(), ctx.result_type().shape);
   const int64_t m = n == 0 ? 0 : out.numel() / n;
+  const bool int8 = ctx.attrs().get_string("act_quant") == "int8";
   std::vector<double> xr(static_cast<size_t>(k));
+  std::vector<float> xf(static_cast<size_t>(k));
+  Tensor xt(x.dtype(), Shape{k});  // the rounded row back in x's dtype
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t i = 0; i < k; ++i) xr[static_cast<size_t>(i)] = x.get_f64(r * k + i);
+    if (int8) {  // in f32, as the decomposition's rounding ops
+      for (int64_t i = 0; i < k; ++i) xf[size_t(i)] = float(xr[size_t(i)]);
+      round_activations_int8(xf.data(), xf.data(), k);
+      for (int64_t i = 0; i < k; ++i) {
+        xt.set_f64(i, xf[size_t(i)]);
+        xr[size_t(i)] = xt.get_f64(i);
+      }
+    }
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
       const double* wj = wv.data() + j * k;

@@ -69,6 +69,10 @@ std::vector<TensorType> infer_quant_matmul(const InferContext& ctx) {
     ctx.fail("x's last dim " + std::to_string(xk) + " differs from k = " + std::to_string(k) +
              " (the weight's row length)");
   check_rows(ctx, 1, f, k);
+  if (ctx.attrs.get_string("act_quant") == "int8" && quant_format_info(f).block_size < 32)
+    ctx.fail("act_quant \"int8\" rounds x per 32-element block for a block-quantized weight; " +
+             std::string(quant_format_info(f).name) +
+             " weights are multiplied in float (use \"none\")");
   Shape out = x.shape;
   out.dims().back() = w.shape[0];
   return {{x.dtype, out}};
@@ -85,11 +89,19 @@ std::vector<AttrSpec> quant_attrs() {
           req("k", AttrType::Int)};
 }
 
+// quant_matmul adds act_quant: "none" (x . dequantize(w)^T exactly) or "int8" (x first rounded
+// per 32 elements as round_activations_int8, what the integer kernels compute).
+std::vector<AttrSpec> quant_matmul_attrs() {
+  std::vector<AttrSpec> attrs = quant_attrs();
+  attrs.push_back(def("act_quant", AttrType::String, std::string("none"), {"none", "int8"}));
+  return attrs;
+}
+
 }  // namespace
 
 void register_quant_ops() {
   define_op(OpKind::Dequantize, quant_attrs(), infer_dequantize);
-  define_op(OpKind::QuantMatMul, quant_attrs(), infer_quant_matmul);
+  define_op(OpKind::QuantMatMul, quant_matmul_attrs(), infer_quant_matmul);
 }
 
 }  // namespace rlx::detail

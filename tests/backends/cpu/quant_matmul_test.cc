@@ -222,13 +222,40 @@ TEST(QuantMatmul, TargetFromEnvironment) {
   }
 }
 
-// dequant_sgemm (what the op runs from kDequantGemmRows rows): no activation rounding, so only
-// f32 error: each dequantized weight scale * q + offset within a few roundoffs of the 32-block's
-// largest |weight| (the offset is at most about that large), and the sgemm's sums (a chain of at
-// most K additions). N = 67 splits into several panels per thread with a short last one.
-TEST(QuantMatmul, DequantSgemmMatchesDequantizeThenMatmulInF32) {
+// Checks y against sum_k xs[m, k] * dequantized w[n, k] in double within f32 error only: each
+// dequantized weight scale * q + offset within a few roundoffs of the 32-block's largest |weight|
+// (the offset is at most about that large), and the sums (a chain of at most K additions).
+void expect_f32_product(const Problem& p, const std::vector<float>& xs,
+                        const std::vector<float>& y) {
+  const int64_t M = p.M, K = p.K, N = p.N;
+  int bad = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, abs_sum = 0, weight_err = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double x = xs[size_t(m * K + k)], w = p.wd[size_t(n * K + k)];
+        ref += x * w;
+        abs_sum += std::fabs(x * w);
+        double block_max = 0;
+        for (int64_t j = k / 32 * 32; j < std::min(K, k / 32 * 32 + 32); ++j)
+          block_max = std::max(block_max, std::fabs(double(p.wd[size_t(n * K + j)])));
+        weight_err += std::fabs(x) * 4 * kEps * block_max;
+      }
+      const double err = std::fabs(double(y[size_t(m * N + n)]) - ref);
+      const double tol = double(K + 16) * kEps * abs_sum + weight_err + 1e-30;
+      if (!(err <= tol) && bad++ < 3)
+        ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)] << ", reference "
+                      << ref << ", error " << err << " > " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// dequant_sgemm and quant_matmul_exact (the op with act_quant "none": f32 dot products below
+// kExactSgemmRows rows, dequant_sgemm from there): no activation rounding, so only f32 error.
+// N = 67 splits into several panels per thread with a short last one.
+TEST(QuantMatmul, ExactPathsMatchDequantizeThenMatmulInF32) {
   for (const QuantFormatInfo& info : quant_formats()) {
-    for (int64_t M : {1, 32, 40}) {
+    for (int64_t M : {int64_t{1}, int64_t{5}, kExactSgemmRows - 1, kExactSgemmRows, int64_t{40}}) {
       const int64_t K = test_k(info.format), N = 67;
       const Problem p = make_problem(info.format, M, K, N, uint32_t(M * 77 + K + info.ggml_type));
       for (QuantTarget t : supported_quant_targets()) {
@@ -236,43 +263,51 @@ TEST(QuantMatmul, DequantSgemmMatchesDequantizeThenMatmulInF32) {
                      std::string(quant_target_name(t)));
         std::vector<float> y(static_cast<size_t>(M * N), std::nanf(""));
         dequant_sgemm(info.format, p.x.data(), M, K, p.w.data(), N, y.data(), t);
-        int bad = 0;
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            double ref = 0, abs_sum = 0, weight_err = 0;
-            for (int64_t k = 0; k < K; ++k) {
-              const double x = p.x[size_t(m * K + k)], w = p.wd[size_t(n * K + k)];
-              ref += x * w;
-              abs_sum += std::fabs(x * w);
-              double block_max = 0;
-              for (int64_t j = k / 32 * 32; j < std::min(K, k / 32 * 32 + 32); ++j)
-                block_max = std::max(block_max, std::fabs(double(p.wd[size_t(n * K + j)])));
-              weight_err += std::fabs(x) * 4 * kEps * block_max;
-            }
-            const double err = std::fabs(double(y[size_t(m * N + n)]) - ref);
-            const double tol = double(K + 16) * kEps * abs_sum + weight_err + 1e-30;
-            if (!(err <= tol) && bad++ < 3)
-              ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * N + n)]
-                            << ", reference " << ref << ", error " << err << " > " << tol;
-          }
-        EXPECT_EQ(bad, 0);
+        expect_f32_product(p, p.x, y);
+        std::fill(y.begin(), y.end(), std::nanf(""));
+        quant_matmul_exact(info.format, p.x.data(), M, K, p.w.data(), N, y.data(), t);
+        expect_f32_product(p, p.x, y);
       }
     }
   }
 }
 
-// quant_matmul_auto: the int8 kernel below kDequantGemmRows rows, dequant_sgemm from there.
-TEST(QuantMatmul, AutoSwitchesToDequantSgemmAtTheThreshold) {
+// The int8 kernel computes what act_quant "int8" defines: the f32 product of the dequantized
+// weights with x rounded by round_activations_int8 (rlx/ir/quant.h, what the evaluator and the
+// decomposition use), within f32 error only, on every path (GEMV, GEMM tiles / panels) and target.
+TEST(QuantMatmul, Int8KernelEqualsRoundedActivationsTimesDequantizedWeights) {
+  for (const QuantFormatInfo& info : quant_formats()) {
+    if (is_float_format(info.format)) continue;
+    for (int64_t M : {1, 5, 9, 37}) {
+      const int64_t K = test_k(info.format), N = 67;
+      const Problem p = make_problem(info.format, M, K, N, uint32_t(M * 31 + K + info.ggml_type));
+      std::vector<float> xr = p.x;
+      for (int64_t m = 0; m < M; ++m)
+        round_activations_int8(&xr[size_t(m * K)], &xr[size_t(m * K)], K);
+      for (QuantTarget t : supported_quant_targets()) {
+        SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " target " +
+                     std::string(quant_target_name(t)));
+        expect_f32_product(p, xr, run(info.format, p, t));
+      }
+    }
+  }
+}
+
+// quant_matmul_exact switches to dequant_sgemm at kExactSgemmRows; both differ from the int8
+// kernel (which rounds x).
+TEST(QuantMatmul, ExactSwitchesToDequantSgemmAtTheThreshold) {
   const QuantFormat f = QuantFormat::kQ4_K;
   const QuantTarget t = default_quant_target();
-  for (int64_t M : {kDequantGemmRows - 1, kDequantGemmRows}) {
+  for (int64_t M : {kExactSgemmRows - 1, kExactSgemmRows}) {
     const Problem p = make_problem(f, M, 512, 19, uint32_t(M));
     std::vector<float> got(size_t(M * 19)), int8(got.size()), deq(got.size());
-    quant_matmul_auto(f, p.x.data(), M, 512, p.w.data(), 19, got.data(), t);
+    quant_matmul_exact(f, p.x.data(), M, 512, p.w.data(), 19, got.data(), t);
     quant_matmul(f, p.x.data(), M, 512, p.w.data(), 19, int8.data(), t);
     dequant_sgemm(f, p.x.data(), M, 512, p.w.data(), 19, deq.data(), t);
-    EXPECT_EQ(got, M < kDequantGemmRows ? int8 : deq) << "M = " << M;
-    EXPECT_NE(int8, deq) << "M = " << M << ": the two paths should round differently";
+    if (M >= kExactSgemmRows) {
+      EXPECT_EQ(got, deq) << "M = " << M;
+    }
+    EXPECT_NE(got, int8) << "M = " << M << ": the exact and the int8 path should round differently";
   }
 }
 

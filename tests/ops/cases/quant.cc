@@ -2,7 +2,8 @@
 // (rlx/ir/quant.h), with packed weights from the reference quantizers (IQ4_NL, which has none,
 // from random bytes with bounded f16 scales), a gathered embedding table, and activations that
 // the CPU kernel's int8 rounding represents exactly (q / 256, +-127 / 256 in every 32-block), so
-// the fused kernel differs from the evaluator only by f32 summation order.
+// the fused kernel differs from the evaluator only by f32 summation order; and quant_matmul with
+// act_quant "int8" on random activations.
 #include "rlx/ir/quant.h"
 
 #include <algorithm>
@@ -86,6 +87,17 @@ void add_quant_cases(CaseList& cs) {
     cs.add(OpKind::QuantMatMul, name)
         .sample({x, w}, qattrs(info, k))
         .sample({x1, fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed + 500))}, qattrs(info, k));
+    if (info.block_size < 32) continue;
+    // act_quant "int8" on random activations, which the rounding changes: every layer rounds x
+    // per 32 elements as the reference does (jax_refs.py: numpy, from the definition).
+    AttrMap int8 = qattrs(info, k);
+    int8.set("act_quant", std::string("int8"));
+    cs.add(OpKind::QuantMatMul, name + "_act_int8")
+        .sample({T(Shape{4, k}), fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed + 600))}, int8)
+        .sample({T(Shape{2, 9, k}), w}, int8)
+        .only(kAllSuites & ~kFdSuite,
+              "the int8 rounding is a step function of x: central differences jump across its "
+              "steps (autodiff differentiates the decomposition, exact almost everywhere)");
   }
   // A quantized embedding table needs no op of its own: gather the packed rows, dequantize.
   const int64_t rb = quant_row_bytes(QuantFormat::kQ8_0, 64);

@@ -1,6 +1,7 @@
 // CPU kernels of the quantized-weight ops: dequantize (dequantize_row per packed row, parallel
-// over rows) and quant_matmul (quant_matmul_auto of quant_matmul.h: the fused int8 kernel for
-// few rows, dequantize + sgemm panel by panel for many). Both read the packed weight where it
+// over rows) and quant_matmul (quant_matmul.h: with act_quant "int8" the fused integer kernels,
+// with "none" quant_matmul_exact: f32 products with the dequantized rows for few rows of x,
+// dequantize + sgemm panel by panel for many). Both read the packed weight where it
 // lives (a param's or constant's bytes): nothing is expanded at compile time.
 #include "rlx/ir/quant.h"
 
@@ -46,9 +47,14 @@ Kernel quant_matmul_kernel(const Graph& g, const Node& node) {
     return [m, n](const KernelIO& io) {
       std::memset(io.output<float>(0), 0, static_cast<size_t>(m * n) * sizeof(float));
     };
+  if (node.attrs.get_string("act_quant") == "int8")
+    return [f, k, m, n, target](const KernelIO& io) {
+      quant_matmul(f, io.input<float>(0), m, k, io.input<uint8_t>(1), n, io.output<float>(0),
+                   target);
+    };
   return [f, k, m, n, target](const KernelIO& io) {
-    quant_matmul_auto(f, io.input<float>(0), m, k, io.input<uint8_t>(1), n, io.output<float>(0),
-                      target);
+    quant_matmul_exact(f, io.input<float>(0), m, k, io.input<uint8_t>(1), n, io.output<float>(0),
+                       target);
   };
 }
 

@@ -517,11 +517,12 @@ struct ActRows {
   int64_t K = 0, nb = 0;
   std::vector<int8_t> q;
   std::vector<float> d, s32, s16;
+  std::vector<int32_t> u8_bias;  // -128 * sum q per 32 (the panel GEMM's signed formats)
 };
 
 // One row of K (a multiple of 32) into q, d, s32 and s16 (no padding written).
-inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, float* s32,
-                             float* s16) {
+inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, float* s32, float* s16,
+                             int32_t* u8_bias) {
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* xb = x + 32 * b;
     float db;
@@ -561,6 +562,7 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
     }
 #endif
     d[b] = db;
+    u8_bias[b] = -128 * (sum[0] + sum[1]);
     s32[b] = db * float(sum[0] + sum[1]);
     s16[2 * b] = db * float(sum[0]);
     s16[2 * b + 1] = db * float(sum[1]);
@@ -574,10 +576,12 @@ inline void quantize_activations(const float* x, int64_t M, int64_t K, ActRows& 
   act.q.resize(size_t(M * K));
   for (auto* v : {&act.d, &act.s32}) v->assign(size_t(M * act.nb), 0.0f);
   act.s16.assign(size_t(2 * M * act.nb), 0.0f);
+  act.u8_bias.assign(size_t(M * act.nb), 0);
   parallel_for(0, M, 8, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m)
       quantize_act_row(x + m * K, K, act.q.data() + m * K, act.d.data() + m * act.nb,
-                       act.s32.data() + m * act.nb, act.s16.data() + 2 * m * act.nb);
+                       act.s32.data() + m * act.nb, act.s16.data() + 2 * m * act.nb,
+                       act.u8_bias.data() + m * act.nb);
   });
 }
 
@@ -585,10 +589,11 @@ inline void quantize_activations(const float* x, int64_t M, int64_t K, ActRows& 
 struct ActRow {
   const int8_t* q;
   const float *d, *s32, *s16;
+  const int32_t* u8_bias;
 };
 inline ActRow act_row(const ActRows& act, int64_t m) {
   return {act.q.data() + m * act.K, act.d.data() + m * act.nb, act.s32.data() + m * act.nb,
-          act.s16.data() + 2 * m * act.nb};
+          act.s16.data() + 2 * m * act.nb, act.u8_bias.data() + m * act.nb};
 }
 
 // Calls fn.template operator()<MR>(m0, rows) for each group of up to 4 activation rows from m0
@@ -730,6 +735,129 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
     });
   }
 }
+
+#if RLX_QM_LEVEL == 2
+// ---- GEMM path on VNNI: outer-product micro-kernel over packed panels of 16 weight rows
+// A panel holds 16 weight rows (output columns) unpacked to u8 and interleaved by 4 elements:
+// for each group of 4 k, the 16 columns' 4 bytes side by side (64 bytes, two vectors), so one
+// vpdpbusd multiplies 8 columns' 4 weights by 4 activation bytes broadcast from x's row and
+// adds them to 8 int32 column sums (oneDNN's and MLAS's u8s8 layout). The signed formats
+// (Q8_0, IQ4_NL, Q8_K) are stored + 128 (vpdpbusd takes the weights as the unsigned operand)
+// and their sums start from -128 * sum q_x of the block (ActRows::u8_bias), so the integer sum
+// is the signed one exactly. Per 32 (or 16) elements: int32 sums -> f32, times the column
+// scales times the row's activation scale, plus coefficient * activation sum (unsigned formats).
+inline constexpr int kPanelCols = 16;
+
+struct Panel {
+  std::vector<uint8_t> q;     // K / 4 groups x 16 columns x 4 bytes
+  std::vector<float> sc, cf;  // K / 16 x 16 columns
+};
+
+// Weight rows [n0, n0 + 16) (rows past N repeat row N - 1) of format F into p.
+template <class F>
+inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n0, int64_t N,
+                       Panel& p) {
+  const int64_t G = K / 16;
+  thread_local std::vector<uint8_t> rq;
+  thread_local std::vector<float> rsc, rcf;
+  rq.resize(size_t(K));
+  rsc.resize(size_t(G));
+  rcf.resize(size_t(G));
+  p.q.resize(size_t(K * kPanelCols));
+  p.sc.resize(size_t(G * kPanelCols));
+  p.cf.resize(size_t(G * kPanelCols));
+  const uint32_t flip = F::kSigned ? 0x80808080u : 0u;
+  auto* out = reinterpret_cast<uint32_t*>(p.q.data());
+  for (int c = 0; c < kPanelCols; ++c) {
+    unpack_row<F>(w + std::min(n0 + c, N - 1) * row_bytes, K, rq.data(), rsc.data(), rcf.data());
+    for (int64_t g = 0; g < K / 4; ++g) out[g * kPanelCols + c] = ld_u32(rq.data() + 4 * g) ^ flip;
+    for (int64_t j = 0; j < G; ++j) {
+      p.sc[j * kPanelCols + c] = rsc[j];
+      p.cf[j * kPanelCols + c] = rcf[j];
+    }
+  }
+}
+
+// out[m][c] = row m of a . panel column c, for MR rows.
+template <class F, int MR>
+inline void panel_tile(const Panel& p, const ActRow* a, int64_t K, float out[4][kPanelCols]) {
+  constexpr int kHalves = F::kPer16 ? 2 : 1, kSteps = 8 / kHalves;
+  __m256 acc[MR][2];
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  const uint8_t* pq = p.q.data();
+  for (int64_t b = 0; b < K / 32; ++b) {
+    RLX_QM_UNROLL
+    for (int h = 0; h < kHalves; ++h) {
+      __m256i isum[MR][2];
+      RLX_QM_UNROLL
+      for (int m = 0; m < MR; ++m)
+        isum[m][0] = isum[m][1] =
+            F::kSigned ? _mm256_set1_epi32(a[m].u8_bias[b]) : _mm256_setzero_si256();
+      RLX_QM_UNROLL
+      for (int g = 0; g < kSteps; ++g, pq += 4 * kPanelCols) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + 32));
+        const int64_t k = 32 * b + 16 * h + 4 * g;
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) {
+          const __m256i av =
+              _mm256_set1_epi32(int32_t(ld_u32(reinterpret_cast<const uint8_t*>(a[m].q + k))));
+          isum[m][0] = _mm256_dpbusd_epi32(isum[m][0], w0, av);
+          isum[m][1] = _mm256_dpbusd_epi32(isum[m][1], w1, av);
+        }
+      }
+      const int64_t j = 2 * b + h;
+      const __m256 sc0 = _mm256_loadu_ps(p.sc.data() + j * kPanelCols);
+      const __m256 sc1 = _mm256_loadu_ps(p.sc.data() + j * kPanelCols + 8);
+      RLX_QM_UNROLL
+      for (int m = 0; m < MR; ++m) {
+        const __m256 da = _mm256_set1_ps(a[m].d[b]);
+        acc[m][0] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m][0]), _mm256_mul_ps(sc0, da), acc[m][0]);
+        acc[m][1] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m][1]), _mm256_mul_ps(sc1, da), acc[m][1]);
+      }
+      if constexpr (!F::kSigned) {
+        const __m256 cf0 = _mm256_loadu_ps(p.cf.data() + j * kPanelCols);
+        const __m256 cf1 = _mm256_loadu_ps(p.cf.data() + j * kPanelCols + 8);
+        RLX_QM_UNROLL
+        for (int m = 0; m < MR; ++m) {
+          // per 16 elements with kPer16, else the 32-element sum (both halves' coefficients
+          // are equal then)
+          const __m256 s = _mm256_set1_ps(F::kPer16 ? a[m].s16[j] : a[m].s32[b]);
+          acc[m][0] = _mm256_fmadd_ps(cf0, s, acc[m][0]);
+          acc[m][1] = _mm256_fmadd_ps(cf1, s, acc[m][1]);
+        }
+      }
+    }
+  }
+  RLX_QM_UNROLL
+  for (int m = 0; m < MR; ++m) {
+    _mm256_storeu_ps(out[m], acc[m][0]);
+    _mm256_storeu_ps(out[m] + 8, acc[m][1]);
+  }
+}
+
+// GEMM path on VNNI: output columns [t0 * 16, t1 * 16) of y, one packed panel at a time reused
+// by every group of 4 activation rows.
+template <class F>
+inline void panel_gemm(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
+                       float* y, int64_t t0, int64_t t1) {
+  const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
+  thread_local Panel panel;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n0 = t * kPanelCols, nr = std::min<int64_t>(kPanelCols, N - n0);
+    pack_panel<F>(w, row_bytes, K, n0, N, panel);
+    row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
+      alignas(32) float out[4][kPanelCols];
+      panel_tile<F, MR>(panel, a, K, out);
+      RLX_QM_UNROLL
+      for (int m = 0; m < MR; ++m) std::memcpy(y + (m0 + m) * N + n0, out[m], size_t(nr) * 4);
+    });
+  }
+}
+#endif
 
 // Output columns [n0, n1) for F32 / F16 / BF16 weights: f32 dot products of x with the
 // widened weight rows (the scalar target, and every target's GEMM path).
@@ -1080,6 +1208,11 @@ inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
 #if RLX_QM_LEVEL >= 1
     if (M <= kGemvRows) return gemv_block<F>(act, M, K, w, N, y);
 #endif
+#if RLX_QM_LEVEL == 2
+    const int64_t panels = (N + kPanelCols - 1) / kPanelCols;
+    return parallel_for(0, panels, 1,
+                        [&](int64_t b, int64_t e) { panel_gemm<F>(act, M, K, w, N, y, b, e); });
+#endif
     const int64_t tiles = (N + kNR - 1) / kNR;
     parallel_for(0, tiles, 8,
                  [&](int64_t b, int64_t e) { block_format_tiles<F>(act, M, K, w, N, y, b, e); });
@@ -1094,6 +1227,24 @@ inline void dequantize(QuantFormat f, const uint8_t* w, int64_t rows, int64_t K,
     return;
   }
   with_block_format(f, [&]<class F>() { dequant_rows<F>(w, rows, K, out); });
+}
+
+// quant_matmul_exact below kExactSgemmRows rows: each weight row dequantized to f32 once
+// (dequant_rows) and dotted with every row of x; the float formats take matmul's float paths,
+// which are exact already.
+inline void exact_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                         int64_t N, float* y) {
+  if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16)
+    return matmul(f, x, M, K, w, N, y);
+  const int64_t row_bytes = quant_row_bytes(f, K);
+  parallel_for(0, N, 16, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(K));
+    for (int64_t n = b; n < e; ++n) {
+      dequantize(f, w + n * row_bytes, 1, K, row.data());
+      for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot_f32(x + m * K, row.data(), K);
+    }
+  });
 }
 
 // NOLINTEND(readability-function-size)

@@ -173,17 +173,26 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
   }
 }
 
-void quant_matmul_auto(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                       int64_t N, float* y, QuantTarget t) {
-  if (M >= kDequantGemmRows)
-    dequant_sgemm(f, x, M, K, w, N, y, t);
-  else
-    quant_matmul(f, x, M, K, w, N, y, t);
+void quant_matmul_exact(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                        int64_t N, float* y, QuantTarget t) {
+  if (M >= kExactSgemmRows) return dequant_sgemm(f, x, M, K, w, N, y, t);
+  check(quant_target_supported(t), "quant_matmul_exact: target " +
+                                       std::string(quant_target_name(t)) +
+                                       " is not supported by this CPU");
+  if (!check_sizes("quant_matmul_exact", f, M, K, N, y)) return;
+  switch (t) {
+    case QuantTarget::kScalar:
+      return quant_scalar::exact_matmul(f, x, M, K, w, N, y);
+    case QuantTarget::kAvx2:
+      return quant_avx2::exact_matmul(f, x, M, K, w, N, y);
+    case QuantTarget::kAvx512Vnni:
+      return quant_vnni::exact_matmul(f, x, M, K, w, N, y);
+  }
 }
 
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y) {
-  quant_matmul_auto(f, x, M, K, w, N, y, default_quant_target());
+  quant_matmul(f, x, M, K, w, N, y, default_quant_target());
 }
 
 }  // namespace rlx::cpu

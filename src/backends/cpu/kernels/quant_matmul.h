@@ -53,15 +53,9 @@ QuantTarget default_quant_target();
 /// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y, QuantTarget t);
-/// From this many rows of x the quant_matmul op runs dequant_sgemm instead of the int8 kernel:
-/// it is exact (no 8-bit activation rounding: MiniLM Q8_0 min cosine vs f32 0.99955 with it,
-/// 0.99848 with the int8 kernel), and on AVX2 oneDNN's f32 sgemm on L2-resident dequantized
-/// panels matches or beats the int8 tiles there (bench/quant_bench.cc `gemm`, 4096 x 4096,
-/// 2-core AVX2 EPYC, 2 threads, idle; int8 / dequant+sgemm GFLOP/s: q8_0 71 / 54 at M = 16,
-/// 70 / 74 at 32, 61 / 145 at 128; q4_0 114 / 151 and q4_K 112 / 149 at 128). On AVX-512 VNNI
-/// the int8 tiles are faster up to at least 128 rows (1 thread, Zen 4 EPYC, loaded: q8_0 85 /
-/// 18 at M = 32, 68 / 50 at 128; q4_K 72 / 28 at 128), which the accuracy bound forgoes.
-inline constexpr int64_t kDequantGemmRows = 32;
+/// From this many rows of x quant_matmul_exact runs dequant_sgemm; below, f32 dot products with
+/// each dequantized weight row (a panel's dequantization then costs more than the products).
+inline constexpr int64_t kExactSgemmRows = 32;
 
 /// y = x . dequant(W)^T in f32: each thread dequantizes panels of W on target `t` (at most
 /// 512 KiB of f32 each, so a weight is never expanded whole: weight = scale * q + offset per 16
@@ -71,11 +65,12 @@ inline constexpr int64_t kDequantGemmRows = 32;
 void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                    float* y, QuantTarget t);
 
-/// What the quant_matmul op runs: dequant_sgemm when M >= kDequantGemmRows, else the int8
-/// kernel above on `t`.
-void quant_matmul_auto(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                       int64_t N, float* y, QuantTarget t);
-/// As quant_matmul_auto on default_quant_target().
+/// y = x . dequant(W)^T without activation rounding (the quant_matmul op with act_quant "none"):
+/// dequant_sgemm from kExactSgemmRows rows, else f32 dot products of x's rows with each weight
+/// row dequantized on target `t`. Same layouts, sizes and errors as quant_matmul.
+void quant_matmul_exact(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
+                        int64_t N, float* y, QuantTarget t);
+/// The int8 kernel (quant_matmul above) on default_quant_target().
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y);
 
