@@ -760,20 +760,43 @@ inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n
   const int64_t G = K / 16;
   thread_local std::vector<uint8_t> rq;
   thread_local std::vector<float> rsc, rcf;
-  rq.resize(size_t(K));
+  rq.resize(size_t(kPanelCols * K));
   rsc.resize(size_t(G));
   rcf.resize(size_t(G));
   p.q.resize(size_t(K * kPanelCols));
   p.sc.resize(size_t(G * kPanelCols));
   p.cf.resize(size_t(G * kPanelCols));
-  const uint32_t flip = F::kSigned ? 0x80808080u : 0u;
-  auto* out = reinterpret_cast<uint32_t*>(p.q.data());
   for (int c = 0; c < kPanelCols; ++c) {
-    unpack_row<F>(w + std::min(n0 + c, N - 1) * row_bytes, K, rq.data(), rsc.data(), rcf.data());
-    for (int64_t g = 0; g < K / 4; ++g) out[g * kPanelCols + c] = ld_u32(rq.data() + 4 * g) ^ flip;
+    unpack_row<F>(w + std::min(n0 + c, N - 1) * row_bytes, K, rq.data() + c * K, rsc.data(),
+                  rcf.data());
     for (int64_t j = 0; j < G; ++j) {
       p.sc[j * kPanelCols + c] = rsc[j];
       p.cf[j * kPanelCols + c] = rcf[j];
+    }
+  }
+  // Interleave: per 32 elements, 8 rows' 8 dwords (4 bytes each) transposed as an 8 x 8 dword
+  // matrix (unpack 32 / 64 bits, then 128-bit lanes), twice for the 16 rows.
+  const __m256i flip = _mm256_set1_epi8(F::kSigned ? char(0x80) : 0);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    for (int c0 = 0; c0 < kPanelCols; c0 += 8) {
+      __m256i r[8], t[8], u[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_xor_si256(ld(rq.data() + (c0 + i) * K + 32 * b), flip);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      for (int h = 0; h < 8; h += 4) {  // u[h + j]: dword groups j and j + 4 of 4 rows
+        u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+        u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+        u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+      }
+      uint8_t* out = p.q.data() + b * 32 * kPanelCols + 4 * c0;
+      for (int g = 0; g < 4; ++g) {
+        st(out + g * 4 * kPanelCols, _mm256_permute2x128_si256(u[g], u[g + 4], 0x20));
+        st(out + (g + 4) * 4 * kPanelCols, _mm256_permute2x128_si256(u[g], u[g + 4], 0x31));
+      }
     }
   }
 }
