@@ -121,8 +121,9 @@ TEST(MiniLM, Bf16PolicyStaysClose) {
   o.precision = parse_precision_policy("auto-mixed-bf16");
   SentenceEmbedder e(dir, o);
   Agreement a = compare(e.encode(reference().texts), reference());
-  // bf16 matmuls (8-bit mantissa) with f32 accumulation: cosine >= 0.999.
-  EXPECT_GE(a.min_cosine, 0.999);
+  // bf16 matmuls (8-bit mantissa) with f32 accumulation: cosine >= 0.9999 (issue 19's bound;
+  // measured min 0.99996 on the 69 sentences, against the f32 run as against the reference).
+  EXPECT_GE(a.min_cosine, 0.9999);
 }
 
 // Linear weights quantized at load (EmbedderOptions::quantize) against the f32
