@@ -154,6 +154,8 @@ TEST(Cli, QuantizeThenEmbedTheGguf) {
   expect_error(run_rlx({"quantize", (tmp.path() / "nope").string(), out, "--type", "q8_0"}), 1,
                "nope: no such file or directory");
   expect_error(run_rlx({"quantize", dir, out}), 2, "--type is required");
+  expect_error(run_rlx({"embed", "--model", out, "--act-quant", "int4", "a man"}), 2,
+               "--act-quant: int4 not in {none,int8}");
 }
 
 TEST(Cli, NonFiniteWeightsAndTokenIdsOutsideTheVocab) {
