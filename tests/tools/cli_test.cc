@@ -246,6 +246,8 @@ TEST(Cli, GenerateStreamsGreedyText) {
   EXPECT_NE(s1.out, s2.out);
   expect_error(run_rlx({"generate", "--temp", "-0.5", "-p", "x"}), 2, "--temp");
   expect_error(run_rlx({"generate", "--top-p", "1.5", "-p", "x"}), 2, "--top-p");
+  expect_error(run_rlx({"generate", "--act-quant", "int4", "-p", "x"}), 2,
+               "--act-quant: int4 not in {int8,none}");
   expect_error(run_rlx({"generate", "--repeat-penalty", "0", "-p", "x"}), 2, "--repeat-penalty");
   expect_error(run_rlx({"generate", "-p", "x", "--ctx", "99999"}), 1, "ctx 99999 is outside");
 }

@@ -32,6 +32,11 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
   s->add_option("--threads", a.threads, "threads (default: RLX_NUM_THREADS, else physical cores)")
       ->check(CLI::PositiveNumber);
   s->add_option("--device", a.device, "device: cpu or pjrt:N");
+  s->add_option("--act-quant", a.act_quant,
+                "what the quantized matmuls multiply: int8 (activations rounded per 32 elements, "
+                "as llama.cpp: the integer kernels) or none (exact activations, slower)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"int8", "none"}));
   s->add_option("--temp", a.sampling.temperature,
                 "temperature; 0 (the default): greedy, the argmax at every step")
       ->check(CLI::NonNegativeNumber);
@@ -73,6 +78,7 @@ models::LlamaModel load(const GenerateArgs& a) {
   models::LlamaOptions o;
   o.device = Device::parse(a.device);
   o.ctx = a.ctx;
+  o.act_quant = a.act_quant;
   return models::LlamaModel::load(a.model.empty() ? default_llm_gguf_path() : a.model, o);
 }
 
