@@ -27,7 +27,11 @@ class SentenceEmbedder:
     policy name such as ``"auto-mixed-bf16"`` (None: ``RLX_PRECISION``, else always-f32 on every
     device). ``allow_unused_weights=True`` loads a checkpoint holding tensors that the encoder of
     ``config.json`` does not use, which is otherwise an error listing them (a config with fewer
-    layers than the checkpoint). Raises :class:`rlx.Error` naming the file for a missing,
+    layers than the checkpoint). ``quantize`` (a ggml format such as ``"q8_0"``) quantizes the
+    encoder's Linear weights at load (only the packed bytes stay resident); ``act_quant`` is what
+    quantized layers multiply: ``"none"`` (exact activations; MiniLM Q8_0 min cosine 0.9995 to
+    f32) or ``"int8"`` (activations rounded per 32 elements: the CPU's integer kernels, about
+    1.8x faster than f32 on AVX-512 VNNI, min cosine 0.998). Raises :class:`rlx.Error` naming the file for a missing,
     unreadable or malformed model file (and the field or byte), for NaN/Inf weights (naming the
     tensor), and from :meth:`encode` for invalid UTF-8, token ids outside the vocabulary or a
     non-finite embedding (naming the text's index).
@@ -41,6 +45,8 @@ class SentenceEmbedder:
         precision: Optional[str] = None,
         device: str = "cpu",
         allow_unused_weights: bool = False,
+        quantize: Optional[str] = None,
+        act_quant: str = "none",
     ) -> None:
         model_dir = os.fspath(path) if path is not None else _core.default_model_dir()
         self._impl = _core.SentenceEmbedder(
@@ -51,6 +57,8 @@ class SentenceEmbedder:
             device=device,
             allow_unused_weights=allow_unused_weights,
             model_name="" if path is not None else _core.default_model_name(),
+            quantize=quantize,
+            act_quant=act_quant,
         )
 
     def encode(self, texts: Sequence[str] | str) -> np.ndarray:

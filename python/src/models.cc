@@ -51,7 +51,8 @@ void bind_models(py::module_& m) {
                                "sentence-transformers' encode for BERT-family models.")
       .def(py::init([](const std::string& path, int64_t batch_size, int64_t max_length,
                        const std::optional<std::string>& precision, const std::string& device,
-                       int64_t bucket, bool allow_unused_weights, const std::string& model_name) {
+                       int64_t bucket, bool allow_unused_weights, const std::string& model_name,
+                       const std::optional<std::string>& quantize, const std::string& act_quant) {
              models::EmbedderOptions o;
              o.device = Device::parse(device);
              if (precision) o.precision = to_precision(*precision);
@@ -60,12 +61,15 @@ void bind_models(py::module_& m) {
              o.bucket = bucket;
              o.allow_unused_weights = allow_unused_weights;
              o.model_name = model_name;
+             if (quantize) o.quantize = quant_format_from_name(*quantize);
+             o.act_quant = act_quant;
              py::gil_scoped_release nogil;
              return SentenceEmbedder(path, o);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("max_length") = 0,
            py::arg("precision") = py::none(), py::arg("device") = "cpu", py::arg("bucket") = 16,
-           py::arg("allow_unused_weights") = false, py::arg("model_name") = "")
+           py::arg("allow_unused_weights") = false, py::arg("model_name") = "",
+           py::arg("quantize") = py::none(), py::arg("act_quant") = "none")
       .def(
           "encode",
           [](SentenceEmbedder& e, const std::vector<std::string>& texts) {

