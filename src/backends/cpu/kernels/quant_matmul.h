@@ -48,13 +48,20 @@ QuantTarget default_quant_target();
 /// y[m * N + n] = sum_k x[m * K + k] * dequant(w row n)[k], w holding N rows of
 /// quant_row_bytes(f, K) bytes (ggml's row layout). x is quantized to int8 blocks of 32 for
 /// the block formats, so y differs from the f32 product of the dequantized weights by at most
-/// sum_b (max|x| over block b) / 254 * sum_{k in b} |w_k| plus f32 rounding. Runs on the
+/// sum_b (max|x| over block b) / 254 * sum_{k in b} |w_k| plus f32 rounding: y is the f32
+/// product of the dequantized weights with round_activations_int8(x) (rlx/ir/quant.h), which
+/// the AVX2 target computes literally from kExactSgemmRows rows (dequant_sgemm). Runs on the
 /// runtime's thread pool (parallel over output columns). Throws rlx::Error for negative
 /// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y, QuantTarget t);
 /// From this many rows of x quant_matmul_exact runs dequant_sgemm; below, f32 dot products with
 /// each dequantized weight row (a panel's dequantization then costs more than the products).
+/// On the AVX2 target (no VNNI) quant_matmul too runs dequant_sgemm from here, on x rounded by
+/// round_activations_int8: oneDNN's f32 sgemm on L2-resident dequantized panels outruns the
+/// integer tiles there (bench/quant_bench.cc `gemm`, 4096 x 4096, 2-core AVX2 EPYC, 2 threads,
+/// idle; int8 tiles / dequant+sgemm GFLOP/s: q8_0 71 / 54 at M = 16, 70 / 74 at 32, 61 / 145 at
+/// 128; q4_0 114 / 151 and q4_K 112 / 149 at 128).
 inline constexpr int64_t kExactSgemmRows = 32;
 
 /// y = x . dequant(W)^T in f32: each thread dequantizes panels of W on target `t` (at most
