@@ -313,12 +313,14 @@ def dequantize(attrs, w):
 
 def round_activations_int8(x):
     """act_quant "int8": per 32 elements of the last dim, d = max|x| / 127 and
-    x -> round_half_even(x * (1 / d)) * d (0 where d = 0), all in f32, back in x's dtype."""
+    x -> round_half_even(x * (1 / d)) * d (1 / d = 0 where d is below the smallest normal f32),
+    all in f32, back in x's dtype."""
     xf = np.asarray(x, np.float32)
     b = xf.reshape(xf.shape[:-1] + (xf.shape[-1] // 32, 32))
     d = np.max(np.abs(b), axis=-1, keepdims=True) / np.float32(127)
     with np.errstate(divide="ignore"):
-        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+        inv = np.where(d >= np.finfo(np.float32).tiny, np.float32(1) / d,
+                       np.float32(0)).astype(np.float32)
     r = (np.rint(b * inv) * d).astype(np.float32)
     return r.reshape(xf.shape).astype(np.asarray(x).dtype)
 

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "rlx/ir/dtype.h"
@@ -827,9 +828,16 @@ void round_activations_int8(const float* x, float* out, int64_t n) {
                                    " is not a multiple of the block size 32");
   for (int64_t b = 0; b < n; b += 32) {
     float amax = 0;
-    for (int64_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
+    bool nan = false;
+    for (int64_t i = b; i < b + 32; ++i) {
+      amax = std::max(amax, std::fabs(x[i]));
+      nan = nan || std::isnan(x[i]);
+    }
+    // NaN anywhere: d = NaN, as reduce_max gives in the decomposition (the block becomes NaN;
+    // an Inf gives d = Inf, 1 / d = 0 and 0 * Inf = NaN likewise).
+    const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+    // A scale below the smallest normal f32 (1 / d would overflow) rounds the block to 0.
+    const float id = d >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
     for (int64_t i = b; i < b + 32; ++i) out[i] = std::nearbyint(x[i] * id) * d;
   }
 }

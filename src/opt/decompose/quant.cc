@@ -1,13 +1,15 @@
 // Decomposition of quant_matmul: dequantize the packed weight, convert it to x's dtype, and
 // contract x's last dim with the weight rows' (dot_general), the path of every backend without
 // a fused kernel and of autodiff.
+#include <limits>
+
 #include "decompose.h"
 
 namespace rlx::detail {
 namespace {
 
 // act_quant "int8": each 32-element block of x as d * round_half_even(x * (1 / d)), d = max|x| /
-// 127 and 1 / d replaced by 0 where d = 0, in f32 (rlx/ir/quant.h round_activations_int8, the
+// 127 and 1 / d replaced by 0 where d is below the smallest normal f32, in f32 (rlx/ir/quant.h round_activations_int8, the
 // same f32 operations), back in x's dtype.
 Value round_activations_int8(Graph& g, Value x) {
   const DType t = g.dtype(x);
@@ -20,7 +22,8 @@ Value round_activations_int8(Graph& g, Value x) {
   const int64_t last = int64_t(blocks.size()) - 1;
   auto scalar = [&](float v) { return g.constant(Tensor::full(DType::f32, Shape{}, v)); };
   const Value d = g.div(g.reduce_max(g.abs(xb), {last}, true), scalar(127.0f));
-  const Value id = g.select(g.ne(d, scalar(0.0f)), g.div(scalar(1.0f), d), scalar(0.0f));
+  const Value id = g.select(g.ge(d, scalar(std::numeric_limits<float>::min())),
+                            g.div(scalar(1.0f), d), scalar(0.0f));
   Value r = g.reshape(g.mul(g.round(g.mul(xb, id)), d), dims);
   if (t != DType::f32) r = g.convert(r, t);
   return r;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,6 +289,39 @@ TEST(QuantMatmul, Int8KernelEqualsRoundedActivationsTimesDequantizedWeights) {
         SCOPED_TRACE(std::string(info.name) + " M=" + std::to_string(M) + " target " +
                      std::string(quant_target_name(t)));
         expect_f32_product(p, xr, run(info.format, p, t));
+      }
+    }
+  }
+}
+
+// Non-finite and tiny activations under int8 rounding, as round_activations_int8 defines them:
+// a row with a NaN or an Inf gives NaN in every output (never finite garbage), a row whose
+// blocks are all below the smallest normal scale rounds to 0, and the other rows are unaffected;
+// on every path (GEMV, GEMM, AVX2 from 32 rows) and target.
+TEST(QuantMatmul, Int8NonFiniteRowsAreNaNAndTinyRowsZero) {
+  EXPECT_TRUE(std::isnan([] {
+    std::vector<float> b(32, 1.0f);
+    b[3] = std::numeric_limits<float>::infinity();
+    round_activations_int8(b.data(), b.data(), 32);
+    return b[0];
+  }()));
+  for (QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_1, QuantFormat::kQ6_K}) {
+    for (int64_t M : {4, 9, 37}) {
+      const int64_t K = test_k(f), N = 19;
+      Problem p = make_problem(f, M, K, N, uint32_t(M + 5));
+      p.x[size_t(0 * K + 7)] = std::nanf("");
+      p.x[size_t(1 * K + K - 1)] = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < K; ++k) p.x[size_t(2 * K + k)] = 1e-39f * float(k % 5);
+      for (QuantTarget t : supported_quant_targets()) {
+        SCOPED_TRACE(std::string(quant_format_info(f).name) + " M=" + std::to_string(M) + " " +
+                     std::string(quant_target_name(t)));
+        const std::vector<float> y = run(f, p, t);
+        for (int64_t n = 0; n < N; ++n) {
+          EXPECT_TRUE(std::isnan(y[size_t(0 * N + n)])) << n;
+          EXPECT_TRUE(std::isnan(y[size_t(1 * N + n)])) << n;
+          EXPECT_EQ(y[size_t(2 * N + n)], 0.0f) << n;
+          EXPECT_TRUE(std::isfinite(y[size_t(3 * N + n)])) << n;
+        }
       }
     }
   }

@@ -530,16 +530,22 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
 #if RLX_QM_LEVEL >= 1
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
+    __m256 amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
     for (int i = 0; i < 4; ++i) {
       v[i] = _mm256_loadu_ps(xb + 8 * i);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));  // drops NaNs: flagged apart
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    db = _mm_cvtss_f32(m4) / 127.0f;
-    const float id = db != 0 ? 1.0f / db : 0.0f;
+    // A NaN makes the block's scale NaN, so the row's outputs are NaN (an Inf gives scale Inf,
+    // q = 0 and Inf * 0 = NaN): non-finite input never turns into finite garbage.
+    db = _mm256_movemask_ps(nan) != 0 || std::isinf(_mm_cvtss_f32(m4))
+             ? std::numeric_limits<float>::quiet_NaN()
+             : _mm_cvtss_f32(m4) / 127.0f;
+    // A block below the smallest normal scale rounds to 0 (1 / d would overflow to Inf).
+    const float id = db >= std::numeric_limits<float>::min() ? 1.0f / db : 0.0f;
     __m256i qi[4];
     for (int i = 0; i < 4; ++i)  // round to nearest even (MXCSR default), as nearbyint
       qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
@@ -551,9 +557,13 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
 #else
     float am = 0;
-    for (int i = 0; i < 32; ++i) am = std::max(am, std::fabs(xb[i]));
-    db = am / 127.0f;
-    const float id = db != 0 ? 1.0f / db : 0.0f;
+    bool nan = false;
+    for (int i = 0; i < 32; ++i) {
+      am = std::max(am, std::fabs(xb[i]));
+      nan = nan || std::isnan(xb[i]);
+    }
+    db = nan || std::isinf(am) ? std::numeric_limits<float>::quiet_NaN() : am / 127.0f;
+    const float id = db >= std::numeric_limits<float>::min() ? 1.0f / db : 0.0f;
     sum[0] = sum[1] = 0;
     for (int i = 0; i < 32; ++i) {
       const int v = int(std::nearbyint(xb[i] * id));
