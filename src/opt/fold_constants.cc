@@ -52,6 +52,9 @@ class FoldConstantsPass final : public Pass {
     if (n.op == OpKind::Dequantize) return false;
     // An rng_key without a seed is the compile seed's key, which only bind-rng-seed knows.
     if (n.op == OpKind::RngKey && !n.attrs.has("seed")) return false;
+    // Control flow runs its bodies: a while_loop need not terminate, and a body's cost is
+    // not bounded by the size of the results, so neither is folded at compile time.
+    if (n.op == OpKind::Cond || n.op == OpKind::WhileLoop || n.op == OpKind::Scan) return false;
     for (Value v : operands)
       if (dst.node(v).op != OpKind::Constant) return false;
     int64_t total = 0;
