@@ -1,0 +1,197 @@
+// The passes on graphs holding control flow (cond, while_loop, scan): each treats the op as an
+// opaque pure node — DCE drops it only when no result is used, CSE merges identical ones,
+// fold-constants never runs a body, AMP leaves its typed carries alone — so the standard
+// pipeline keeps the values; legalizing for a backend without the op names it.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../common/test_util.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/opt/passes.h"
+#include "rlx/opt/pipeline.h"
+#include "rlx/opt/precision.h"
+
+namespace rlx {
+namespace {
+
+using testing::all_close;
+using testing::error_of;
+using testing::random_tensor;
+
+int count(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+// An RNN-style scan: consts w f32[4,4], carry h f32[2,4], xs f32[6,2,4];
+// h' = tanh(x + h . w), y = h' * 2.
+Graph rnn_body() {
+  Graph b("cell");
+  Value w = b.input("w", DType::f32, {4, 4});
+  Value h = b.input("h", DType::f32, {2, 4});
+  Value x = b.input("x", DType::f32, {2, 4});
+  Value n = b.tanh(b.add(x, b.matmul(h, w)));
+  b.set_outputs({n, b.mul(n, b.scalar(2, DType::f32))});
+  return b;
+}
+
+// while sum(x) < limit: x = x * 1.5 + 0.25 (carry x f32[2,4], const limit f32[]).
+std::vector<Value> growth_loop(Graph& g, Value x, Value limit) {
+  Graph c("c");
+  Value cl = c.input("limit", DType::f32, {});
+  Value cx = c.input("x", DType::f32, {2, 4});
+  c.set_outputs({c.lt(c.reduce_sum(cx, {0, 1}), cl)});
+  Graph b("b");
+  b.input("limit", DType::f32, {});
+  Value bx = b.input("x", DType::f32, {2, 4});
+  b.set_outputs({b.add(b.mul(bx, b.scalar(1.5, DType::f32)), b.scalar(0.25, DType::f32))});
+  return g.while_loop(std::move(c), std::move(b), {x}, {limit}, 50);
+}
+
+// A graph with work for every pass around the control flow: foldable constants feeding a scan,
+// a duplicate scan (CSE), a dead scan and a dead loop (DCE), elementwise chains after them
+// (fusion), a cond choosing between them.
+Graph mixed_graph() {
+  Graph g("mixed");
+  Value xs = g.input("xs", DType::f32, {6, 2, 4});
+  Value h0 = g.input("h0", DType::f32, {2, 4});
+  Value w = g.param("w", DType::f32, {4, 4});
+  Value p = g.input("p", DType::bool_, {});
+  Value half = g.add(g.scalar(0.25, DType::f32), g.scalar(0.25, DType::f32));  // folds
+  Value ws = g.mul(w, half);
+  std::vector<Value> a = g.scan(rnn_body(), {h0}, {xs}, {ws});
+  std::vector<Value> dup = g.scan(rnn_body(), {h0}, {xs}, {ws});
+  g.scan(rnn_body(), {h0}, {g.neg(xs)}, {ws});    // dead
+  growth_loop(g, h0, g.scalar(1e3, DType::f32));  // dead
+  std::vector<Value> loop = growth_loop(g, a[0], g.add(half, g.scalar(20, DType::f32)));
+  Value e1 = g.exp(g.neg(g.abs(a[1])));
+  Value e2 = g.sub(g.tanh(dup[1]), g.scalar(1, DType::f32));
+  Graph t("t"), f("f");
+  {
+    Value ta = t.input("a", DType::f32, {6, 2, 4});
+    Value tb = t.input("b", DType::f32, {6, 2, 4});
+    t.set_outputs({t.add(ta, tb)});
+    Value fa = f.input("a", DType::f32, {6, 2, 4});
+    f.input("b", DType::f32, {6, 2, 4});
+    f.set_outputs({f.neg(fa)});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {e1, e2});
+  g.set_outputs({c[0], loop[0], g.mul(dup[0], g.scalar(3, DType::f32))});
+  return g;
+}
+
+TensorMap mixed_feeds(bool p) {
+  return {{"xs", random_tensor(DType::f32, {6, 2, 4}, 1)},
+          {"h0", random_tensor(DType::f32, {2, 4}, 2)},
+          {"w", random_tensor(DType::f32, {4, 4}, 3, -0.5, 0.5)},
+          {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{p ? 1 : 0})}};
+}
+
+void expect_same_values(const Graph& a, const Graph& b, double tol) {
+  for (bool p : {false, true}) {
+    SCOPED_TRACE(p);
+    std::vector<Tensor> x = evaluate(a, mixed_feeds(p)), y = evaluate(b, mixed_feeds(p));
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(all_close(y[i], x[i], tol, tol)) << i;
+  }
+}
+
+TEST(ControlFlowPasses, DceDropsOnlyUnusedControlFlow) {
+  Graph g = mixed_graph();
+  EXPECT_EQ(count(g, OpKind::Scan), 3);
+  EXPECT_EQ(count(g, OpKind::WhileLoop), 2);
+  Graph d = g;
+  EXPECT_TRUE(create_dce_pass()->run(d));
+  EXPECT_EQ(count(d, OpKind::Scan), 2);
+  EXPECT_EQ(count(d, OpKind::WhileLoop), 1);
+  EXPECT_EQ(count(d, OpKind::Cond), 1);
+  EXPECT_TRUE(d.verify().empty());
+  expect_same_values(g, d, 0);
+}
+
+TEST(ControlFlowPasses, CseMergesIdenticalScans) {
+  Graph g = mixed_graph();
+  ASSERT_TRUE(create_dce_pass()->run(g));
+  Graph c = g;
+  EXPECT_TRUE(create_cse_pass()->run(c));
+  create_dce_pass()->run(c);
+  EXPECT_EQ(count(c, OpKind::Scan), 1);
+  expect_same_values(g, c, 0);
+  // Scans that differ only in their body stay apart.
+  Graph h("h");
+  Value xs = h.input("xs", DType::f32, {3});
+  Graph b1("s"), b2("s");
+  for (Graph* b : {&b1, &b2}) {
+    Value c0 = b->input("c", DType::f32, {});
+    Value x = b->input("x", DType::f32, {});
+    b->set_outputs({b == &b1 ? b->add(c0, x) : b->mul(c0, x)});
+  }
+  Value z = h.scalar(1, DType::f32);
+  h.set_outputs({h.scan(b1, {z}, {xs})[0], h.scan(b2, {z}, {xs})[0]});
+  EXPECT_FALSE(create_cse_pass()->run(h));
+  EXPECT_EQ(count(h, OpKind::Scan), 2);
+}
+
+TEST(ControlFlowPasses, FoldConstantsNeverRunsABody) {
+  Graph g("consts");
+  Value x = g.constant(Tensor::from_doubles(DType::f32, {3}, std::vector<double>{1, 2, 3}));
+  Graph b("s");
+  Value c0 = b.input("c", DType::f32, {});
+  Value xi = b.input("x", DType::f32, {});
+  b.set_outputs({b.add(c0, xi)});
+  Value r = g.scan(std::move(b), {g.scalar(0, DType::f32)}, {x})[0];
+  g.set_outputs({g.add(r, g.add(g.scalar(1, DType::f32), g.scalar(1, DType::f32)))});
+  Graph f = g;
+  EXPECT_TRUE(create_fold_constants_pass()->run(f));  // 1 + 1 folds
+  EXPECT_EQ(count(f, OpKind::Scan), 1);               // the scan stays
+  EXPECT_EQ(evaluate(f, {})[0].get_f64(0), 8);
+}
+
+TEST(ControlFlowPasses, AmpLeavesCarriesTyped) {
+  Graph g = mixed_graph();
+  for (const char* mode : {"always-bf16", "auto-mixed-f16"}) {
+    SCOPED_TRACE(mode);
+    Graph a = g;
+    create_amp_pass(parse_precision_policy(mode))->run(a);
+    EXPECT_TRUE(a.verify().empty());
+    EXPECT_EQ(count(a, OpKind::Scan), 3);
+    for (const Node& n : a.nodes()) {
+      if (n.op != OpKind::Scan && n.op != OpKind::WhileLoop && n.op != OpKind::Cond) continue;
+      for (const TensorType& t : n.results) EXPECT_EQ(t.dtype, DType::f32) << n.name;
+    }
+    expect_same_values(g, a, 5e-2);
+  }
+}
+
+TEST(ControlFlowPasses, StandardPipelineKeepsTheValues) {
+  Graph g = mixed_graph();
+  PipelineOptions o;  // the reference backend: every op supported
+  PipelineResult r = run_standard_pipeline(g, o);
+  EXPECT_EQ(count(r.graph, OpKind::Scan), 1);
+  EXPECT_EQ(count(r.graph, OpKind::WhileLoop), 1);
+  EXPECT_EQ(count(r.graph, OpKind::Cond), 1);
+  EXPECT_GE(count(r.graph, OpKind::ElementwiseRegion), 1);
+  EXPECT_TRUE(r.graph.verify().empty());
+  expect_same_values(g, r.graph, 1e-6);
+  o.precision = parse_precision_policy("auto-mixed-bf16");
+  expect_same_values(g, run_standard_pipeline(g, o).graph, 5e-2);
+}
+
+TEST(ControlFlowPasses, LegalizingForABackendWithoutThemNamesTheOps) {
+  Graph g = mixed_graph();
+  PipelineOptions o;
+  o.backend = "toy";
+  for (int i = 0; i < kNumOps; ++i) o.supported.insert(static_cast<OpKind>(i));
+  o.supported.erase(OpKind::Scan);
+  o.supported.erase(OpKind::Cond);
+  std::string m = error_of([&] { run_standard_pipeline(g, o); });
+  EXPECT_NE(m.find("backend 'toy' cannot run: "), std::string::npos) << m;
+  EXPECT_NE(m.find("cond (node %"), std::string::npos) << m;
+  EXPECT_NE(m.find("scan (nodes %"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace rlx
