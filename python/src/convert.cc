@@ -255,7 +255,7 @@ py::object from_attr(const Attr& a) {
         } else if constexpr (std::is_same_v<T, GraphList>) {
           py::list out;
           for (const GraphRef& g : v) out.append(py::cast(Graph(*g)));
-          return std::move(out);
+          return out;
         } else {
           return py::cast(v);
         }

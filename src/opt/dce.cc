@@ -10,6 +10,13 @@ class DcePass : public Pass {
   std::string_view name() const override { return "dce"; }
 
   bool run(Graph& g) override {
+    bool here = run_here(g);
+    bool inside = run_in_bodies(*this, g);  // the bodies of cond / while_loop / scan
+    return here || inside;
+  }
+
+ private:
+  bool run_here(Graph& g) {
     const std::vector<Node>& nodes = g.nodes();
     // Walk backwards: a node none of whose results is used is dead, and its operands lose one
     // use each, so whole dead chains fall in one sweep.

@@ -16,6 +16,13 @@ class FoldConstantsPass final : public Pass {
   std::string_view name() const override { return "fold-constants"; }
 
   bool run(Graph& g) override {
+    bool here = run_here(g);
+    bool inside = run_in_bodies(*this, g);  // the bodies of cond / while_loop / scan
+    return here || inside;
+  }
+
+ private:
+  bool run_here(Graph& g) {
     bool changed = false;
     // rewrite() hands `fold` operands already mapped into the new graph, so a node folded
     // earlier in this walk is a constant there and its users fold in the same run.
@@ -42,7 +49,6 @@ class FoldConstantsPass final : public Pass {
     return changed;
   }
 
- private:
   /// True when `n` is computed from constants alone (or, like iota, from its attributes) and
   /// its results are small enough to materialise. Inputs and params never reach here.
   bool foldable(const Graph& dst, const Node& n, std::span<const Value> operands) const {

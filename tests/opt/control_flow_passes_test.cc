@@ -180,6 +180,83 @@ TEST(ControlFlowPasses, StandardPipelineKeepsTheValues) {
   expect_same_values(g, run_standard_pipeline(g, o).graph, 5e-2);
 }
 
+// A scan body with work for every pass: a dead chain (dce), a duplicate expression (cse),
+// constants to fold and a multiply by one (simplify); the same scan also sits inside a cond
+// branch, so the passes must reach nested bodies.
+Graph body_with_work() {
+  Graph b("work");
+  Value c = b.input("c", DType::f32, {3});
+  Value x = b.input("x", DType::f32, {3});
+  b.exp(b.neg(x));  // dead
+  Value two = b.add(b.scalar(1, DType::f32), b.scalar(1, DType::f32));
+  Value s1 = b.mul(b.add(c, x), two);
+  Value s2 = b.mul(b.add(c, x), two);
+  Value n = b.mul(b.add(s1, s2), b.scalar(1, DType::f32));
+  b.set_outputs({b.tanh(n), n});
+  return b;
+}
+
+size_t body_nodes(const Graph& g) {
+  size_t n = 0;
+  for (const Node& node : g.nodes())
+    if (node.op == OpKind::Scan) n += node.attrs.get_graph("body").nodes().size();
+  return n;
+}
+
+Graph graph_with_work() {
+  Graph g("work");
+  Value xs = g.input("xs", DType::f32, {5, 3});
+  Value c0 = g.input("h0", DType::f32, {3});
+  Value p = g.input("p", DType::bool_, {});
+  std::vector<Value> top = g.scan(body_with_work(), {c0}, {xs});
+  Graph t("t"), f("f");
+  {
+    Value tx = t.input("xs", DType::f32, {5, 3});
+    Value tc = t.input("c", DType::f32, {3});
+    t.set_outputs({t.scan(body_with_work(), {tc}, {tx})[1]});
+    f.input("xs", DType::f32, {5, 3});
+    f.input("c", DType::f32, {3});
+    f.set_outputs({f.broadcast_in_dim(f.scalar(0, DType::f32), {5, 3}, {})});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {xs, c0});
+  g.set_outputs({top[0], top[1], c[0]});
+  return g;
+}
+
+TEST(ControlFlowPasses, PassesRunInsideBodies) {
+  Graph g = graph_with_work();
+  const Graph& branch = *g.nodes()[g.outputs()[2].node].attrs.get_graphs("branches")[1];
+  size_t before = body_nodes(g), nested_before = body_nodes(branch);
+  EXPECT_EQ(nested_before, before);
+  for (auto make : {create_dce_pass, create_cse_pass, create_simplify_pass}) {
+    std::unique_ptr<Pass> pass = make();
+    SCOPED_TRACE(std::string(pass->name()));
+    Graph h = g;
+    EXPECT_TRUE(pass->run(h));
+    EXPECT_TRUE(h.verify().empty());
+    const Graph& nested = *h.nodes()[h.outputs()[2].node].attrs.get_graphs("branches")[1];
+    EXPECT_LT(body_nodes(h), before);
+    EXPECT_EQ(body_nodes(nested), body_nodes(h));  // the nested body changed alike
+    TensorMap feeds{{"xs", random_tensor(DType::f32, {5, 3}, 4)},
+                    {"h0", random_tensor(DType::f32, {3}, 5)},
+                    {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{1})}};
+    std::vector<Tensor> want = evaluate(g, feeds), got = evaluate(h, feeds);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-6, 1e-6));
+  }
+  Graph folded = g;
+  EXPECT_TRUE(create_fold_constants_pass()->run(folded));
+  auto adds = [](const Graph& h) {
+    int n = 0;
+    for (const Node& node : h.nodes())
+      if (node.op == OpKind::Scan) n += count(node.attrs.get_graph("body"), OpKind::Add);
+    return n;
+  };
+  EXPECT_EQ(adds(folded), adds(g) - 1);  // 1 + 1 became a constant
+  // The whole pipeline: dead, duplicate, foldable and identity nodes all go.
+  Graph p = run_standard_pipeline(g, PipelineOptions{}).graph;
+  EXPECT_LE(body_nodes(p), before - 6) << p.to_string();
+}
+
 TEST(ControlFlowPasses, LegalizingForABackendWithoutThemNamesTheOps) {
   Graph g = mixed_graph();
   PipelineOptions o;
