@@ -257,6 +257,54 @@ TEST(ControlFlowPasses, PassesRunInsideBodies) {
   EXPECT_LE(body_nodes(p), before - 6) << p.to_string();
 }
 
+// DCE drops a scan's unused ys and a cond's unused results from the node and its bodies
+// (what computed them goes with them); carries stay.
+TEST(ControlFlowPasses, DceDropsUnusedYsAndBranchResults) {
+  Graph g("trim");
+  Value xs = g.input("xs", DType::f32, {4, 3});
+  Value p = g.input("p", DType::bool_, {});
+  Graph b("step");
+  {
+    Value c = b.input("c", DType::f32, {3});
+    Value x = b.input("x", DType::f32, {3});
+    Value n = b.add(c, x);
+    b.set_outputs({n, b.exp(b.neg(x)), b.mul(n, x)});  // carry, y0 (unused), y1
+  }
+  std::vector<Value> s = g.scan(std::move(b), {g.input("c0", DType::f32, {3})}, {xs});
+  Graph t("t"), f("f");
+  {
+    Value tx = t.input("x", DType::f32, {3});
+    t.set_outputs({t.sin(tx), t.cos(tx)});
+    Value fx = f.input("x", DType::f32, {3});
+    f.set_outputs({f.neg(fx), f.tanh(fx)});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {s[0]});
+  g.set_outputs({s[2], c[1]});
+  Graph d = g;
+  EXPECT_TRUE(create_dce_pass()->run(d));
+  EXPECT_TRUE(d.verify().empty());
+  for (const Node& n : d.nodes()) {
+    if (n.op == OpKind::Scan) {
+      EXPECT_EQ(n.results.size(), 2u);  // carry, y1
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Exp), 0);
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Neg), 0);
+    }
+    if (n.op == OpKind::Cond) {
+      EXPECT_EQ(n.results.size(), 1u);
+      EXPECT_EQ(count(*n.attrs.get_graphs("branches")[0], OpKind::Neg), 0);
+      EXPECT_EQ(count(*n.attrs.get_graphs("branches")[1], OpKind::Sin), 0);
+    }
+  }
+  for (bool pv : {false, true}) {
+    TensorMap feeds{{"xs", random_tensor(DType::f32, {4, 3}, 7)},
+                    {"c0", random_tensor(DType::f32, {3}, 8)},
+                    {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{pv})}};
+    std::vector<Tensor> want = evaluate(g, feeds), got = evaluate(d, feeds);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(want[i].bitwise_equal(got[i])) << i;
+  }
+  EXPECT_FALSE(create_dce_pass()->run(d));  // nothing left to drop
+}
+
 TEST(ControlFlowPasses, LegalizingForABackendWithoutThemNamesTheOps) {
   Graph g = mixed_graph();
   PipelineOptions o;
