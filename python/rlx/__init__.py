@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from . import _core
+from .control_flow import cond, fori_loop, scan, switch, while_loop
 from ._core import (
     DLPackTensor,
     Error,
@@ -45,6 +46,11 @@ from ._core import (
 )
 
 __all__ = [
+    "cond",
+    "fori_loop",
+    "scan",
+    "switch",
+    "while_loop",
     "DLPackTensor",
     "Error",
     "Executable",

@@ -220,6 +220,12 @@ Attr to_attr(const OpInfo& op, const std::string& name, const py::handle& value)
         return to_tensor(value, std::nullopt, what).clone();
       case AttrType::Graph:
         return std::make_shared<const Graph>(value.cast<const Graph&>());
+      case AttrType::Graphs: {
+        GraphList gs;
+        for (const py::handle& item : value.cast<py::sequence>())
+          gs.push_back(std::make_shared<const Graph>(item.cast<const Graph&>()));
+        return gs;
+      }
     }
   }
   // Unknown attribute: keep its Python type so validate_attrs names it ("unknown attribute").
@@ -246,6 +252,10 @@ py::object from_attr(const Attr& a) {
           return to_numpy(v);
         } else if constexpr (std::is_same_v<T, std::shared_ptr<const Graph>>) {
           return py::cast(Graph(*v));
+        } else if constexpr (std::is_same_v<T, GraphList>) {
+          py::list out;
+          for (const GraphRef& g : v) out.append(py::cast(Graph(*g)));
+          return out;
         } else {
           return py::cast(v);
         }

@@ -78,6 +78,13 @@ std::vector<Value> start_indices_of(const GraphPtr& g, const py::sequence& start
 }
 
 py::object wrap(const GraphPtr& g, Value v) { return py::cast(PyValue{g, v}); }
+// Every result as a list (control flow: the count depends on the bodies, so never unwrapped).
+std::vector<PyValue> wrap_list(const GraphPtr& g, const std::vector<Value>& vs) {
+  std::vector<PyValue> out;
+  for (Value v : vs) out.push_back({g, v});
+  return out;
+}
+
 py::object wrap_all(const GraphPtr& g, const std::vector<Value>& vs) {
   if (vs.size() == 1) return wrap(g, vs[0]);
   py::tuple t(vs.size());
@@ -851,7 +858,53 @@ void bind_graph(py::module_& m) {
             for (Value v : g->elementwise_region(values_of(g, xs), body)) out.push_back({g, v});
             return out;
           },
-          py::arg("operands"), py::arg("body"));
+          py::arg("operands"), py::arg("body"))
+      // control flow (docs/ir.md "Regions"): bodies are Graphs whose inputs take the operands
+      // by position; rlx.cond / switch / while_loop / scan / fori_loop build them from Python
+      // functions.
+      .def(
+          "cond",
+          [](const GraphPtr& g, const PyValue& pred, const Graph& true_branch,
+             const Graph& false_branch, const std::vector<PyValue>& operands) {
+            return wrap_list(
+                g, g->cond(own(g, pred), true_branch, false_branch, values_of(g, operands)));
+          },
+          py::arg("pred"), py::arg("true_branch"), py::arg("false_branch"), py::arg("operands"))
+      .def(
+          "switch_case",
+          [](const GraphPtr& g, const PyValue& index, const py::sequence& branches,
+             const std::vector<PyValue>& operands) {
+            std::vector<Graph> bs;
+            for (const py::handle& b : branches) bs.push_back(b.cast<const Graph&>());
+            return wrap_list(g,
+                             g->switch_case(own(g, index), std::move(bs), values_of(g, operands)));
+          },
+          py::arg("index"), py::arg("branches"), py::arg("operands"))
+      .def(
+          "while_loop",
+          [](const GraphPtr& g, const Graph& cond, const Graph& body,
+             const std::vector<PyValue>& init, const std::vector<PyValue>& consts,
+             std::optional<int64_t> max_trip_count) {
+            return wrap_list(g, g->while_loop(cond, body, values_of(g, init), values_of(g, consts),
+                                              max_trip_count));
+          },
+          py::arg("cond"), py::arg("body"), py::arg("init"),
+          py::arg("consts") = std::vector<PyValue>{}, py::arg("max_trip_count") = py::none())
+      .def(
+          "scan",
+          [](const GraphPtr& g, const Graph& body, const std::vector<PyValue>& init,
+             const std::vector<PyValue>& xs, const std::vector<PyValue>& consts,
+             std::optional<int64_t> length, bool reverse, int64_t unroll) {
+            ScanOptions o;
+            o.length = length;
+            o.reverse = reverse;
+            o.unroll = unroll;
+            return wrap_list(
+                g, g->scan(body, values_of(g, init), values_of(g, xs), values_of(g, consts), o));
+          },
+          py::arg("body"), py::arg("init"), py::arg("xs"),
+          py::arg("consts") = std::vector<PyValue>{}, py::arg("length") = py::none(),
+          py::arg("reverse") = false, py::arg("unroll") = 1);
   def_unary_table(graph, kUnary);
   for (const auto& [name, fn] : kBinary) {
     auto f = fn;

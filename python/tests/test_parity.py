@@ -32,6 +32,12 @@ OP_CASES = json.loads(rlx._core._op_cases_json())
 # removed.
 KNOWN_WRONG: dict = {}
 
+# Ops outside this suite, with the reason. Control flow: its op cases run in the text suite
+# only (no backend runs it yet, so there is no CPU side to compare; docs/ops.md's declared
+# holes), and its bodies come from Python functions: test_control_flow.py checks rlx.cond /
+# switch / while_loop / scan / fori_loop against jax.lax on the reference evaluator.
+OUTSIDE = {"cond": "control flow", "while_loop": "control flow", "scan": "control flow"}
+
 
 @pytest.mark.parametrize("entry", OP_CASES, ids=[f"{e['name']}@{e['dtype']}" for e in OP_CASES])
 def test_op_case(request, entry):
@@ -42,7 +48,7 @@ def test_op_case(request, entry):
 
 
 def test_every_op_has_a_reference_and_cases():
-    all_ops = {o["name"] for o in rlx.ops()}
+    all_ops = {o["name"] for o in rlx.ops()} - set(OUTSIDE)
     missing = all_ops - set(REFS) - set(FED)
     assert not missing, f"ops without a JAX reference in jax_refs.REFS: {sorted(missing)}"
     stale = set(REFS) - all_ops
@@ -105,4 +111,4 @@ def test_coverage_table(capsys):
                 by_op.setdefault(op, []).append(dt)
             print("cpu reference fallback (op: dtypes): " +
                   "; ".join(f"{op}: {','.join(d)}" for op, d in by_op.items()))
-    assert len(ops) == len({o["name"] for o in rlx.ops()})
+    assert len(ops) == len({o["name"] for o in rlx.ops()} - set(OUTSIDE))

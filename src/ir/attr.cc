@@ -26,6 +26,8 @@ std::string_view attr_type_name(AttrType t) {
       return "tensor";
     case AttrType::Graph:
       return "graph";
+    case AttrType::Graphs:
+      return "graph list";
   }
   return "?";
 }
@@ -70,6 +72,9 @@ const Tensor& AttrMap::get_tensor(const std::string& n) const {
 const Graph& AttrMap::get_graph(const std::string& n) const {
   return *typed<std::shared_ptr<const Graph>>(*this, n, AttrType::Graph);
 }
+const GraphList& AttrMap::get_graphs(const std::string& n) const {
+  return typed<GraphList>(*this, n, AttrType::Graphs);
+}
 
 bool AttrMap::operator==(const AttrMap& o) const {
   if (map_.size() != o.map_.size()) return false;
@@ -80,6 +85,11 @@ bool AttrMap::operator==(const AttrMap& o) const {
       if (!t->bitwise_equal(std::get<Tensor>(b))) return false;
     } else if (auto* g = std::get_if<std::shared_ptr<const Graph>>(&a)) {
       if (!(**g == *std::get<std::shared_ptr<const Graph>>(b))) return false;
+    } else if (auto* gs = std::get_if<GraphList>(&a)) {
+      const GraphList& hs = std::get<GraphList>(b);
+      if (gs->size() != hs.size()) return false;
+      for (size_t i = 0; i < gs->size(); ++i)
+        if (!(*(*gs)[i] == *hs[i])) return false;
     } else if (auto* d = std::get_if<double>(&a)) {
       double e = std::get<double>(b);
       // NaN attributes compare equal; 0.0 and -0.0 do not (leaky_relu's alpha=-0.0 gives +0
@@ -90,7 +100,8 @@ bool AttrMap::operator==(const AttrMap& o) const {
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;
             if constexpr (std::is_same_v<T, Tensor> ||
-                          std::is_same_v<T, std::shared_ptr<const Graph>>)
+                          std::is_same_v<T, std::shared_ptr<const Graph>> ||
+                          std::is_same_v<T, GraphList>)
               return false;  // handled above
             else
               return x == std::get<T>(b);

@@ -2,6 +2,7 @@
 // here are the op schemas' names (src/ir/ops/<family>.cc); inference happens in emit().
 #include <memory>
 
+#include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
 
 namespace rlx {
@@ -258,6 +259,59 @@ std::pair<Value, Value> Graph::fused_residual_rms_norm(Value x, Value residual, 
 std::vector<Value> Graph::elementwise_region(std::vector<Value> operands, Graph body) {
   return emit(OpKind::ElementwiseRegion, std::move(operands),
               {{"body", std::make_shared<const Graph>(std::move(body))}});
+}
+
+// ---- control flow
+namespace {
+GraphRef share(Graph g) { return std::make_shared<const Graph>(std::move(g)); }
+}  // namespace
+
+std::vector<Value> Graph::cond(Value pred, Graph true_branch, Graph false_branch,
+                               std::vector<Value> operands) {
+  operands.insert(operands.begin(), pred);
+  return emit(
+      OpKind::Cond, std::move(operands),
+      {{"branches", GraphList{share(std::move(false_branch)), share(std::move(true_branch))}}});
+}
+
+std::vector<Value> Graph::switch_case(Value index, std::vector<Graph> branches,
+                                      std::vector<Value> operands) {
+  GraphList gs;
+  for (Graph& b : branches) gs.push_back(share(std::move(b)));
+  operands.insert(operands.begin(), index);
+  return emit(OpKind::Cond, std::move(operands), {{"branches", std::move(gs)}});
+}
+
+std::vector<Value> Graph::while_loop(Graph cond, Graph body, std::vector<Value> init,
+                                     std::vector<Value> consts,
+                                     std::optional<int64_t> max_trip_count) {
+  AttrMap attrs{{"cond", share(std::move(cond))},
+                {"body", share(std::move(body))},
+                {"num_consts", static_cast<int64_t>(consts.size())}};
+  if (max_trip_count) attrs.set("max_trip_count", *max_trip_count);
+  consts.insert(consts.end(), init.begin(), init.end());
+  return emit(OpKind::WhileLoop, std::move(consts), std::move(attrs));
+}
+
+std::vector<Value> Graph::scan(Graph body, std::vector<Value> init, std::vector<Value> xs,
+                               std::vector<Value> consts, ScanOptions options) {
+  if (!options.length) {
+    if (xs.empty()) throw Error("op 'scan': length is required when there are no xs (lax.scan)");
+    const Shape& s = shape(xs[0]);
+    if (s.rank() == 0)
+      throw Error("op 'scan': xs 0 is " + type(xs[0]).to_string() +
+                  "; each xs needs a leading axis to scan over");
+    options.length = s[0];
+  }
+  AttrMap attrs{{"body", share(std::move(body))},
+                {"num_consts", static_cast<int64_t>(consts.size())},
+                {"num_carry", static_cast<int64_t>(init.size())},
+                {"length", *options.length},
+                {"reverse", options.reverse},
+                {"unroll", options.unroll}};
+  consts.insert(consts.end(), init.begin(), init.end());
+  consts.insert(consts.end(), xs.begin(), xs.end());
+  return emit(OpKind::Scan, std::move(consts), std::move(attrs));
 }
 
 }  // namespace rlx

@@ -263,6 +263,17 @@ std::vector<std::string> Graph::verify() const {
     } catch (const Error& e) {
       diags.emplace_back(e.what());
     }
+    // Regions are graphs of their own: their diagnostics, prefixed with where they sit.
+    for (const auto& [attr, value] : n.attrs.entries()) {
+      auto nested = [&](const GraphRef& body, const std::string& role) {
+        for (const std::string& d : body->verify())
+          diags.push_back(where + role + " (@" + body->name() + "): " + d);
+      };
+      if (const auto* g = std::get_if<GraphRef>(&value)) nested(*g, attr);
+      if (const auto* gs = std::get_if<GraphList>(&value))
+        for (size_t b = 0; b < gs->size(); ++b)
+          nested((*gs)[b], attr + "[" + std::to_string(b) + "]");
+    }
   }
   for (Value v : outputs_) {
     if (v.node < 0 || static_cast<size_t>(v.node) >= nodes_.size() || v.index < 0 ||

@@ -33,6 +33,7 @@ OpTable<OpInfo>& registry() {
     detail::register_fused_ops();
     detail::register_quant_ops();
     detail::register_random_ops();
+    detail::register_control_flow_ops();
   });
   return t;
 }

@@ -93,6 +93,16 @@ void print_attr(const Attr& a, int indent, std::string& out) {
     case AttrType::Graph:
       print_graph(*std::get<std::shared_ptr<const Graph>>(a), indent, out);
       return;
+    case AttrType::Graphs: {
+      const GraphList& gs = std::get<GraphList>(a);
+      out += '[';
+      for (size_t i = 0; i < gs.size(); ++i) {
+        if (i) out += ", ";
+        print_graph(*gs[i], indent, out);
+      }
+      out += ']';
+      return;
+    }
   }
 }
 
@@ -546,6 +556,15 @@ class TextParser {
       case Tok::Punct: {
         if (!is_punct(t, '[')) break;
         lex_.take();
+        if (want == AttrType::Graphs) {  // '[' [graph (',' graph)*] ']'
+          GraphList gs;
+          if (!is_punct(lex_.peek(), ']')) {
+            do gs.push_back(std::make_shared<const Graph>(parse_graph()));
+            while (accept_punct(','));
+          }
+          expect_punct(']');
+          return gs;
+        }
         std::vector<int64_t> v;
         if (!is_punct(lex_.peek(), ']')) {
           do v.push_back(int_value(expect_int("an integer")));

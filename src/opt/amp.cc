@@ -55,6 +55,10 @@ std::array<AmpOpClass, kNumOps> build_class_table() {
       // The dtypes are the op's meaning (convert) or fixed by a typed body (region).
       {OpKind::Convert, AmpOpClass::Typed},
       {OpKind::ElementwiseRegion, AmpOpClass::Typed},
+      // Control flow: carries, branch results and body inputs must keep their exact types.
+      {OpKind::Cond, AmpOpClass::Typed},
+      {OpKind::WhileLoop, AmpOpClass::Typed},
+      {OpKind::Scan, AmpOpClass::Typed},
   };
   for (const auto& [op, c] : kEntries) table[static_cast<size_t>(op)] = c;
   return table;

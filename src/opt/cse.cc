@@ -60,6 +60,13 @@ class CsePass : public Pass {
   std::string_view name() const override { return "cse"; }
 
   bool run(Graph& g) override {
+    bool here = run_here(g);
+    bool inside = run_in_bodies(*this, g);  // the bodies of cond / while_loop / scan
+    return here || inside;
+  }
+
+ private:
+  bool run_here(Graph& g) {
     std::unordered_multimap<size_t, Expr> seen;
     bool changed = false;
     Graph out =

@@ -16,6 +16,13 @@ class FoldConstantsPass final : public Pass {
   std::string_view name() const override { return "fold-constants"; }
 
   bool run(Graph& g) override {
+    bool here = run_here(g);
+    bool inside = run_in_bodies(*this, g);  // the bodies of cond / while_loop / scan
+    return here || inside;
+  }
+
+ private:
+  bool run_here(Graph& g) {
     bool changed = false;
     // rewrite() hands `fold` operands already mapped into the new graph, so a node folded
     // earlier in this walk is a constant there and its users fold in the same run.
@@ -42,7 +49,6 @@ class FoldConstantsPass final : public Pass {
     return changed;
   }
 
- private:
   /// True when `n` is computed from constants alone (or, like iota, from its attributes) and
   /// its results are small enough to materialise. Inputs and params never reach here.
   bool foldable(const Graph& dst, const Node& n, std::span<const Value> operands) const {
@@ -52,6 +58,9 @@ class FoldConstantsPass final : public Pass {
     if (n.op == OpKind::Dequantize) return false;
     // An rng_key without a seed is the compile seed's key, which only bind-rng-seed knows.
     if (n.op == OpKind::RngKey && !n.attrs.has("seed")) return false;
+    // Control flow runs its bodies: a while_loop need not terminate, and a body's cost is
+    // not bounded by the size of the results, so neither is folded at compile time.
+    if (n.op == OpKind::Cond || n.op == OpKind::WhileLoop || n.op == OpKind::Scan) return false;
     for (Value v : operands)
       if (dst.node(v).op != OpKind::Constant) return false;
     int64_t total = 0;

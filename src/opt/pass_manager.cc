@@ -7,6 +7,7 @@
 
 #include "rlx/ir/error.h"
 #include "rlx/opt/pass.h"
+#include "rlx/opt/rewrite.h"
 
 namespace rlx {
 namespace {
@@ -123,6 +124,45 @@ std::vector<std::string> PassManager::pass_names() const {
   std::vector<std::string> out;
   for (const std::unique_ptr<Pass>& pass : passes_) out.emplace_back(pass->name());
   return out;
+}
+
+bool run_in_bodies(Pass& pass, Graph& g) {
+  auto is_control_flow = [](OpKind op) {
+    return op == OpKind::Cond || op == OpKind::WhileLoop || op == OpKind::Scan;
+  };
+  bool any = false;
+  for (const Node& n : g.nodes()) any = any || is_control_flow(n.op);
+  if (!any) return false;
+  bool changed = false;
+  Graph out =
+      rewrite(g,
+              [&](RewriteContext& ctx, const Node& n,
+                  std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+                if (!is_control_flow(n.op)) return std::nullopt;
+                bool here = false;
+                auto update = [&](const GraphRef& body) {
+                  Graph b = *body;
+                  if (!pass.run(b)) return body;
+                  here = true;
+                  return GraphRef(std::make_shared<const Graph>(std::move(b)));
+                };
+                AttrMap attrs = n.attrs;
+                for (const auto& [name, value] : n.attrs.entries()) {
+                  if (const auto* body = std::get_if<GraphRef>(&value))
+                    attrs.set(name, update(*body));
+                  if (const auto* bodies = std::get_if<GraphList>(&value)) {
+                    GraphList updated;
+                    for (const GraphRef& b : *bodies) updated.push_back(update(b));
+                    attrs.set(name, std::move(updated));
+                  }
+                }
+                if (!here) return std::nullopt;
+                changed = true;
+                return ctx.dst.emit(n.op, std::vector<Value>(operands.begin(), operands.end()),
+                                    std::move(attrs), n.name);
+              });
+  if (changed) g = std::move(out);
+  return changed;
 }
 
 }  // namespace rlx

@@ -223,6 +223,13 @@ class SimplifyPass final : public Pass {
   // loop repeats walks until one changes nothing. It terminates: every rule replaces a node by
   // an existing value, a constant, or one node of the same kind with a shorter chain below it.
   bool run(Graph& g) override {
+    bool here = run_here(g);
+    bool inside = run_in_bodies(*this, g);  // the bodies of cond / while_loop / scan
+    return here || inside;
+  }
+
+ private:
+  bool run_here(Graph& g) {
     bool changed = false;
     for (;;) {
       bool fired = false;

@@ -1569,10 +1569,176 @@ def gen_random():
          _threefry, note="a key per row against a row of counters, as random::bits emits it")
 
 
+# ----------------------------------------------------------------------------- control flow
+
+
+DG = "{lhs_batch=[], rhs_batch=[], lhs_contract=[1], rhs_contract=[0]}"  # [m,k] . [k,n]
+
+
+def region(name, inputs, lines, outs, indent="  "):
+    """Text of a body graph: inputs [(name, type)], statements, returned values."""
+    pad = indent + "  "
+    body = [f"graph @{name} {{"] + [f"{pad}%{n} = input : {t}" for n, t in inputs]
+    body += [pad + ln for ln in lines] + [f"{pad}return {', '.join(outs)}", indent + "}"]
+    return "\n".join(body)
+
+
+def cf_case(name, args, stmt, out_types, expected, rtol=None, atol=None, note=None):
+    """A graph of inputs `args` [(name, dt, array)] and one control-flow statement `stmt`
+    (its text after '%r = ', naming the inputs as %name) with results `out_types`."""
+    lines = ["graph @main {"] + [f"  %{n} = input : {ty(dt, a)}" for n, dt, a in args]
+    lhs = "%r" if len(out_types) == 1 else f"%r:{len(out_types)}"
+    ret = "%r" if len(out_types) == 1 else ", ".join(f"%r#{i}" for i in range(len(out_types)))
+    lines += [f"  {lhs} = {stmt} : {', '.join(out_types)}", f"  return {ret}", "}"]
+    outs = [(t.split("[")[0], np.asarray(e)) for t, e in zip(out_types, expected)]
+    add_case(name, "\n".join(lines), {n: (dt, a) for n, dt, a in args}, outs, rtol=rtol, atol=atol,
+             note=note)
+
+
+def gen_control_flow():
+    """cond / switch / while_loop / scan (regions; docs/ir.md "Regions") against lax.cond,
+    lax.switch, lax.while_loop and lax.scan: an RNN cell over 50 steps, cumulative sums equal to
+    the cumsum op, Newton iterations to convergence, a 3-way switch with clamped indices, reverse,
+    empty and no-xs scans, a zero-trip loop, a bounded loop and a scan inside a cond branch."""
+    # tanh RNN cell over 50 steps: h' = tanh(x W + h U + b), ys = every h.
+    T, B, I, H = 50, 2, 3, 4
+    w, u, b = rand("f32", (I, H), -0.8, 0.8), rand("f32", (H, H), -0.8, 0.8), rand("f32", (H,), -0.5, 0.5)
+    h0, xs = rand("f32", (B, H), -1, 1), rand("f32", (T, B, I), -1, 1)
+
+    def cell(h, x):
+        h = jnp.tanh(x @ w + h @ u + b)
+        return h, h
+    hT, ys = lax.scan(cell, jnp.asarray(h0), jnp.asarray(xs))
+    body = region("cell", [("w", f"f32[{I},{H}]"), ("u", f"f32[{H},{H}]"), ("b", f"f32[{H}]"),
+                           ("h", f"f32[{B},{H}]"), ("x", f"f32[{B},{I}]")],
+                  [f"%0 = dot_general %x, %w {DG} : f32[{B},{H}]", f"%1 = dot_general %h, %u {DG} : f32[{B},{H}]",
+                   f"%2 = add %0, %1 : f32[{B},{H}]", f"%3 = add %2, %b : f32[{B},{H}]",
+                   f"%4 = tanh %3 : f32[{B},{H}]"], ["%4", "%4"])
+    cf_case("scan/f32/rnn_tanh_50", [("w", "f32", w), ("u", "f32", u), ("b", "f32", b), ("h0", "f32", h0),
+                                     ("xs", "f32", xs)],
+            f"scan %w, %u, %b, %h0, %xs {{body={body}, num_consts=3, num_carry=1, length={T}}}",
+            [f"f32[{B},{H}]", f"f32[{T},{B},{H}]"], [hT, ys], rtol=2e-5, atol=2e-5,
+            note="50 f32 steps: the evaluator rounds once per op, XLA may fuse")
+
+    # Cumulative sum as a scan, returned next to the cumsum op: both must equal jnp.cumsum.
+    for dt, x in [("f32", rand("f32", (6, 3))), ("i32", irand("i32", (7, 2)))]:
+        n, k = x.shape
+        c0 = np.zeros((k,), NP[dt])
+        step = region("step", [("c", f"{dt}[{k}]"), ("x", f"{dt}[{k}]")], [f"%0 = add %c, %x : {dt}[{k}]"],
+                      ["%0", "%0"], indent="    ")
+        ir = "\n".join([
+            "graph @main {", f"  %c0 = input : {dt}[{k}]", f"  %xs = input : {dt}[{n},{k}]",
+            f"  %s:2 = scan %c0, %xs {{body={step}, num_carry=1, length={n}}} : {dt}[{k}], {dt}[{n},{k}]",
+            f"  %cs = cumsum %xs {{axis=0}} : {dt}[{n},{k}]", "  return %s#0, %s#1, %cs", "}"])
+        final, ys = lax.scan(lambda c, v: (c + v, c + v), jnp.asarray(c0), jnp.asarray(x))
+        cs = jnp.cumsum(jnp.asarray(x), axis=0)
+        assert np.array_equal(np.asarray(ys), np.asarray(cs)) or dt != "i32"
+        add_case(f"scan/{dt}/cumsum", ir, {"c0": (dt, c0), "xs": (dt, x)},
+                 [(dt, np.asarray(final)), (dt, np.asarray(ys)), (dt, np.asarray(cs))],
+                 note="the scan's ys and the cumsum op against jnp.cumsum")
+
+    # Reverse scan: order-dependent body c' = 0.5 c + x, y = c'.
+    x = rand("f32", (5, 2))
+    step = region("step", [("c", "f32[2]"), ("x", "f32[2]")],
+                  ["%h = constant {value=dense<f32[]: 0.5>} : f32[]", "%0 = mul %c, %h : f32[2]",
+                   "%1 = add %0, %x : f32[2]"], ["%1", "%1"])
+    c0 = rand("f32", (2,))
+    cT, ys = lax.scan(lambda c, v: (0.5 * c + v, 0.5 * c + v), jnp.asarray(c0), jnp.asarray(x), reverse=True)
+    cf_case("scan/f32/reverse", [("c0", "f32", c0), ("xs", "f32", x)],
+            f"scan %c0, %xs {{body={step}, num_carry=1, length=5, reverse=true}}", ["f32[2]", "f32[5,2]"],
+            [cT, ys])
+
+    # Empty scan: the carry comes back unchanged, ys are [0, ...].
+    x, c0 = np.zeros((0, 3), np.float32), rand("f32", (3,))
+    step = region("step", [("c", "f32[3]"), ("x", "f32[3]")], ["%0 = mul %c, %x : f32[3]"], ["%0", "%0"])
+    cT, ys = lax.scan(lambda c, v: (c * v, c * v), jnp.asarray(c0), jnp.asarray(x))
+    cf_case("scan/f32/empty", [("c0", "f32", c0), ("xs", "f32", x)],
+            f"scan %c0, %xs {{body={step}, num_carry=1, length=0}}", ["f32[3]", "f32[0,3]"], [cT, ys])
+
+    # No xs (lax.fori_loop's scan): 6 steps of c' = c * k + 1 with k a const, ys = c'.
+    k, c0 = rand("f64", ()), rand("f64", (2,))
+    step = region("step", [("k", "f64[]"), ("c", "f64[2]")],
+                  ["%one = constant {value=dense<f64[]: 1.0>} : f64[]", "%0 = mul %c, %k : f64[2]",
+                   "%1 = add %0, %one : f64[2]"], ["%1", "%1"])
+    cT, ys = lax.scan(lambda c, _: (c * k + 1, c * k + 1), jnp.asarray(c0), None, length=6)
+    cf_case("scan/f64/no_xs", [("k", "f64", k), ("c0", "f64", c0)],
+            f"scan %k, %c0 {{body={step}, num_consts=1, num_carry=1, length=6}}", ["f64[2]", "f64[6,2]"],
+            [cT, ys])
+
+    # Newton's iteration for sqrt(a) to convergence: x' = (x + a / x) / 2 while
+    # max |x^2 - a| > 1e-12 (and i < 100); returns the step count and x.
+    a = rand("f64", (3,), 0.5, 40)
+    carry = [("a", "f64[3]"), ("i", "i32[]"), ("x", "f64[3]")]
+    cond = region("newton_cond", carry,
+                  ["%0 = mul %x, %x : f64[3]", "%1 = sub %0, %a : f64[3]", "%2 = abs %1 : f64[3]",
+                   "%3 = reduce_max %2 {axes=[0]} : f64[]", "%tol = constant {value=dense<f64[]: 1e-12>} : f64[]",
+                   "%4 = gt %3, %tol : bool[]", "%n = constant {value=dense<i32[]: 100>} : i32[]",
+                   "%5 = lt %i, %n : bool[]", "%6 = and %4, %5 : bool[]"], ["%6"])
+    body = region("newton_step", carry,
+                  ["%0 = div %a, %x : f64[3]", "%1 = add %x, %0 : f64[3]",
+                   "%h = constant {value=dense<f64[]: 0.5>} : f64[]", "%2 = mul %1, %h : f64[3]",
+                   "%one = constant {value=dense<i32[]: 1>} : i32[]", "%3 = add %i, %one : i32[]"], ["%3", "%2"])
+    i, xT = lax.while_loop(lambda c: (jnp.max(jnp.abs(c[1] * c[1] - a)) > 1e-12) & (c[0] < 100),
+                           lambda c: (c[0] + 1, (c[1] + a / c[1]) * 0.5), (jnp.int32(0), jnp.asarray(a)))
+    assert 3 <= int(i) < 100, int(i)
+    cf_case("while_loop/f64/newton_sqrt", [("a", "f64", a), ("i0", "i32", np.int32(0)), ("x0", "f64", a)],
+            f"while_loop %a, %i0, %x0 {{cond={cond}, body={body}, num_consts=1}}", ["i32[]", "f64[3]"],
+            [i, xT], note=f"converges in {int(i)} steps")
+
+    # Zero trips: the cond is false at once and the loop returns its init.
+    cond = region("c", [("x", "f32[2]")], ["%0 = reduce_sum %x {axes=[0]} : f32[]",
+                                           "%z = constant {value=dense<f32[]: 100.0>} : f32[]",
+                                           "%1 = gt %0, %z : bool[]"], ["%1"])
+    body = region("b", [("x", "f32[2]")], ["%0 = add %x, %x : f32[2]"], ["%0"])
+    x0 = rand("f32", (2,))
+    xT = lax.while_loop(lambda x: jnp.sum(x) > 100, lambda x: x + x, jnp.asarray(x0))
+    cf_case("while_loop/f32/zero_trip", [("x0", "f32", x0)], f"while_loop %x0 {{cond={cond}, body={body}}}",
+            ["f32[2]"], [xT])
+
+    # max_trip_count bounds a loop whose cond stays true: as jax's loop with a counter.
+    cond = region("c", [("x", "f32[2]")], ["%0 = reduce_sum %x {axes=[0]} : f32[]",
+                                           "%z = constant {value=dense<f32[]: -1e30>} : f32[]",
+                                           "%1 = gt %0, %z : bool[]"], ["%1"])
+    body = region("b", [("x", "f32[2]")], ["%h = constant {value=dense<f32[]: 1.5>} : f32[]",
+                                           "%0 = mul %x, %h : f32[2]"], ["%0"])
+    x0 = rand("f32", (2,), 0.5, 1)
+    _, xT = lax.while_loop(lambda c: (c[0] < 4) & (jnp.sum(c[1]) > -1e30), lambda c: (c[0] + 1, c[1] * 1.5),
+                           (0, jnp.asarray(x0)))
+    cf_case("while_loop/f32/max_trip_count", [("x0", "f32", x0)],
+            f"while_loop %x0 {{cond={cond}, body={body}, max_trip_count=4}}", ["f32[2]"], [xT],
+            note="lax.while_loop with a trip counter added to cond")
+
+    # A 3-way switch; indices out of range clamp to the first / last branch (lax.switch).
+    x, y = rand("f32", (4,)), rand("f32", (4,))
+    fns = [lambda p, q: (jnp.sin(p) * q, p), lambda p, q: (p + q, q), lambda p, q: (jnp.exp(q) - p, p * q)]
+    args = [("p", "f32[4]"), ("q", "f32[4]")]
+    branches = [region("b0", args, ["%0 = sin %p : f32[4]", "%1 = mul %0, %q : f32[4]"], ["%1", "%p"], "    "),
+                region("b1", args, ["%0 = add %p, %q : f32[4]"], ["%0", "%q"], "    "),
+                region("b2", args, ["%0 = exp %q : f32[4]", "%1 = sub %0, %p : f32[4]", "%2 = mul %p, %q : f32[4]"],
+                       ["%1", "%2"], "    ")]
+    for idx in (-3, 0, 1, 2, 7):
+        out = lax.switch(idx, fns, jnp.asarray(x), jnp.asarray(y))
+        cf_case(f"cond/f32/switch3_{'m3' if idx < 0 else idx}", [("i", "i32", np.int32(idx)), ("x", "f32", x),
+                                                                  ("y", "f32", y)],
+                f"cond %i, %x, %y {{branches=[{', '.join(branches)}]}}", ["f32[4]", "f32[4]"], out)
+
+    # cond on a bool predicate (branches [false, true]) whose true branch holds a scan.
+    x = rand("f32", (5,))
+    inner = region("step", [("c", "f32[]"), ("v", "f32[]")], ["%0 = add %c, %v : f32[]"], ["%0", "%0"], "      ")
+    tb = region("sum_branch", [("x", "f32[5]")],
+                ["%z = constant {value=dense<f32[]: 0.0>} : f32[]",
+                 f"%s:2 = scan %z, %x {{body={inner}, num_carry=1, length=5}} : f32[], f32[5]"], ["%s#1"], "    ")
+    fb = region("neg_branch", [("x", "f32[5]")], ["%0 = neg %x : f32[5]"], ["%0"], "    ")
+    for p in (False, True):
+        out = lax.cond(p, lambda v: jnp.cumsum(v), lambda v: -v, jnp.asarray(x))
+        cf_case(f"cond/f32/pred_{str(p).lower()}_nested_scan", [("p", "bool", np.bool_(p)), ("x", "f32", x)],
+                f"cond %p, %x {{branches=[{fb}, {tb}]}}", ["f32[5]"], [out])
+
+
 def main():
     for i, gen in enumerate([gen_leaves, gen_unary, gen_convert, gen_activations, gen_binary, gen_linalg,
                              gen_reduce, gen_shape, gen_nn, gen_conv, gen_fused, gen_quant,
-                             gen_dynamic_slice, gen_random]):
+                             gen_dynamic_slice, gen_random, gen_control_flow]):
         reseed(i)
         gen()
     reseed(100)

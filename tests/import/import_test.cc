@@ -320,7 +320,8 @@ TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
   std::string e = error_of([&] { s.run({}, {{"x", floats({64}, big)}}); });
   EXPECT_NE(e.find("node 'if_positive' (If, opset 13)"), std::string::npos) << e;
   EXPECT_NE(e.find("input 0 ('cond') must be known at import time"), std::string::npos) << e;
-  EXPECT_NE(e.find("rlx folds If to its taken branch (its IR has no control-flow ops yet), so "
+  EXPECT_NE(e.find("rlx folds If to its taken branch (the importer does not map If to the cond "
+                   "op yet), so "
                    "the condition must not depend on a graph input's data; it depends on the "
                    "value of graph input(s) 'x'"),
             std::string::npos)

@@ -16,14 +16,20 @@ namespace rlx {
 class Graph;
 
 /// The kinds of attribute value an op schema can declare.
-enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, DType, Tensor, Graph };
+enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, DType, Tensor, Graph, Graphs };
 /// Name of `t` in diagnostics: "int", "float", "bool", "string", "int list", "dtype", ...
 std::string_view attr_type_name(AttrType t);
 
-/// One attribute value. `Graph` holds a nested body (elementwise_region); it is immutable and
-/// shared between copies of the owning graph.
+/// A region of an op: a nested body graph, immutable and shared between copies of the owning
+/// graph (docs/ir.md "Regions").
+using GraphRef = std::shared_ptr<const Graph>;
+/// A list of regions (cond's branches).
+using GraphList = std::vector<GraphRef>;
+
+/// One attribute value. `Graph` holds a nested body (elementwise_region, while_loop, scan),
+/// `Graphs` a list of them (cond's branches).
 using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, DType, Tensor,
-                          std::shared_ptr<const Graph>>;
+                          GraphRef, GraphList>;
 /// The kind of value `a` holds (the variant's alternatives are in AttrType order).
 AttrType attr_type(const Attr& a);
 
@@ -47,6 +53,7 @@ class AttrMap {
   DType get_dtype(const std::string& name) const;
   const Tensor& get_tensor(const std::string& name) const;
   const Graph& get_graph(const std::string& name) const;
+  const GraphList& get_graphs(const std::string& name) const;
 
   const std::map<std::string, Attr>& entries() const { return map_; }
   bool operator==(const AttrMap& o) const;

@@ -33,6 +33,15 @@ struct Node {
   std::vector<TensorType> results;
 };
 
+/// Options of Graph::scan (lax.scan's keywords).
+struct ScanOptions {
+  /// Number of steps; required when there are no xs, else it must equal xs' leading dim
+  /// (taken from the first xs when absent).
+  std::optional<int64_t> length;
+  bool reverse = false;  ///< visit steps length-1 .. 0 (ys still indexed by step)
+  int64_t unroll = 1;    ///< >= 1; a hint to backends, no effect on results
+};
+
 /// An SSA graph plus the builder that grows it. Every builder method infers the result types
 /// and throws rlx::Error at once for an ill-typed node, naming the op, node and operand types.
 /// Binary builders apply jnp type promotion (inserting `convert`) so add(i32, f32) works; the
@@ -329,6 +338,42 @@ class Graph {
   /// Applies `body` (a graph of elementwise ops whose inputs match `operands` in order and
   /// type) to broadcast operands; returns the body's outputs.
   std::vector<Value> elementwise_region(std::vector<Value> operands, Graph body);
+
+  // ---- control flow (docs/ir.md "Regions"). A body is a self-contained Graph: its inputs, in
+  // creation order, receive the values listed for it by position (values of this graph a body
+  // needs are passed explicitly, as captured operands), it holds no params and returns at
+  // least one value. The body is copied into the node (shared by copies of this graph). Each
+  // builder throws rlx::Error naming the op, the node, the branch or body and both types when
+  // a body's inputs or results do not match, and then leaves the graph as it was.
+
+  /// lax.cond(pred, true_fun, false_fun, *operands): `pred` a bool[] scalar; runs
+  /// `true_branch` or `false_branch` on `operands` and returns its results. Both branches take
+  /// inputs of exactly the operands' types and return identical result types. Stored as a
+  /// `cond` node with branches [false_branch, true_branch] (branch int(pred), as jax's cond_p).
+  std::vector<Value> cond(Value pred, Graph true_branch, Graph false_branch,
+                          std::vector<Value> operands);
+  /// lax.switch(index, branches, *operands): `index` an i32[] scalar, clamped to
+  /// [0, branches.size() - 1] as jax does; runs that branch on `operands`. >= 1 branches, all
+  /// with inputs of the operands' types and identical result types.
+  std::vector<Value> switch_case(Value index, std::vector<Graph> branches,
+                                 std::vector<Value> operands);
+  /// lax.while_loop(cond_fun, body_fun, init): carry = init; while cond(consts..., carry...)
+  /// (a bool[] result) and fewer than `max_trip_count` iterations have run (>= 0; none: no
+  /// bound), carry = body(consts..., carry...). Both bodies take inputs of the types of
+  /// consts then init; body returns exactly init's types. Returns the final carry (init itself
+  /// when the loop runs zero times). A loop whose cond never turns false and has no
+  /// max_trip_count does not terminate, as in jax.
+  std::vector<Value> while_loop(Graph cond, Graph body, std::vector<Value> init,
+                                std::vector<Value> consts = {},
+                                std::optional<int64_t> max_trip_count = std::nullopt);
+  /// lax.scan(f, init, xs, length, reverse, unroll): for t = 0 .. length-1 (reversed when
+  /// options.reverse), (carry..., y_t...) = body(consts..., carry..., x_t...) where x_t is
+  /// xs[t] (each xs has the leading dim `length`; the body's input is its slice). Body
+  /// inputs: consts, then init's types, then the slices; outputs: exactly init's types, then
+  /// any ys. Returns (final carry..., ys...) with each y stacked on a new leading axis of size
+  /// length. length 0 returns init and empty ys [0, ...] without running the body.
+  std::vector<Value> scan(Graph body, std::vector<Value> init, std::vector<Value> xs,
+                          std::vector<Value> consts = {}, ScanOptions options = {});
 
   // ---- checking and text
   /// Re-infers every node and checks names, operand order and outputs. Returns one diagnostic

@@ -24,6 +24,14 @@ class Pass {
   virtual bool run(Graph& g) = 0;
 };
 
+/// Runs `pass` on every body of the control-flow nodes (cond, while_loop, scan) of `g` — the
+/// pass's own run() recurses into nested bodies — and rebuilds the nodes whose bodies changed.
+/// For passes that keep a graph's inputs and output types (dce, cse, fold-constants, simplify
+/// call it at the end of run()), so a body keeps its signature. Bodies of other ops
+/// (elementwise_region) are left alone: their bodies admit only elementwise ops. Returns true
+/// when a body changed.
+bool run_in_bodies(Pass& pass, Graph& g);
+
 /// Wall time and outcome of one pass run.
 struct PassTiming {
   std::string pass;

@@ -12,8 +12,8 @@ void convert_if(NodeContext& c) {
   // (silero-vad's sampling rate), which the session binds by value (InputValuesRequired).
   Tensor cond = c.required_static(
       0, "cond",
-      "rlx folds If to its taken branch (its IR has no control-flow ops yet), so the "
-      "condition must not depend on a graph input's data");
+      "rlx folds If to its taken branch (the importer does not map If to the cond op yet), so "
+      "the condition must not depend on a graph input's data");
   c.require(cond.numel() == 1,
             "the condition must hold one element, got shape " + cond.shape().to_string());
   const bool taken = cond.get_f64(0) != 0;

@@ -35,6 +35,7 @@ void register_eval_conv();
 void register_eval_fused();
 void register_eval_quant();
 void register_eval_random();
+void register_eval_control_flow();
 
 /// Multi-index helpers for naive loops over row-major tensors.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape);

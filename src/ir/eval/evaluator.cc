@@ -19,6 +19,7 @@ OpTable<EvalFn>& kernels() {
     register_eval_fused();
     register_eval_quant();
     register_eval_random();
+    register_eval_control_flow();
   });
   return t;
 }

@@ -25,6 +25,7 @@ void register_conv_ops();
 void register_fused_ops();
 void register_quant_ops();
 void register_random_ops();
+void register_control_flow_ops();
 
 // ---- schema shorthands
 inline AttrSpec req(std::string name, AttrType t) {

@@ -1,0 +1,322 @@
+// The passes on graphs holding control flow (cond, while_loop, scan): each treats the op as an
+// opaque pure node — DCE drops it only when no result is used, CSE merges identical ones,
+// fold-constants never runs a body, AMP leaves its typed carries alone — so the standard
+// pipeline keeps the values; legalizing for a backend without the op names it.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../common/test_util.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/opt/passes.h"
+#include "rlx/opt/pipeline.h"
+#include "rlx/opt/precision.h"
+
+namespace rlx {
+namespace {
+
+using testing::all_close;
+using testing::error_of;
+using testing::random_tensor;
+
+int count(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+// An RNN-style scan: consts w f32[4,4], carry h f32[2,4], xs f32[6,2,4];
+// h' = tanh(x + h . w), y = h' * 2.
+Graph rnn_body() {
+  Graph b("cell");
+  Value w = b.input("w", DType::f32, {4, 4});
+  Value h = b.input("h", DType::f32, {2, 4});
+  Value x = b.input("x", DType::f32, {2, 4});
+  Value n = b.tanh(b.add(x, b.matmul(h, w)));
+  b.set_outputs({n, b.mul(n, b.scalar(2, DType::f32))});
+  return b;
+}
+
+// while sum(x) < limit: x = x * 1.5 + 0.25 (carry x f32[2,4], const limit f32[]).
+std::vector<Value> growth_loop(Graph& g, Value x, Value limit) {
+  Graph c("c");
+  Value cl = c.input("limit", DType::f32, {});
+  Value cx = c.input("x", DType::f32, {2, 4});
+  c.set_outputs({c.lt(c.reduce_sum(cx, {0, 1}), cl)});
+  Graph b("b");
+  b.input("limit", DType::f32, {});
+  Value bx = b.input("x", DType::f32, {2, 4});
+  b.set_outputs({b.add(b.mul(bx, b.scalar(1.5, DType::f32)), b.scalar(0.25, DType::f32))});
+  return g.while_loop(std::move(c), std::move(b), {x}, {limit}, 50);
+}
+
+// A graph with work for every pass around the control flow: foldable constants feeding a scan,
+// a duplicate scan (CSE), a dead scan and a dead loop (DCE), elementwise chains after them
+// (fusion), a cond choosing between them.
+Graph mixed_graph() {
+  Graph g("mixed");
+  Value xs = g.input("xs", DType::f32, {6, 2, 4});
+  Value h0 = g.input("h0", DType::f32, {2, 4});
+  Value w = g.param("w", DType::f32, {4, 4});
+  Value p = g.input("p", DType::bool_, {});
+  Value half = g.add(g.scalar(0.25, DType::f32), g.scalar(0.25, DType::f32));  // folds
+  Value ws = g.mul(w, half);
+  std::vector<Value> a = g.scan(rnn_body(), {h0}, {xs}, {ws});
+  std::vector<Value> dup = g.scan(rnn_body(), {h0}, {xs}, {ws});
+  g.scan(rnn_body(), {h0}, {g.neg(xs)}, {ws});    // dead
+  growth_loop(g, h0, g.scalar(1e3, DType::f32));  // dead
+  std::vector<Value> loop = growth_loop(g, a[0], g.add(half, g.scalar(20, DType::f32)));
+  Value e1 = g.exp(g.neg(g.abs(a[1])));
+  Value e2 = g.sub(g.tanh(dup[1]), g.scalar(1, DType::f32));
+  Graph t("t"), f("f");
+  {
+    Value ta = t.input("a", DType::f32, {6, 2, 4});
+    Value tb = t.input("b", DType::f32, {6, 2, 4});
+    t.set_outputs({t.add(ta, tb)});
+    Value fa = f.input("a", DType::f32, {6, 2, 4});
+    f.input("b", DType::f32, {6, 2, 4});
+    f.set_outputs({f.neg(fa)});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {e1, e2});
+  g.set_outputs({c[0], loop[0], g.mul(dup[0], g.scalar(3, DType::f32))});
+  return g;
+}
+
+TensorMap mixed_feeds(bool p) {
+  return {{"xs", random_tensor(DType::f32, {6, 2, 4}, 1)},
+          {"h0", random_tensor(DType::f32, {2, 4}, 2)},
+          {"w", random_tensor(DType::f32, {4, 4}, 3, -0.5, 0.5)},
+          {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{p ? 1 : 0})}};
+}
+
+void expect_same_values(const Graph& a, const Graph& b, double tol) {
+  for (bool p : {false, true}) {
+    SCOPED_TRACE(p);
+    std::vector<Tensor> x = evaluate(a, mixed_feeds(p)), y = evaluate(b, mixed_feeds(p));
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(all_close(y[i], x[i], tol, tol)) << i;
+  }
+}
+
+TEST(ControlFlowPasses, DceDropsOnlyUnusedControlFlow) {
+  Graph g = mixed_graph();
+  EXPECT_EQ(count(g, OpKind::Scan), 3);
+  EXPECT_EQ(count(g, OpKind::WhileLoop), 2);
+  Graph d = g;
+  EXPECT_TRUE(create_dce_pass()->run(d));
+  EXPECT_EQ(count(d, OpKind::Scan), 2);
+  EXPECT_EQ(count(d, OpKind::WhileLoop), 1);
+  EXPECT_EQ(count(d, OpKind::Cond), 1);
+  EXPECT_TRUE(d.verify().empty());
+  expect_same_values(g, d, 0);
+}
+
+TEST(ControlFlowPasses, CseMergesIdenticalScans) {
+  Graph g = mixed_graph();
+  ASSERT_TRUE(create_dce_pass()->run(g));
+  Graph c = g;
+  EXPECT_TRUE(create_cse_pass()->run(c));
+  create_dce_pass()->run(c);
+  EXPECT_EQ(count(c, OpKind::Scan), 1);
+  expect_same_values(g, c, 0);
+  // Scans that differ only in their body stay apart.
+  Graph h("h");
+  Value xs = h.input("xs", DType::f32, {3});
+  Graph b1("s"), b2("s");
+  for (Graph* b : {&b1, &b2}) {
+    Value c0 = b->input("c", DType::f32, {});
+    Value x = b->input("x", DType::f32, {});
+    b->set_outputs({b == &b1 ? b->add(c0, x) : b->mul(c0, x)});
+  }
+  Value z = h.scalar(1, DType::f32);
+  h.set_outputs({h.scan(b1, {z}, {xs})[0], h.scan(b2, {z}, {xs})[0]});
+  EXPECT_FALSE(create_cse_pass()->run(h));
+  EXPECT_EQ(count(h, OpKind::Scan), 2);
+}
+
+TEST(ControlFlowPasses, FoldConstantsNeverRunsABody) {
+  Graph g("consts");
+  Value x = g.constant(Tensor::from_doubles(DType::f32, {3}, std::vector<double>{1, 2, 3}));
+  Graph b("s");
+  Value c0 = b.input("c", DType::f32, {});
+  Value xi = b.input("x", DType::f32, {});
+  b.set_outputs({b.add(c0, xi)});
+  Value r = g.scan(std::move(b), {g.scalar(0, DType::f32)}, {x})[0];
+  g.set_outputs({g.add(r, g.add(g.scalar(1, DType::f32), g.scalar(1, DType::f32)))});
+  Graph f = g;
+  EXPECT_TRUE(create_fold_constants_pass()->run(f));  // 1 + 1 folds
+  EXPECT_EQ(count(f, OpKind::Scan), 1);               // the scan stays
+  EXPECT_EQ(evaluate(f, {})[0].get_f64(0), 8);
+}
+
+TEST(ControlFlowPasses, AmpLeavesCarriesTyped) {
+  Graph g = mixed_graph();
+  for (const char* mode : {"always-bf16", "auto-mixed-f16"}) {
+    SCOPED_TRACE(mode);
+    Graph a = g;
+    create_amp_pass(parse_precision_policy(mode))->run(a);
+    EXPECT_TRUE(a.verify().empty());
+    EXPECT_EQ(count(a, OpKind::Scan), 3);
+    for (const Node& n : a.nodes()) {
+      if (n.op != OpKind::Scan && n.op != OpKind::WhileLoop && n.op != OpKind::Cond) continue;
+      for (const TensorType& t : n.results) EXPECT_EQ(t.dtype, DType::f32) << n.name;
+    }
+    expect_same_values(g, a, 5e-2);
+  }
+}
+
+TEST(ControlFlowPasses, StandardPipelineKeepsTheValues) {
+  Graph g = mixed_graph();
+  PipelineOptions o;  // the reference backend: every op supported
+  PipelineResult r = run_standard_pipeline(g, o);
+  EXPECT_EQ(count(r.graph, OpKind::Scan), 1);
+  EXPECT_EQ(count(r.graph, OpKind::WhileLoop), 1);
+  EXPECT_EQ(count(r.graph, OpKind::Cond), 1);
+  EXPECT_GE(count(r.graph, OpKind::ElementwiseRegion), 1);
+  EXPECT_TRUE(r.graph.verify().empty());
+  expect_same_values(g, r.graph, 1e-6);
+  o.precision = parse_precision_policy("auto-mixed-bf16");
+  expect_same_values(g, run_standard_pipeline(g, o).graph, 5e-2);
+}
+
+// A scan body with work for every pass: a dead chain (dce), a duplicate expression (cse),
+// constants to fold and a multiply by one (simplify); the same scan also sits inside a cond
+// branch, so the passes must reach nested bodies.
+Graph body_with_work() {
+  Graph b("work");
+  Value c = b.input("c", DType::f32, {3});
+  Value x = b.input("x", DType::f32, {3});
+  b.exp(b.neg(x));  // dead
+  Value two = b.add(b.scalar(1, DType::f32), b.scalar(1, DType::f32));
+  Value s1 = b.mul(b.add(c, x), two);
+  Value s2 = b.mul(b.add(c, x), two);
+  Value n = b.mul(b.add(s1, s2), b.scalar(1, DType::f32));
+  b.set_outputs({b.tanh(n), n});
+  return b;
+}
+
+size_t body_nodes(const Graph& g) {
+  size_t n = 0;
+  for (const Node& node : g.nodes())
+    if (node.op == OpKind::Scan) n += node.attrs.get_graph("body").nodes().size();
+  return n;
+}
+
+Graph graph_with_work() {
+  Graph g("work");
+  Value xs = g.input("xs", DType::f32, {5, 3});
+  Value c0 = g.input("h0", DType::f32, {3});
+  Value p = g.input("p", DType::bool_, {});
+  std::vector<Value> top = g.scan(body_with_work(), {c0}, {xs});
+  Graph t("t"), f("f");
+  {
+    Value tx = t.input("xs", DType::f32, {5, 3});
+    Value tc = t.input("c", DType::f32, {3});
+    t.set_outputs({t.scan(body_with_work(), {tc}, {tx})[1]});
+    f.input("xs", DType::f32, {5, 3});
+    f.input("c", DType::f32, {3});
+    f.set_outputs({f.broadcast_in_dim(f.scalar(0, DType::f32), {5, 3}, {})});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {xs, c0});
+  g.set_outputs({top[0], top[1], c[0]});
+  return g;
+}
+
+TEST(ControlFlowPasses, PassesRunInsideBodies) {
+  Graph g = graph_with_work();
+  const Graph& branch = *g.nodes()[g.outputs()[2].node].attrs.get_graphs("branches")[1];
+  size_t before = body_nodes(g), nested_before = body_nodes(branch);
+  EXPECT_EQ(nested_before, before);
+  for (auto make : {create_dce_pass, create_cse_pass, create_simplify_pass}) {
+    std::unique_ptr<Pass> pass = make();
+    SCOPED_TRACE(std::string(pass->name()));
+    Graph h = g;
+    EXPECT_TRUE(pass->run(h));
+    EXPECT_TRUE(h.verify().empty());
+    const Graph& nested = *h.nodes()[h.outputs()[2].node].attrs.get_graphs("branches")[1];
+    EXPECT_LT(body_nodes(h), before);
+    EXPECT_EQ(body_nodes(nested), body_nodes(h));  // the nested body changed alike
+    TensorMap feeds{{"xs", random_tensor(DType::f32, {5, 3}, 4)},
+                    {"h0", random_tensor(DType::f32, {3}, 5)},
+                    {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{1})}};
+    std::vector<Tensor> want = evaluate(g, feeds), got = evaluate(h, feeds);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-6, 1e-6));
+  }
+  Graph folded = g;
+  EXPECT_TRUE(create_fold_constants_pass()->run(folded));
+  auto adds = [](const Graph& h) {
+    int n = 0;
+    for (const Node& node : h.nodes())
+      if (node.op == OpKind::Scan) n += count(node.attrs.get_graph("body"), OpKind::Add);
+    return n;
+  };
+  EXPECT_EQ(adds(folded), adds(g) - 1);  // 1 + 1 became a constant
+  // The whole pipeline: dead, duplicate, foldable and identity nodes all go.
+  Graph p = run_standard_pipeline(g, PipelineOptions{}).graph;
+  EXPECT_LE(body_nodes(p), before - 6) << p.to_string();
+}
+
+// DCE drops a scan's unused ys and a cond's unused results from the node and its bodies
+// (what computed them goes with them); carries stay.
+TEST(ControlFlowPasses, DceDropsUnusedYsAndBranchResults) {
+  Graph g("trim");
+  Value xs = g.input("xs", DType::f32, {4, 3});
+  Value p = g.input("p", DType::bool_, {});
+  Graph b("step");
+  {
+    Value c = b.input("c", DType::f32, {3});
+    Value x = b.input("x", DType::f32, {3});
+    Value n = b.add(c, x);
+    b.set_outputs({n, b.exp(b.neg(x)), b.mul(n, x)});  // carry, y0 (unused), y1
+  }
+  std::vector<Value> s = g.scan(std::move(b), {g.input("c0", DType::f32, {3})}, {xs});
+  Graph t("t"), f("f");
+  {
+    Value tx = t.input("x", DType::f32, {3});
+    t.set_outputs({t.sin(tx), t.cos(tx)});
+    Value fx = f.input("x", DType::f32, {3});
+    f.set_outputs({f.neg(fx), f.tanh(fx)});
+  }
+  std::vector<Value> c = g.cond(p, std::move(t), std::move(f), {s[0]});
+  g.set_outputs({s[2], c[1]});
+  Graph d = g;
+  EXPECT_TRUE(create_dce_pass()->run(d));
+  EXPECT_TRUE(d.verify().empty());
+  for (const Node& n : d.nodes()) {
+    if (n.op == OpKind::Scan) {
+      EXPECT_EQ(n.results.size(), 2u);  // carry, y1
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Exp), 0);
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Neg), 0);
+    }
+    if (n.op == OpKind::Cond) {
+      EXPECT_EQ(n.results.size(), 1u);
+      EXPECT_EQ(count(*n.attrs.get_graphs("branches")[0], OpKind::Neg), 0);
+      EXPECT_EQ(count(*n.attrs.get_graphs("branches")[1], OpKind::Sin), 0);
+    }
+  }
+  for (bool pv : {false, true}) {
+    TensorMap feeds{{"xs", random_tensor(DType::f32, {4, 3}, 7)},
+                    {"c0", random_tensor(DType::f32, {3}, 8)},
+                    {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{pv})}};
+    std::vector<Tensor> want = evaluate(g, feeds), got = evaluate(d, feeds);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(want[i].bitwise_equal(got[i])) << i;
+  }
+  EXPECT_FALSE(create_dce_pass()->run(d));  // nothing left to drop
+}
+
+TEST(ControlFlowPasses, LegalizingForABackendWithoutThemNamesTheOps) {
+  Graph g = mixed_graph();
+  PipelineOptions o;
+  o.backend = "toy";
+  for (int i = 0; i < kNumOps; ++i) o.supported.insert(static_cast<OpKind>(i));
+  o.supported.erase(OpKind::Scan);
+  o.supported.erase(OpKind::Cond);
+  std::string m = error_of([&] { run_standard_pipeline(g, o); });
+  EXPECT_NE(m.find("backend 'toy' cannot run: "), std::string::npos) << m;
+  EXPECT_NE(m.find("cond (node %"), std::string::npos) << m;
+  EXPECT_NE(m.find("scan (nodes %"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace rlx
