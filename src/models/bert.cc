@@ -228,7 +228,9 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
     if (it == weight_formats.end() || it->second == QuantFormat::kF32)
       return g.add(g.matmul(x, param(name, Shape{in, out})), bias);
     Value w = g.param(name, DType::u8, Shape{out, quant_row_bytes(it->second, in)});
-    return g.add(g.quant_matmul(x, w, it->second, act_quant), bias);
+    // int8 activations need a block format: f16 / bf16 weights multiply in float either way.
+    const bool block = quant_format_info(it->second).block_size >= 32;
+    return g.add(g.quant_matmul(x, w, it->second, block ? act_quant : "none"), bias);
   };
   auto activation = [&](Value x) {
     if (c.hidden_act == "gelu") return g.gelu(x);

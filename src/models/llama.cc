@@ -561,8 +561,8 @@ struct LlamaModel::Impl {
           "LlamaModel: ctx " + std::to_string(o.ctx) + " is outside [1, context_length " +
               std::to_string(config.context_length) + "] of " + p);
     ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(config.context_length, 4096);
-    check(o.act_quant == "int8" || o.act_quant == "none",
-          "LlamaModel: act_quant must be \"int8\" or \"none\", got \"" + o.act_quant + "\"");
+    check(o.act_quant == "none" || o.act_quant == "int8",
+          "LlamaModel: act_quant must be \"none\" or \"int8\", got \"" + o.act_quant + "\"");
     layout.act_quant = o.act_quant;
     if (file.contains("tokenizer.ggml.model")) tokenizer = BpeTokenizer::from_gguf(file);
     load_weights();

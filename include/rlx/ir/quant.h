@@ -114,9 +114,10 @@ void quantize(QuantFormat f, std::span<const float> src, std::span<uint8_t> dst)
 /// quant_matmul's act_quant = "int8" rounding of activations (the int8 activations of ggml's
 /// vec_dot kernels, with an f32 rather than an f16 scale): each 32-element block of x becomes
 /// d * q with d = max|x| / 127 and q = x * (1 / d) rounded half to even (q = 0 where d is below
-/// the smallest normal f32, 0 included), all in f32, into `out` (which may alias x). A block holding a NaN or an Inf becomes all NaN (d is
-/// NaN, or Inf with 1 / d = 0 and 0 * Inf = NaN), so non-finite activations reach the product
-/// as NaN. Throws rlx::Error when n is not a multiple of 32.
+/// the smallest normal f32, 0 included), all in f32, into `out` (which may alias x). A block
+/// holding a NaN or an Inf becomes all NaN (d is NaN, or Inf with 1 / d = 0 and 0 * Inf = NaN), so
+/// non-finite activations reach the product as NaN. Throws rlx::Error when n is not a multiple
+/// of 32.
 void round_activations_int8(const float* x, float* out, int64_t n);
 
 /// The 16 values an IQ4_NL nibble indexes (ggml's kvalues_iq4nl).

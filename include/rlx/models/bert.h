@@ -106,12 +106,13 @@ PoolingOptions read_pooling_options(const std::string& dir);
 ///   directly; SentenceEmbedder transposes the checkpoint's [out, in] tensors once at load;
 /// - Linear weights named in `weight_formats` (a QuantFormat other than kF32) are instead
 ///   declared u8[out, quant_row_bytes(format, in)], ggml's packed [out, in] layout, and run as
-///   Graph::quant_matmul + bias (with act_quant `act_quant`: "none" multiplies the activations
-///   exactly, "int8" rounds them to int8 blocks first and runs the CPU's integer kernels; see
-///   Graph::quant_matmul); "embeddings.word_embeddings.weight" named there is declared
-///   u8[vocab_size, quant_row_bytes(format, hidden_size)] and its gathered rows are
-///   dequantized (gather, then Graph::dequantize: exact); every other param (position and
-///   token type embeddings, LayerNorms, biases) stays f32;
+///   Graph::quant_matmul + bias (with act_quant `act_quant` for the block formats: "none"
+///   multiplies the activations exactly, "int8" rounds them to int8 blocks first and runs the
+///   CPU's integer kernels, see Graph::quant_matmul; F16 / BF16 weights always multiply exactly);
+///   "embeddings.word_embeddings.weight" named there is declared u8[vocab_size,
+///   quant_row_bytes(format, hidden_size)] and its gathered rows are dequantized (gather, then
+///   Graph::dequantize: exact); every other param (position and token type embeddings, LayerNorms,
+///   biases) stays f32;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->

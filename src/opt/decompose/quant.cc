@@ -9,8 +9,8 @@ namespace rlx::detail {
 namespace {
 
 // act_quant "int8": each 32-element block of x as d * round_half_even(x * (1 / d)), d = max|x| /
-// 127 and 1 / d replaced by 0 where d is below the smallest normal f32, in f32 (rlx/ir/quant.h round_activations_int8, the
-// same f32 operations), back in x's dtype.
+// 127 and 1 / d replaced by 0 where d is below the smallest normal f32, in f32 (rlx/ir/quant.h
+// round_activations_int8, the same f32 operations), back in x's dtype.
 Value round_activations_int8(Graph& g, Value x) {
   const DType t = g.dtype(x);
   if (t != DType::f32) x = g.convert(x, DType::f32);
