@@ -87,16 +87,23 @@ def _graph_of(values: Sequence[Value], what: str) -> Graph:
     return values[0].graph
 
 
+def _selector_and_operands(op: str, name: str, selector: Any, type_text: str,
+                           operands: Sequence[Any]) -> list:
+    """Checks cond's / switch's selector and operands are rlx.Values; returns the operands."""
+    if not isinstance(selector, Value):
+        raise Error(f"{op}: {name} must be an rlx.Value ({type_text}), got {selector!r}")
+    ops = list(operands)
+    for v in ops:
+        if not isinstance(v, Value):
+            raise Error(f"{op}: operands must be rlx.Values, got {v!r}")
+    return ops
+
+
 def switch(index: Value, branches: Sequence[Callable[..., Any]], *operands: Value) -> Any:
     """jax.lax.switch: applies ``branches[index]`` to ``operands``. ``index`` is an i32[]
     scalar, clamped to [0, len(branches) - 1] as jax does; every branch must return the same
     structure and types."""
-    if not isinstance(index, Value):
-        raise Error(f"switch: index must be an rlx.Value (i32[]), got {index!r}")
-    ops = list(operands)
-    for v in ops:
-        if not isinstance(v, Value):
-            raise Error(f"switch: operands must be rlx.Values, got {v!r}")
+    ops = _selector_and_operands("switch", "index", index, "i32[]", operands)
     bodies, seq = [], None
     for i, fn in enumerate(branches):
         body, out = _trace(f"branch{i}", fn, [([t], False) for t in _types(ops)])
@@ -113,12 +120,7 @@ def cond(pred: Value, true_fun: Callable[..., Any], false_fun: Callable[..., Any
          *operands: Value) -> Any:
     """jax.lax.cond: ``true_fun(*operands)`` if ``pred`` (a bool[] scalar) else
     ``false_fun(*operands)``; both must return the same structure and types."""
-    if not isinstance(pred, Value):
-        raise Error(f"cond: pred must be an rlx.Value (bool[]), got {pred!r}")
-    ops = list(operands)
-    for v in ops:
-        if not isinstance(v, Value):
-            raise Error(f"cond: operands must be rlx.Values, got {v!r}")
+    ops = _selector_and_operands("cond", "pred", pred, "bool[]", operands)
     groups = [([t], False) for t in _types(ops)]
     tb, tout = _trace("true_branch", true_fun, groups)
     fb, fout = _trace("false_branch", false_fun, groups)
