@@ -566,11 +566,15 @@ inline void quantize_act_row(const float* x, int64_t K, int8_t* q, float* d, flo
     const float id = db >= std::numeric_limits<float>::min() ? 1.0f / db : 0.0f;
     sum[0] = sum[1] = 0;
     for (int i = 0; i < 32; ++i) {
-      const int v = int(std::nearbyint(xb[i] * id));
+      const int v = std::isnan(db) ? 0 : int(std::nearbyint(xb[i] * id));  // NaN: no int cast
       q[32 * b + i] = int8_t(v);
       sum[i / 16] += v;
     }
 #endif
+    if (std::isnan(db)) {  // a non-finite block: q = 0 (no int overflow); d = NaN makes it NaN
+      std::memset(q + 32 * b, 0, 32);
+      sum[0] = sum[1] = 0;
+    }
     d[b] = db;
     u8_bias[b] = -128 * (sum[0] + sum[1]);
     s32[b] = db * float(sum[0] + sum[1]);
