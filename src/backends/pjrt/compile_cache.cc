@@ -137,8 +137,8 @@ std::string compiler_identity(const Client& client) {
   std::ostringstream s;
   s << "plugin " << plugin.path << "\n"
     << "plugin_size " << (ec ? 0 : size) << "\n"
-    << "plugin_mtime_ns "
-    << std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count() << "\n"
+    << "plugin_mtime_ns " << std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()
+    << "\n"
     << "pjrt_api " << plugin.api->pjrt_api_version.major_version << "."
     << plugin.api->pjrt_api_version.minor_version << "\n"
     << "platform " << client.platform() << "\n"
@@ -158,8 +158,7 @@ std::string compile_cache_key(const Client& client, const std::string& module,
 
 fs::path compile_cache_entry_path(const fs::path& dir, std::string_view key) {
   char name[32];
-  std::snprintf(name, sizeof(name), "%016llx.xla",
-                static_cast<unsigned long long>(fnv1a64(key)));
+  std::snprintf(name, sizeof(name), "%016llx.xla", static_cast<unsigned long long>(fnv1a64(key)));
   return dir / name;
 }
 

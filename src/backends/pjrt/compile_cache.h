@@ -57,8 +57,8 @@ std::optional<std::string_view> decode_cache_entry(std::string_view entry, std::
 /// is reported on stderr ("rlx: warning: pjrt compile cache: ..."), recompiled and replaced;
 /// cache I/O failures only warn. Compile errors propagate as from LoadedProgram. Updates the
 /// counters of compile_cache_stats().
-std::unique_ptr<LoadedProgram> load_or_compile(std::shared_ptr<const Client> client,
-                                               const std::string& module,
-                                               const std::string& options = minimal_compile_options());
+std::unique_ptr<LoadedProgram> load_or_compile(
+    std::shared_ptr<const Client> client, const std::string& module,
+    const std::string& options = minimal_compile_options());
 
 }  // namespace rlx::pjrt

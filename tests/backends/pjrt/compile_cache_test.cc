@@ -2,6 +2,8 @@
 // format and its checks, the key, a second compile and a second process loading the entry, a
 // corrupted, truncated or mismatched entry detected, recompiled and replaced, and cached results
 // bit-equal to uncached ones.
+#include "compile_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,7 +13,6 @@
 #include <iterator>
 
 #include "common/scoped_env.h"
-#include "compile_cache.h"
 #include "pjrt_test_util.h"
 #include "rlx/models/encoder_block.h"
 
@@ -145,13 +146,11 @@ TEST(PjrtCompileCache, KeyNamesCompilerOptionsAndModule) {
         std::string("\nplugin_mtime_ns "),
         "\npjrt_api " + std::to_string(v.major_version) + "." + std::to_string(v.minor_version),
         std::string("\nplatform cpu\n"), std::string("\nplatform_version "),
-        std::string("\ncompile_options 1a0420012801\n"),
-        std::string("\nmodule 12\nmodule @m {}")})
+        std::string("\ncompile_options 1a0420012801\n"), std::string("\nmodule 12\nmodule @m {}")})
     EXPECT_NE(key.find(part), std::string::npos) << part << "\nin:\n" << key;
   ScopedEnv env;
   env.set("XLA_FLAGS", "--xla_cpu_enable_fast_math=false");
-  const std::string flagged =
-      compile_cache_key(*client, "module @m {}", minimal_compile_options());
+  const std::string flagged = compile_cache_key(*client, "module @m {}", minimal_compile_options());
   EXPECT_NE(flagged, key);
   EXPECT_NE(compile_cache_entry_path("d", flagged), compile_cache_entry_path("d", key));
 }
@@ -273,9 +272,9 @@ TEST(PjrtCompileCache, CorruptOrMismatchedEntryIsRecompiledAndReplaced) {
     EXPECT_TRUE(bit_equal(got, want));
     EXPECT_EQ(to_string(compile_cache_stats() - before),
               "hits=0 misses=1 stores=1 rejected=1 errors=0");
-    EXPECT_NE(err.find("rlx: warning: pjrt compile cache: entry '" + entry.string() +
-                       "' is unusable ("),
-              std::string::npos)
+    EXPECT_NE(
+        err.find("rlx: warning: pjrt compile cache: entry '" + entry.string() + "' is unusable ("),
+        std::string::npos)
         << err;
     EXPECT_NE(err.find(d.reason), std::string::npos) << err;
     std::string why;
