@@ -5,6 +5,7 @@
 #include "compile_cache.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -200,7 +201,8 @@ TEST(PjrtCompileCacheChild, CompileAndRun) {
 TEST(PjrtCompileCache, SecondProcessHitsTheCache) {
   RLX_REQUIRE_PJRT_PLUGIN();
   TempDir dir;
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  // This binary (also when a rebuild replaced the file while it runs).
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/exe";
   auto run_child = [&](const std::string& log) {
     const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX RLX_CACHE_DIR='" +
                             dir.path().string() + "' RLX_PJRT_CACHE_TEST_CHILD=1 '" + self +
