@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "compile_cache.h"
 #include "pjrt_client.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
@@ -183,7 +184,7 @@ class PjrtBackend final : public Backend {
               client->plugin().path + "' has " + std::to_string(client->devices().size()) +
               " addressable device(s)");
     if (device.index > 0) p.pjrt_device = client->devices()[static_cast<size_t>(device.index)];
-    p.loaded = std::make_unique<LoadedProgram>(client, p.stablehlo);
+    p.loaded = load_or_compile(client, p.stablehlo);  // the persistent compile cache
 
     ParamBindings<DeviceParam> params(p.params.size());  // bound by set_param
     return std::make_unique<PjrtExecutable>(std::move(program), std::move(params));

@@ -112,6 +112,13 @@ struct PJRT_Client_PlatformName_Args {
   size_t platform_name_size;  // out
   RLX_PJRT_ARGS_TAIL;
 };
+struct PJRT_Client_PlatformVersion_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Client* client;
+  const char* platform_version;  // out, owned by the client ("" on the XLA CPU plugin)
+  size_t platform_version_size;  // out
+  RLX_PJRT_ARGS_TAIL;
+};
 struct PJRT_Client_Devices_Args {
   RLX_PJRT_ARGS_HEADER;
   PJRT_Client* client;
@@ -198,6 +205,40 @@ struct PJRT_LoadedExecutable_Destroy_Args {
   PJRT_LoadedExecutable* executable;
   RLX_PJRT_ARGS_TAIL;
 };
+// Serialization (the persistent compile cache, compile_cache.h). A loaded executable gives an
+// (unloaded) PJRT_Executable that the caller destroys; Serialize returns bytes backed by an
+// opaque object that its deleter frees; DeserializeAndLoad takes bytes from the same plugin
+// build only.
+struct PJRT_SerializedExecutable;
+struct PJRT_Executable_Destroy_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Executable* executable;
+  RLX_PJRT_ARGS_TAIL;
+};
+struct PJRT_LoadedExecutable_GetExecutable_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_LoadedExecutable* loaded_executable;
+  PJRT_Executable* executable;  // out, destroyed by the caller (Executable_Destroy)
+  RLX_PJRT_ARGS_TAIL;
+};
+struct PJRT_Executable_Serialize_Args {
+  RLX_PJRT_ARGS_HEADER;
+  const PJRT_Executable* executable;
+  const char* serialized_bytes;                      // out, lives as long as serialized_executable
+  size_t serialized_bytes_size;                      // out
+  PJRT_SerializedExecutable* serialized_executable;  // out, freed by the deleter
+  void (*serialized_executable_deleter)(PJRT_SerializedExecutable*);  // out
+  RLX_PJRT_ARGS_TAIL;
+};
+struct PJRT_Executable_DeserializeAndLoad_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Client* client;
+  const char* serialized_executable;
+  size_t serialized_executable_size;
+  PJRT_LoadedExecutable* loaded_executable;  // out
+  RLX_PJRT_ARGS_TAIL;
+};
+
 struct PJRT_ExecuteOptions {
   RLX_PJRT_ARGS_HEADER;
   void* send_callbacks;
@@ -270,7 +311,7 @@ struct PJRT_Api {
   PJRT_Error* (*PJRT_Client_Destroy)(PJRT_Client_Destroy_Args*);
   PJRT_Error* (*PJRT_Client_PlatformName)(PJRT_Client_PlatformName_Args*);
   PJRT_Fn PJRT_Client_ProcessIndex;
-  PJRT_Fn PJRT_Client_PlatformVersion;
+  PJRT_Error* (*PJRT_Client_PlatformVersion)(PJRT_Client_PlatformVersion_Args*);
   PJRT_Error* (*PJRT_Client_Devices)(PJRT_Client_Devices_Args*);
   // Same args layout as Devices (client, device list out, count out).
   PJRT_Error* (*PJRT_Client_AddressableDevices)(PJRT_Client_Devices_Args*);
@@ -301,7 +342,7 @@ struct PJRT_Api {
   PJRT_Fn PJRT_Memory_ToString;
   PJRT_Fn PJRT_Memory_AddressableByDevices;
 
-  PJRT_Fn PJRT_Executable_Destroy;
+  PJRT_Error* (*PJRT_Executable_Destroy)(PJRT_Executable_Destroy_Args*);
   PJRT_Fn PJRT_Executable_Name;
   PJRT_Fn PJRT_Executable_NumReplicas;
   PJRT_Fn PJRT_Executable_NumPartitions;
@@ -310,15 +351,15 @@ struct PJRT_Api {
   PJRT_Fn PJRT_Executable_GetCostAnalysis;
   PJRT_Fn PJRT_Executable_OutputMemoryKinds;
   PJRT_Fn PJRT_Executable_OptimizedProgram;
-  PJRT_Fn PJRT_Executable_Serialize;
+  PJRT_Error* (*PJRT_Executable_Serialize)(PJRT_Executable_Serialize_Args*);
 
   PJRT_Error* (*PJRT_LoadedExecutable_Destroy)(PJRT_LoadedExecutable_Destroy_Args*);
-  PJRT_Fn PJRT_LoadedExecutable_GetExecutable;
+  PJRT_Error* (*PJRT_LoadedExecutable_GetExecutable)(PJRT_LoadedExecutable_GetExecutable_Args*);
   PJRT_Fn PJRT_LoadedExecutable_AddressableDevices;
   PJRT_Fn PJRT_LoadedExecutable_Delete;
   PJRT_Fn PJRT_LoadedExecutable_IsDeleted;
   PJRT_Error* (*PJRT_LoadedExecutable_Execute)(PJRT_LoadedExecutable_Execute_Args*);
-  PJRT_Fn PJRT_Executable_DeserializeAndLoad;
+  PJRT_Error* (*PJRT_Executable_DeserializeAndLoad)(PJRT_Executable_DeserializeAndLoad_Args*);
   PJRT_Fn PJRT_LoadedExecutable_Fingerprint;
 
   PJRT_Error* (*PJRT_Buffer_Destroy)(PJRT_Buffer_Destroy_Args*);

@@ -148,6 +148,13 @@ std::string Client::platform() const {
   return std::string(a.platform_name, a.platform_name_size);
 }
 
+std::string Client::platform_version() const {
+  auto a = make_args<capi::PJRT_Client_PlatformVersion_Args>();
+  a.client = client_;
+  plugin_->check(plugin_->api->PJRT_Client_PlatformVersion(&a), "pjrt: Client_PlatformVersion");
+  return std::string(a.platform_version, a.platform_version_size);
+}
+
 std::string Client::describe_device(size_t i) const {
   const capi::PJRT_Api* api = plugin_->api;
   auto d = make_args<capi::PJRT_Device_GetDescription_Args>();
@@ -232,7 +239,8 @@ std::string minimal_compile_options() {
   return std::string("\x1a\x04\x20\x01\x28\x01", 6);
 }
 
-LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module)
+LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
+                             const std::string& options)
     : client_(std::move(client)) {
   const Plugin& p = client_->plugin();
   std::string code = module;  // PJRT_Program.code is non-const
@@ -242,7 +250,6 @@ LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::st
   program.code_size = code.size();
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
-  std::string options = minimal_compile_options();
   auto a = make_args<capi::PJRT_Client_Compile_Args>();
   a.client = client_->raw();
   a.program = &program;
@@ -262,6 +269,45 @@ LoadedProgram::~LoadedProgram() {
     d.error = err;
     p.api->PJRT_Error_Destroy(&d);
   }
+}
+
+std::unique_ptr<LoadedProgram> LoadedProgram::deserialize(std::shared_ptr<const Client> client,
+                                                          std::string_view bytes) {
+  const Plugin& p = client->plugin();
+  auto a = make_args<capi::PJRT_Executable_DeserializeAndLoad_Args>();
+  a.client = client->raw();
+  a.serialized_executable = bytes.data();
+  a.serialized_executable_size = bytes.size();
+  p.check(p.api->PJRT_Executable_DeserializeAndLoad(&a), "pjrt: Executable_DeserializeAndLoad");
+  return std::unique_ptr<LoadedProgram>(new LoadedProgram(std::move(client), a.loaded_executable));
+}
+
+std::string LoadedProgram::serialize() const {
+  const Plugin& p = client_->plugin();
+  auto get = make_args<capi::PJRT_LoadedExecutable_GetExecutable_Args>();
+  get.loaded_executable = exe_;
+  p.check(p.api->PJRT_LoadedExecutable_GetExecutable(&get), "pjrt: LoadedExecutable_GetExecutable");
+  auto ser = make_args<capi::PJRT_Executable_Serialize_Args>();
+  ser.executable = get.executable;
+  capi::PJRT_Error* err = p.api->PJRT_Executable_Serialize(&ser);
+  std::string bytes;
+  if (err == nullptr) {
+    bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
+    if (ser.serialized_executable_deleter != nullptr)
+      ser.serialized_executable_deleter(ser.serialized_executable);
+  }
+  auto destroy = make_args<capi::PJRT_Executable_Destroy_Args>();
+  destroy.executable = get.executable;
+  capi::PJRT_Error* derr = p.api->PJRT_Executable_Destroy(&destroy);
+  if (err != nullptr && derr != nullptr) {  // report the first error, free the second
+    auto d = make_args<capi::PJRT_Error_Destroy_Args>();
+    d.error = derr;
+    p.api->PJRT_Error_Destroy(&d);
+    derr = nullptr;
+  }
+  p.check(err, "pjrt: Executable_Serialize");
+  p.check(derr, "pjrt: Executable_Destroy");
+  return bytes;
 }
 
 std::vector<std::unique_ptr<DeviceBuffer>> LoadedProgram::execute(

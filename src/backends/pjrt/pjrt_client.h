@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pjrt_c_api_decls.h"
@@ -39,6 +40,8 @@ class Client : public std::enable_shared_from_this<Client> {
   const Plugin& plugin() const { return *plugin_; }
   capi::PJRT_Client* raw() const { return client_; }
   std::string platform() const;
+  /// PJRT_Client_PlatformVersion: e.g. the CUDA or libtpu version ("" on the XLA CPU plugin).
+  std::string platform_version() const;
   const std::vector<capi::PJRT_Device*>& devices() const { return devices_; }
   /// "id <n>: <kind>" of addressable device `i`.
   std::string describe_device(size_t i) const;
@@ -72,12 +75,22 @@ class DeviceBuffer {
   capi::PJRT_Buffer* buffer_;
 };
 
+/// The serialized xla.CompileOptionsProto for one replica and one partition.
+std::string minimal_compile_options();
+
 /// A compiled program loaded on a client.
 class LoadedProgram {
  public:
-  /// Compiles MLIR text `module` for one replica and one partition. Throws rlx::Error with
-  /// XLA's diagnostic ("pjrt: compile failed: ...").
-  LoadedProgram(std::shared_ptr<const Client> client, const std::string& module);
+  /// Compiles MLIR text `module` with the serialized xla.CompileOptionsProto `options` (by
+  /// default one replica and one partition). Throws rlx::Error with XLA's diagnostic
+  /// ("pjrt: compile failed: ...").
+  LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
+                const std::string& options = minimal_compile_options());
+  /// Loads bytes from serialize() (PJRT_Executable_DeserializeAndLoad). The plugin accepts only
+  /// bytes of its own build; the caller (compile_cache.cc) checks that before. Throws
+  /// rlx::Error with the plugin's message.
+  static std::unique_ptr<LoadedProgram> deserialize(std::shared_ptr<const Client> client,
+                                                    std::string_view bytes);
   ~LoadedProgram();
   LoadedProgram(const LoadedProgram&) = delete;
   LoadedProgram& operator=(const LoadedProgram&) = delete;
@@ -86,13 +99,15 @@ class LoadedProgram {
   std::vector<std::unique_ptr<DeviceBuffer>> execute(const std::vector<capi::PJRT_Buffer*>& args,
                                                      size_t num_outputs,
                                                      capi::PJRT_Device* device) const;
+  /// The executable as platform-specific bytes (PJRT_Executable_Serialize), loadable by
+  /// deserialize() with the same plugin build. Throws rlx::Error with the plugin's message.
+  std::string serialize() const;
 
  private:
+  LoadedProgram(std::shared_ptr<const Client> client, capi::PJRT_LoadedExecutable* exe)
+      : client_(std::move(client)), exe_(exe) {}
   std::shared_ptr<const Client> client_;
   capi::PJRT_LoadedExecutable* exe_ = nullptr;
 };
-
-/// The serialized xla.CompileOptionsProto for one replica and one partition.
-std::string minimal_compile_options();
 
 }  // namespace rlx::pjrt

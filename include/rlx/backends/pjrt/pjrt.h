@@ -56,6 +56,24 @@ struct PluginInfo {
 /// named), or the plugin reports an error (its message).
 PluginInfo describe_plugin(const std::string& path);
 
+/// Counters of the persistent compile cache (docs/pjrt.md) over this process, all pjrt backends
+/// together.
+struct CompileCacheStats {
+  int64_t hits = 0;      ///< executables loaded from an entry instead of compiled
+  int64_t misses = 0;    ///< compiles with the cache on that found no usable entry
+  int64_t stores = 0;    ///< entries written
+  int64_t rejected = 0;  ///< entries found but unusable (corrupt, truncated, another format
+                         ///< version or key, refused by the plugin): recompiled and replaced
+  int64_t errors = 0;    ///< cache I/O or serialization failures (the compile went on)
+};
+CompileCacheStats compile_cache_stats();
+
+/// The directory of the persistent compile cache, read at every compile: "$RLX_CACHE_DIR/pjrt",
+/// or "$HOME/.cache/rlx/pjrt" when RLX_CACHE_DIR is unset; nullopt (no cache: every compile
+/// compiles, nothing is written) when RLX_CACHE_DIR is set to "" or "off", or it is unset and
+/// HOME is too.
+std::optional<std::string> compile_cache_dir();
+
 /// A PJRT backend (device kind pjrt) bound to the plugin at `plugin_path`; an empty path means
 /// plugin_path_from_env() at the first compile. The plugin is loaded at the first compile and
 /// kept for the backend's lifetime; device pjrt:N runs on the plugin's N-th addressable device.
