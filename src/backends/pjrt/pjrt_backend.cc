@@ -1,6 +1,7 @@
 // The PJRT backend: legalizes a graph to the StableHLO-lowerable ops, emits StableHLO, compiles
 // it with a PJRT plugin and runs it; params and state live on the device between runs.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -240,6 +241,25 @@ PluginInfo describe_plugin(const std::string& path) {
   for (size_t i = 0; i < client->devices().size(); ++i)
     info.devices.push_back(client->describe_device(i));
   return info;
+}
+
+std::string DeviceInfo::to_string() const {
+  auto size = [](int64_t bytes) {
+    char buf[32];
+    if (bytes >= (int64_t{1} << 30))
+      std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+    else if (bytes >= (int64_t{1} << 20))
+      std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    else
+      std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    return std::string(buf);
+  };
+  std::string out = "pjrt:" + std::to_string(index) + "  id " + std::to_string(id) + "  kind " +
+                    kind + "  platform " + platform;
+  if (bytes_limit) out += "  memory " + size(*bytes_limit);
+  if (bytes_in_use) out += std::string(bytes_limit ? " (" : "  memory ") + size(*bytes_in_use) +
+                           " in use" + (bytes_limit ? ")" : "");
+  return out;
 }
 
 std::string lower_to_stablehlo(const Graph& graph, const CompileOptions& options) {

@@ -193,6 +193,23 @@ struct PJRT_Device_GetDescription_Args {
   RLX_PJRT_ARGS_TAIL;
 };
 
+/// Memory statistics of a device; only bytes_in_use is always set, the others have an
+/// `_is_set` flag (plugins without statistics, e.g. XLA CPU, return an error instead).
+struct PJRT_Device_MemoryStats_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Device* device;
+  int64_t bytes_in_use;  // out
+  int64_t peak_bytes_in_use;
+  bool peak_bytes_in_use_is_set;
+  int64_t num_allocs;
+  bool num_allocs_is_set;
+  int64_t largest_alloc_size;
+  bool largest_alloc_size_is_set;
+  int64_t bytes_limit;  // out: the memory a user may allocate
+  bool bytes_limit_is_set;
+  RLX_PJRT_ARGS_TAIL;
+};
+
 struct PJRT_LoadedExecutable_Destroy_Args {
   RLX_PJRT_ARGS_HEADER;
   PJRT_LoadedExecutable* executable;
@@ -293,7 +310,7 @@ struct PJRT_Api {
   PJRT_Fn PJRT_Device_LocalHardwareId;
   PJRT_Fn PJRT_Device_AddressableMemories;
   PJRT_Fn PJRT_Device_DefaultMemory;
-  PJRT_Fn PJRT_Device_MemoryStats;
+  PJRT_Error* (*PJRT_Device_MemoryStats)(PJRT_Device_MemoryStats_Args*);
 
   PJRT_Fn PJRT_Memory_Id;
   PJRT_Fn PJRT_Memory_Kind;

@@ -148,19 +148,35 @@ std::string Client::platform() const {
   return std::string(a.platform_name, a.platform_name_size);
 }
 
-std::string Client::describe_device(size_t i) const {
+DeviceInfo Client::describe_device(size_t i) const {
   const capi::PJRT_Api* api = plugin_->api;
+  DeviceInfo info;
+  info.index = static_cast<int>(i);
+  info.platform = platform();
   auto d = make_args<capi::PJRT_Device_GetDescription_Args>();
   d.device = devices_.at(i);
   plugin_->check(api->PJRT_Device_GetDescription(&d), "pjrt: Device_GetDescription");
   auto id = make_args<capi::PJRT_DeviceDescription_Id_Args>();
   id.device_description = d.device_description;
   plugin_->check(api->PJRT_DeviceDescription_Id(&id), "pjrt: DeviceDescription_Id");
+  info.id = id.id;
   auto kind = make_args<capi::PJRT_DeviceDescription_Kind_Args>();
   kind.device_description = d.device_description;
   plugin_->check(api->PJRT_DeviceDescription_Kind(&kind), "pjrt: DeviceDescription_Kind");
-  return "id " + std::to_string(id.id) + ": " +
-         std::string(kind.device_kind, kind.device_kind_size);
+  info.kind = std::string(kind.device_kind, kind.device_kind_size);
+  // Memory statistics are optional: a plugin without them (XLA CPU) returns an error, which
+  // only means "unknown" here.
+  auto mem = make_args<capi::PJRT_Device_MemoryStats_Args>();
+  mem.device = devices_[i];
+  if (capi::PJRT_Error* err = api->PJRT_Device_MemoryStats(&mem); err != nullptr) {
+    auto destroy = make_args<capi::PJRT_Error_Destroy_Args>();
+    destroy.error = err;
+    api->PJRT_Error_Destroy(&destroy);
+  } else {
+    info.bytes_in_use = mem.bytes_in_use;
+    if (mem.bytes_limit_is_set) info.bytes_limit = mem.bytes_limit;
+  }
+  return info;
 }
 
 std::unique_ptr<DeviceBuffer> Client::upload(const Tensor& t, capi::PJRT_Device* device) const {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pjrt_c_api_decls.h"
+#include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/tensor.h"
 
 namespace rlx::pjrt {
@@ -40,8 +41,8 @@ class Client : public std::enable_shared_from_this<Client> {
   capi::PJRT_Client* raw() const { return client_; }
   std::string platform() const;
   const std::vector<capi::PJRT_Device*>& devices() const { return devices_; }
-  /// "id <n>: <kind>" of addressable device `i`.
-  std::string describe_device(size_t i) const;
+  /// Addressable device `i`: id, kind, platform, memory when the plugin reports it.
+  DeviceInfo describe_device(size_t i) const;
 
   /// Copies `t` (row-major) to `device`; the host data may be reused when this returns.
   std::unique_ptr<DeviceBuffer> upload(const Tensor& t, capi::PJRT_Device* device) const;

@@ -87,7 +87,13 @@ TEST(PjrtLoader, DescribesTheRealPlugin) {
   EXPECT_GE(info.api_minor, 33);
   EXPECT_FALSE(info.platform.empty());
   ASSERT_FALSE(info.devices.empty());
-  EXPECT_EQ(info.devices[0].rfind("id 0", 0), 0u) << info.devices[0];
+  for (size_t i = 0; i < info.devices.size(); ++i) {
+    const DeviceInfo& d = info.devices[i];
+    EXPECT_EQ(d.index, static_cast<int>(i));
+    EXPECT_FALSE(d.kind.empty());
+    EXPECT_EQ(d.platform, info.platform);
+    EXPECT_EQ(d.to_string().rfind("pjrt:" + std::to_string(i) + "  id ", 0), 0u) << d.to_string();
+  }
 }
 
 TEST(PjrtLoader, MissingDeviceIsAnError) {

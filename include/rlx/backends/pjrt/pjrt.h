@@ -41,13 +41,25 @@ std::set<OpKind> native_ops();
 /// LIBTPU_PATH (libtpu's own variables); nullopt when none is set to a non-empty value.
 std::optional<std::string> plugin_path_from_env();
 
+/// One addressable device of a plugin, as PJRT describes it.
+struct DeviceInfo {
+  int index = 0;         ///< rlx's device pjrt:<index>: its position in the addressable list
+  int64_t id = 0;        ///< PJRT's global device id (PJRT_DeviceDescription_Id)
+  std::string kind;      ///< PJRT_DeviceDescription_Kind: "cpu", "TPU v5 lite", "NVIDIA H100"
+  std::string platform;  ///< the client's platform name: "cpu", "cuda", "tpu"
+  /// PJRT_Device_MemoryStats, when the plugin reports them (XLA CPU does not: both absent).
+  std::optional<int64_t> bytes_limit, bytes_in_use;
+  /// "pjrt:0  id 0  kind cpu  platform cpu", then "  memory 15.8 GiB (0 B in use)" when known.
+  std::string to_string() const;
+};
+
 /// What a loaded plugin reports about itself.
 struct PluginInfo {
   std::string path;
   int api_major = 0;
   int api_minor = 0;
-  std::string platform;              ///< PJRT_Client_PlatformName: "cpu", "cuda", "tpu"
-  std::vector<std::string> devices;  ///< addressable devices, "id 0: cpu"
+  std::string platform;             ///< PJRT_Client_PlatformName: "cpu", "cuda", "tpu"
+  std::vector<DeviceInfo> devices;  ///< every addressable device, in pjrt:<index> order
 };
 
 /// Loads the plugin at `path` (dlopen, GetPjrtApi, version check, Plugin_Initialize,
