@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "backend_internal.h"
 #include "pjrt_client.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
@@ -102,6 +103,8 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
   }
 };
 
+}  // namespace
+
 // What the shared compile steps need to know about this backend: XLA devices are built for
 // bf16 matmuls, so AutoMixedBf16 is the default precision policy.
 BackendFacts pjrt_facts() {
@@ -130,6 +133,8 @@ KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo) {
   r.program = "pjrt: one XLA executable compiled from StableHLO:\n" + stablehlo;
   return r;
 }
+
+namespace {
 
 class PjrtBackend final : public Backend {
  public:

@@ -215,6 +215,13 @@ struct PJRT_LoadedExecutable_Destroy_Args {
   PJRT_LoadedExecutable* executable;
   RLX_PJRT_ARGS_TAIL;
 };
+struct PJRT_LoadedExecutable_AddressableDevices_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_LoadedExecutable* executable;
+  PJRT_Device* const* addressable_devices;  // out, owned by the executable
+  size_t num_addressable_devices;           // out
+  RLX_PJRT_ARGS_TAIL;
+};
 struct PJRT_ExecuteOptions {
   RLX_PJRT_ARGS_HEADER;
   void* send_callbacks;
@@ -331,7 +338,8 @@ struct PJRT_Api {
 
   PJRT_Error* (*PJRT_LoadedExecutable_Destroy)(PJRT_LoadedExecutable_Destroy_Args*);
   PJRT_Fn PJRT_LoadedExecutable_GetExecutable;
-  PJRT_Fn PJRT_LoadedExecutable_AddressableDevices;
+  PJRT_Error* (*PJRT_LoadedExecutable_AddressableDevices)(
+      PJRT_LoadedExecutable_AddressableDevices_Args*);
   PJRT_Fn PJRT_LoadedExecutable_Delete;
   PJRT_Fn PJRT_LoadedExecutable_IsDeleted;
   PJRT_Error* (*PJRT_LoadedExecutable_Execute)(PJRT_LoadedExecutable_Execute_Args*);

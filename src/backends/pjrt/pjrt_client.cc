@@ -248,7 +248,57 @@ std::string minimal_compile_options() {
   return std::string("\x1a\x04\x20\x01\x28\x01", 6);
 }
 
-LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module)
+namespace {
+
+// Protobuf wire format, just what the compile options need: varints and length-delimited
+// fields (tag = field << 3 | wire type; 0 = varint, 2 = length-delimited).
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+void put_int(std::string& out, int field, uint64_t v) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);
+  put_varint(out, v);
+}
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids) {
+  // xla.DeviceAssignmentProto { replica_count (1), computation_count (2),
+  //   repeated ComputationDevice computation_devices (3) { repeated int64 replica_device_ids
+  //   (1), packed } }: one computation (partition) per device, one replica each.
+  std::string assignment;
+  put_int(assignment, 1, 1);
+  put_int(assignment, 2, device_ids.size());
+  for (int64_t id : device_ids) {
+    std::string ids;
+    put_varint(ids, static_cast<uint64_t>(id));
+    std::string computation;
+    put_bytes(computation, 1, ids);
+    put_bytes(assignment, 3, computation);
+  }
+  // xla.ExecutableBuildOptionsProto { num_replicas (4), num_partitions (5),
+  //   use_spmd_partitioning (6), device_assignment (9) }.
+  std::string build;
+  put_int(build, 4, 1);
+  put_int(build, 5, device_ids.size());
+  put_int(build, 6, 1);
+  put_bytes(build, 9, assignment);
+  std::string options;  // xla.CompileOptionsProto { executable_build_options (3) }
+  put_bytes(options, 3, build);
+  return options;
+}
+
+LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
+                             const std::string& options)
     : client_(std::move(client)) {
   const Plugin& p = client_->plugin();
   std::string code = module;  // PJRT_Program.code is non-const
@@ -258,7 +308,6 @@ LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::st
   program.code_size = code.size();
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
-  std::string options = minimal_compile_options();
   auto a = make_args<capi::PJRT_Client_Compile_Args>();
   a.client = client_->raw();
   a.program = &program;
@@ -300,6 +349,47 @@ std::vector<std::unique_ptr<DeviceBuffer>> LoadedProgram::execute(
   std::vector<std::unique_ptr<DeviceBuffer>> result;
   result.reserve(num_outputs);
   for (capi::PJRT_Buffer* b : outs) result.push_back(std::make_unique<DeviceBuffer>(client_, b));
+  return result;
+}
+
+}  // namespace rlx::pjrt
+
+namespace rlx::pjrt {
+
+std::vector<capi::PJRT_Device*> LoadedProgram::addressable_devices() const {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_LoadedExecutable_AddressableDevices_Args>();
+  a.executable = exe_;
+  p.check(p.api->PJRT_LoadedExecutable_AddressableDevices(&a),
+          "pjrt: LoadedExecutable_AddressableDevices");
+  return {a.addressable_devices, a.addressable_devices + a.num_addressable_devices};
+}
+
+std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> LoadedProgram::execute_all(
+    const std::vector<std::vector<capi::PJRT_Buffer*>>& args, size_t num_outputs) const {
+  const Plugin& p = client_->plugin();
+  size_t n = args.size();
+  auto options = make_args<capi::PJRT_ExecuteOptions>();
+  std::vector<std::vector<capi::PJRT_Buffer*>> outs(n,
+                                                    std::vector<capi::PJRT_Buffer*>(num_outputs));
+  std::vector<capi::PJRT_Buffer* const*> arg_lists;
+  std::vector<capi::PJRT_Buffer**> out_lists;
+  for (size_t d = 0; d < n; ++d) {
+    arg_lists.push_back(args[d].data());
+    out_lists.push_back(outs[d].data());
+  }
+  auto a = make_args<capi::PJRT_LoadedExecutable_Execute_Args>();
+  a.executable = exe_;
+  a.options = &options;
+  a.argument_lists = arg_lists.data();
+  a.num_devices = n;
+  a.num_args = n > 0 ? args[0].size() : 0;
+  a.output_lists = out_lists.data();
+  a.execute_device = nullptr;  // every device of the compile-time assignment
+  p.check(p.api->PJRT_LoadedExecutable_Execute(&a), "pjrt: execute failed");
+  std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> result(n);
+  for (size_t d = 0; d < n; ++d)
+    for (capi::PJRT_Buffer* b : outs[d]) result[d].push_back(std::make_unique<DeviceBuffer>(client_, b));
   return result;
 }
 

@@ -29,6 +29,8 @@ struct Plugin {
 
 class DeviceBuffer;
 
+std::string minimal_compile_options();
+
 /// A PJRT client with its addressable devices; destroyed with the last reference.
 class Client : public std::enable_shared_from_this<Client> {
  public:
@@ -76,9 +78,11 @@ class DeviceBuffer {
 /// A compiled program loaded on a client.
 class LoadedProgram {
  public:
-  /// Compiles MLIR text `module` for one replica and one partition. Throws rlx::Error with
-  /// XLA's diagnostic ("pjrt: compile failed: ...").
-  LoadedProgram(std::shared_ptr<const Client> client, const std::string& module);
+  /// Compiles MLIR text `module` with the serialized xla.CompileOptionsProto `options`
+  /// (default: one replica, one partition). Throws rlx::Error with XLA's diagnostic
+  /// ("pjrt: compile failed: ...").
+  LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
+                const std::string& options = minimal_compile_options());
   ~LoadedProgram();
   LoadedProgram(const LoadedProgram&) = delete;
   LoadedProgram& operator=(const LoadedProgram&) = delete;
@@ -87,6 +91,13 @@ class LoadedProgram {
   std::vector<std::unique_ptr<DeviceBuffer>> execute(const std::vector<capi::PJRT_Buffer*>& args,
                                                      size_t num_outputs,
                                                      capi::PJRT_Device* device) const;
+  /// The devices an SPMD / replicated executable runs on, in the order execute_all takes its
+  /// argument lists.
+  std::vector<capi::PJRT_Device*> addressable_devices() const;
+  /// Runs on every addressable device at once: `args[d]` are device d's arguments (in
+  /// addressable_devices() order); returns `num_outputs` result buffers per device.
+  std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> execute_all(
+      const std::vector<std::vector<capi::PJRT_Buffer*>>& args, size_t num_outputs) const;
 
  private:
   std::shared_ptr<const Client> client_;
@@ -95,5 +106,10 @@ class LoadedProgram {
 
 /// The serialized xla.CompileOptionsProto for one replica and one partition.
 std::string minimal_compile_options();
+
+/// The serialized xla.CompileOptionsProto of an SPMD compile: one replica, one partition per
+/// entry of `device_ids` (PJRT global device ids, partition p on device_ids[p]),
+/// use_spmd_partitioning on and that device assignment.
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids);
 
 }  // namespace rlx::pjrt

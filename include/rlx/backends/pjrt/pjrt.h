@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/backends/pjrt/sharding.h"
 #include "rlx/ir/graph.h"
 #include "rlx/runtime/backend.h"
 
@@ -76,5 +77,26 @@ PluginInfo describe_plugin(const std::string& path);
 /// from RLX_PRECISION); params are uploaded once by set_param and stay on the device. The
 /// executable's kernels() lists every computing node as part of the one XLA executable.
 std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
+
+/// A pjrt backend that compiles every graph as one SPMD program over `sharding.mesh` (XLA's
+/// SPMD partitioner, as jax.jit with in/out shardings): @main's arguments and results carry
+/// `mhlo.sharding` (hlo_sharding of each tensor's PartitionSpec; tensors not named in
+/// `sharding` are replicated), the module `mhlo.num_partitions` = mesh size, and the compile
+/// options num_partitions = mesh size, use_spmd_partitioning and the device assignment
+/// partition p -> mesh.devices()[p]. Compile takes any pjrt device (the mesh decides where
+/// the program runs) and throws rlx::Error for a bad sharding (validate_sharding, naming the
+/// tensor), a name in `sharding` that is not an input / param / output of the graph, a mesh
+/// device the plugin does not have, or state (CompileOptions::state is not supported with a
+/// mesh yet). Runs split each host input by its sharding and upload one shard per device;
+/// set_param uploads a param's shards once; outputs are downloaded per device and assembled.
+/// `plugin_path` as make_pjrt_backend.
+std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
+                                                std::string plugin_path = "");
+
+/// The SPMD module make_pjrt_spmd_backend(sharding) would compile for `graph` under exactly
+/// `options` (lower_to_stablehlo with the sharding annotations). Needs no plugin; throws
+/// rlx::Error as that backend's compile does for a bad sharding.
+std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
+                                       const CompileOptions& options = {});
 
 }  // namespace rlx::pjrt
