@@ -1,11 +1,12 @@
 // Bindings of the pjrt backend's devices, meshes and SPMD compiles (rlx/backends/pjrt): Mesh,
 // PartitionSpec (jax.sharding's), pjrt_devices, compile_sharded and stablehlo_sharded.
+#include "rlx/backends/pjrt/sharding.h"
+
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "convert.h"
 #include "rlx/backends/pjrt/pjrt.h"
-#include "rlx/backends/pjrt/sharding.h"
 #include "rlx/ir/error.h"
 #include "rlx/runtime/backend_core.h"
 
@@ -23,7 +24,8 @@ std::vector<std::string> dim_of(const py::handle& d) {
     std::vector<std::string> out;
     for (const py::handle& a : d) {
       if (!py::isinstance<py::str>(a))
-        throw Error("PartitionSpec: axis names must be str, got " + py::repr(a).cast<std::string>());
+        throw Error("PartitionSpec: axis names must be str, got " +
+                    py::repr(a).cast<std::string>());
       out.push_back(a.cast<std::string>());
     }
     return out;
@@ -36,7 +38,8 @@ std::map<std::string, PartitionSpec> specs_of(const py::dict& d, const std::stri
   std::map<std::string, PartitionSpec> out;
   for (auto [k, v] : d) {
     if (!py::isinstance<py::str>(k))
-      throw Error(what + ": keys must be tensor names (str), got " + py::repr(k).cast<std::string>());
+      throw Error(what + ": keys must be tensor names (str), got " +
+                  py::repr(k).cast<std::string>());
     if (v.is_none()) {
       out[k.cast<std::string>()] = PartitionSpec();
     } else {
@@ -59,14 +62,16 @@ pjrt::ShardingConfig config_of(const Graph& g, const Mesh& mesh, const py::dict&
     outs = outputs.cast<py::dict>();
   } else if (py::isinstance<py::list>(outputs) || py::isinstance<py::tuple>(outputs)) {
     std::vector<IoSpec> specs = io_specs_of(g).outputs;
-    check(py::len(outputs) == specs.size(),
-          "out_shardings: " + std::to_string(py::len(outputs)) + " entries for a graph with " +
-              std::to_string(specs.size()) + " outputs");
+    check(py::len(outputs) == specs.size(), "out_shardings: " + std::to_string(py::len(outputs)) +
+                                                " entries for a graph with " +
+                                                std::to_string(specs.size()) + " outputs");
     size_t i = 0;
     for (const py::handle& v : outputs) outs[py::str(specs[i++].name)] = v;
   } else if (!outputs.is_none()) {
-    throw Error("out_shardings must be a dict of output name -> PartitionSpec or a list with "
-                "one PartitionSpec per output, got " + py::repr(outputs).cast<std::string>());
+    throw Error(
+        "out_shardings must be a dict of output name -> PartitionSpec or a list with "
+        "one PartitionSpec per output, got " +
+        py::repr(outputs).cast<std::string>());
   }
   return {mesh, specs_of(inputs, "in_shardings"), specs_of(params, "param_shardings"),
           specs_of(outs, "out_shardings")};
@@ -117,7 +122,8 @@ void bind_sharding(py::module_& m) {
         return PartitionSpec::of(std::move(d));
       }))
       .def_property_readonly("dims", [](const PartitionSpec& s) { return s.dims; })
-      .def("__eq__", [](const PartitionSpec& a, const PartitionSpec& b) { return a.dims == b.dims; })
+      .def("__eq__",
+           [](const PartitionSpec& a, const PartitionSpec& b) { return a.dims == b.dims; })
       .def("__repr__", &PartitionSpec::to_string);
 
   m.def(
@@ -164,7 +170,8 @@ void bind_sharding(py::module_& m) {
       py::arg("precision") = py::none(), py::arg("plugin") = py::none(),
       "Compiles `graph` as one SPMD program over `mesh` on the pjrt backend (jax.jit with "
       "NamedSharding(mesh, spec) in/out shardings): dicts of tensor name -> PartitionSpec "
-      "(out_shardings may be a list, one per output); tensors not named are replicated. Runs take and return whole numpy arrays.");
+      "(out_shardings may be a list, one per output); tensors not named are replicated. Runs take "
+      "and return whole numpy arrays.");
 
   m.def(
       "stablehlo_sharded",

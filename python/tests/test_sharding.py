@@ -65,8 +65,10 @@ def test_emitted_module_carries_the_shardings():
     assert "mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32" in text
     assert ('%arg0: tensor<8x16xf32> {mhlo.sharding = '
             '"{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}') in text
-    assert 'tensor<16x32xf32> {mhlo.sharding = "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"}' in text
-    assert '-> (tensor<8x4xf32> {mhlo.sharding = "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"})' in text
+    assert ('tensor<16x32xf32> {mhlo.sharding = '
+            '"{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"}') in text
+    assert ('-> (tensor<8x4xf32> {mhlo.sharding = '
+            '"{devices=[2,1,2]<=[4] last_tile_dim_replicate}"})') in text
 
 
 @needs_plugin

@@ -96,8 +96,8 @@ std::string Emitter::run() {
         attrs = "tf.aliasing_output = " + std::to_string(it->second) + " : i32";
       if (spmd_)
         if (auto it = spmd_->args.find(id); it != spmd_->args.end())
-          attrs += (attrs.empty() ? "" : ", ") + std::string("mhlo.sharding = \"") + it->second +
-                   "\"";
+          attrs +=
+              (attrs.empty() ? "" : ", ") + std::string("mhlo.sharding = \"") + it->second + "\"";
       if (!attrs.empty()) head << " {" << attrs << "}";
       names_[static_cast<size_t>(id)] = {name};
       ++arg;

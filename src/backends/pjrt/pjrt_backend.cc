@@ -262,8 +262,9 @@ std::string DeviceInfo::to_string() const {
   std::string out = "pjrt:" + std::to_string(index) + "  id " + std::to_string(id) + "  kind " +
                     kind + "  platform " + platform;
   if (bytes_limit) out += "  memory " + size(*bytes_limit);
-  if (bytes_in_use) out += std::string(bytes_limit ? " (" : "  memory ") + size(*bytes_in_use) +
-                           " in use" + (bytes_limit ? ")" : "");
+  if (bytes_in_use)
+    out += std::string(bytes_limit ? " (" : "  memory ") + size(*bytes_in_use) + " in use" +
+           (bytes_limit ? ")" : "");
   return out;
 }
 

@@ -389,7 +389,8 @@ std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> LoadedProgram::execute_a
   p.check(p.api->PJRT_LoadedExecutable_Execute(&a), "pjrt: execute failed");
   std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> result(n);
   for (size_t d = 0; d < n; ++d)
-    for (capi::PJRT_Buffer* b : outs[d]) result[d].push_back(std::make_unique<DeviceBuffer>(client_, b));
+    for (capi::PJRT_Buffer* b : outs[d])
+      result[d].push_back(std::make_unique<DeviceBuffer>(client_, b));
   return result;
 }
 

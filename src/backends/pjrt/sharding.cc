@@ -101,16 +101,16 @@ Mesh::Mesh(std::vector<std::pair<std::string, int64_t>> axes, std::vector<int> d
   for (const auto& [name, size] : axes_) {
     check(!name.empty(), "Mesh: an axis name is empty");
     check(seen.insert(name).second, "Mesh: axis '" + name + "' appears twice");
-    check(size >= 1, "Mesh: axis '" + name + "' has size " + std::to_string(size) +
-                         "; sizes must be >= 1");
+    check(size >= 1,
+          "Mesh: axis '" + name + "' has size " + std::to_string(size) + "; sizes must be >= 1");
     n *= size;
   }
   if (devices.empty()) {
     for (int i = 0; i < n; ++i) devices.push_back(i);
   }
-  check(static_cast<int64_t>(devices.size()) == n,
-        "Mesh: " + std::to_string(devices.size()) + " devices for axes of " + std::to_string(n) +
-            " positions");
+  check(static_cast<int64_t>(devices.size()) == n, "Mesh: " + std::to_string(devices.size()) +
+                                                       " devices for axes of " + std::to_string(n) +
+                                                       " positions");
   std::set<int> distinct;
   for (int d : devices) {
     check(d >= 0, "Mesh: device index " + std::to_string(d) + " is negative");
@@ -167,8 +167,8 @@ std::string PartitionSpec::to_string() const {
 
 void validate_sharding(const Mesh& mesh, const PartitionSpec& spec, const Shape& shape,
                        const std::string& what) {
-  std::string where = what + " " + shape.to_string() + " with " + spec.to_string() + " on " +
-                      mesh.to_string();
+  std::string where =
+      what + " " + shape.to_string() + " with " + spec.to_string() + " on " + mesh.to_string();
   check(static_cast<int>(spec.dims.size()) <= shape.rank(),
         "sharding of " + where + ": the spec has " + std::to_string(spec.dims.size()) +
             " dims but the tensor has rank " + std::to_string(shape.rank()));
@@ -188,10 +188,9 @@ void validate_sharding(const Mesh& mesh, const PartitionSpec& spec, const Shape&
       pieces *= mesh.axes()[static_cast<size_t>(i)].second;
     }
     int64_t size = shape[static_cast<int>(d)];
-    check(size % pieces == 0, "sharding of " + where + ": dim " + std::to_string(d) +
-                                  " of size " + std::to_string(size) +
-                                  " is not divisible by " + std::to_string(pieces) + " (" +
-                                  quoted_axes(spec.dims[d]) + ")");
+    check(size % pieces == 0, "sharding of " + where + ": dim " + std::to_string(d) + " of size " +
+                                  std::to_string(size) + " is not divisible by " +
+                                  std::to_string(pieces) + " (" + quoted_axes(spec.dims[d]) + ")");
   }
 }
 
@@ -242,8 +241,8 @@ std::vector<Tensor> split_by_sharding(const Tensor& t, const Mesh& mesh,
     Tensor s(t.dtype(), piece);
     std::vector<int64_t> offsets(piece.dims().size());
     for (size_t d = 0; d < offsets.size(); ++d) offsets[d] = tl.tile_of[p][d] * piece.dims()[d];
-    copy_block(const_cast<std::byte*>(t.data()), t.shape().dims(), s.data(), piece.dims(),
-               offsets, elem, /*to_block=*/true);
+    copy_block(const_cast<std::byte*>(t.data()), t.shape().dims(), s.data(), piece.dims(), offsets,
+               elem, /*to_block=*/true);
     out.push_back(std::move(s));
   }
   return out;

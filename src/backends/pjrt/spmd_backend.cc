@@ -35,10 +35,9 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
       if (s.name == name) return true;
     return false;
   };
-  for (const auto& [kind, map, specs] :
-       {std::tuple{"input", &config.inputs, &io.inputs},
-        std::tuple{"param", &config.params, &io.params},
-        std::tuple{"output", &config.outputs, &io.outputs}})
+  for (const auto& [kind, map, specs] : {std::tuple{"input", &config.inputs, &io.inputs},
+                                         std::tuple{"param", &config.params, &io.params},
+                                         std::tuple{"output", &config.outputs, &io.outputs}})
     for (const auto& [name, spec] : *map)
       check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
                                      "' (" + kind + "s: " + names_of(*specs) + ")");
@@ -63,8 +62,8 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
   a.result_specs.resize(g.outputs().size());
   for (size_t i = 0; i < io.outputs.size(); ++i) {
     size_t out = io.returned[i];
-    a.result_specs[out] = spec_of(config.outputs, io.outputs[i].name,
-                                  g.type(g.outputs()[out]).shape, "output");
+    a.result_specs[out] =
+        spec_of(config.outputs, io.outputs[i].name, g.type(g.outputs()[out]).shape, "output");
   }
   for (size_t i = 0; i < g.outputs().size(); ++i)
     a.spmd.results.push_back(
@@ -135,8 +134,7 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
         shards = &fed.back();
       }
       for (size_t slot = 0; slot < n; ++slot)
-        args[slot].push_back(
-            (*shards)[static_cast<size_t>(p.position_of_slot[slot])]->raw());
+        args[slot].push_back((*shards)[static_cast<size_t>(p.position_of_slot[slot])]->raw());
     }
     std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> outs =
         p.loaded->execute_all(args, p.graph.outputs().size());
@@ -198,8 +196,8 @@ class PjrtSpmdBackend final : public Backend {
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
     check_compile_request(pjrt_facts(), device, graph, options);
-    check(options.state.empty(), "pjrt: state is not supported with a mesh yet (" +
-                                     sharding_.mesh.to_string() + ")");
+    check(options.state.empty(),
+          "pjrt: state is not supported with a mesh yet (" + sharding_.mesh.to_string() + ")");
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
     auto program = std::make_shared<SpmdProgram>();
     SpmdProgram& p = *program;
@@ -241,8 +239,9 @@ class PjrtSpmdBackend final : public Backend {
     for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
       int64_t pos = 0;
       while (pos < p.mesh.size() && p.device_of_position[static_cast<size_t>(pos)] != d) ++pos;
-      check(pos < p.mesh.size(), "pjrt: internal error: the executable runs on a device "
-                                 "outside the mesh");
+      check(pos < p.mesh.size(),
+            "pjrt: internal error: the executable runs on a device "
+            "outside the mesh");
       p.position_of_slot.push_back(pos);
     }
     check(static_cast<int64_t>(p.position_of_slot.size()) == p.mesh.size(),

@@ -43,7 +43,10 @@ TEST(PjrtMesh, ShapeCoordsAndErrors) {
             "Mesh: needs at least one axis");
   EXPECT_EQ(error_of([] { Mesh({{"a", 2}, {"a", 2}}); }), "Mesh: axis 'a' appears twice");
   EXPECT_EQ(error_of([] { Mesh({{"a", 0}}); }), "Mesh: axis 'a' has size 0; sizes must be >= 1");
-  EXPECT_EQ(error_of([] { Mesh({{"a", 2}}, {0, 1, 2}); }), "Mesh: 3 devices for axes of 2 positions");
+  EXPECT_EQ(error_of([] {
+              Mesh({{"a", 2}}, {0, 1, 2});
+            }),
+            "Mesh: 3 devices for axes of 2 positions");
   EXPECT_EQ(error_of([] { Mesh({{"a", 2}}, {1, 1}); }), "Mesh: device pjrt:1 appears twice");
 }
 
@@ -57,11 +60,14 @@ TEST(PjrtMesh, PartitionSpecText) {
 
 TEST(PjrtMesh, ValidationErrorsNameTheTensor) {
   Shape s{6, 8};
-  EXPECT_EQ(error_of([&] { validate_sharding(kMesh2x2, PartitionSpec({"batch"}), s, "input 'x'"); }),
-            "sharding of input 'x' [6,8] with P('batch') on Mesh('data': 2, 'model': 2): "
-            "unknown mesh axis 'batch' (axes: 'data', 'model')");
   EXPECT_EQ(
-      error_of([&] { validate_sharding(kMesh2x2, PartitionSpec({"data", "data"}), s, "param 'w'"); }),
+      error_of([&] { validate_sharding(kMesh2x2, PartitionSpec({"batch"}), s, "input 'x'"); }),
+      "sharding of input 'x' [6,8] with P('batch') on Mesh('data': 2, 'model': 2): "
+      "unknown mesh axis 'batch' (axes: 'data', 'model')");
+  EXPECT_EQ(
+      error_of([&] {
+        validate_sharding(kMesh2x2, PartitionSpec({"data", "data"}), s, "param 'w'");
+      }),
       "sharding of param 'w' [6,8] with P('data', 'data') on Mesh('data': 2, 'model': 2): mesh "
       "axis 'data' is used twice");
   EXPECT_EQ(error_of([&] {
@@ -83,8 +89,7 @@ TEST(PjrtMesh, HloShardingText) {
   Shape s{4, 8};
   EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec(), s), "{replicated}");
   EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec({"data", "model"}), s), "{devices=[2,2]<=[4]}");
-  EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec({"model", "data"}), s),
-            "{devices=[2,2]0,2,1,3}");
+  EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec({"model", "data"}), s), "{devices=[2,2]0,2,1,3}");
   EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec({"data"}), s),
             "{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
   EXPECT_EQ(hlo_sharding(kMesh2x2, PartitionSpec({"", "model"}), s),
@@ -164,7 +169,8 @@ std::vector<Case> mlp_cases(const Graph& g) {
   Mesh data({{"data", 4}}), model({{"model", 4}});
   std::vector<Case> cases;
   cases.push_back({"replicated", {data, {}, {}, {}}});
-  cases.push_back({"batch", {data, {{"x", PartitionSpec({"data"})}}, {}, {{y, PartitionSpec({"data"})}}}});
+  cases.push_back(
+      {"batch", {data, {{"x", PartitionSpec({"data"})}}, {}, {{y, PartitionSpec({"data"})}}}});
   cases.push_back({"model",
                    {model,
                     {},
@@ -214,7 +220,8 @@ TEST(PjrtSpmd, WrongAssemblyWouldBeCaught) {
   for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = static_cast<float>(i);
   std::vector<Tensor> shards = split_by_sharding(t, Mesh({{"data", 4}}), PartitionSpec({"data"}));
   std::swap(shards[0], shards[1]);
-  Tensor wrong = assemble_from_shards(shards, t.type(), Mesh({{"data", 4}}), PartitionSpec({"data"}));
+  Tensor wrong =
+      assemble_from_shards(shards, t.type(), Mesh({{"data", 4}}), PartitionSpec({"data"}));
   EXPECT_FALSE(all_close(wrong, t, kShardedTol));
 }
 
@@ -243,10 +250,16 @@ TEST(PjrtSpmd, EncoderLayerEverySharding) {
       {"ffn.out.weight", PartitionSpec({"model", ""})}};
   std::vector<Case> cases = {
       {"replicated", {Mesh({{"data", 4}}), {}, {}, {}}},
-      {"batch", {Mesh({{"data", 4}}), {{"x", PartitionSpec({"data"})}}, {}, {{y, PartitionSpec({"data"})}}}},
+      {"batch",
+       {Mesh({{"data", 4}}), {{"x", PartitionSpec({"data"})}}, {}, {{y, PartitionSpec({"data"})}}}},
       {"model", {Mesh({{"model", 4}}), {}, megatron, {}}},
-      {"mixed_2x2", {kMesh2x2, {{"x", PartitionSpec({"data"})}}, megatron, {{y, PartitionSpec({"data"})}}}},
-      {"sequence", {Mesh({{"seq", 4}}), {{"x", PartitionSpec({"", "seq"})}}, {}, {{y, PartitionSpec({"", "seq"})}}}},
+      {"mixed_2x2",
+       {kMesh2x2, {{"x", PartitionSpec({"data"})}}, megatron, {{y, PartitionSpec({"data"})}}}},
+      {"sequence",
+       {Mesh({{"seq", 4}}),
+        {{"x", PartitionSpec({"", "seq"})}},
+        {},
+        {{y, PartitionSpec({"", "seq"})}}}},
   };
   for (const Case& c : cases) {
     auto backend = make_pjrt_spmd_backend(c.config, testing::test_plugin());
@@ -306,14 +319,19 @@ TEST(PjrtSpmd, GoldenModuleCarriesTheShardings) {
 TEST(PjrtSpmd, BadShardingsAreClearErrors) {
   Graph g = mlp();
   auto lower = [&](ShardingConfig c) { return lower_to_stablehlo_sharded(g, c, f32_options()); };
-  EXPECT_EQ(error_of([&] { lower({kMesh2x2, {{"z", PartitionSpec({"data"})}}, {}, {}}); }),
+  EXPECT_EQ(error_of([&] {
+              lower({kMesh2x2, {{"z", PartitionSpec({"data"})}}, {}, {}});
+            }),
             "sharding: the graph has no input 'z' (inputs: 'x')");
-  EXPECT_EQ(error_of([&] { lower({kMesh2x2, {}, {{"w3", PartitionSpec()}}, {}}); }),
+  EXPECT_EQ(error_of([&] {
+              lower({kMesh2x2, {}, {{"w3", PartitionSpec()}}, {}});
+            }),
             "sharding: the graph has no param 'w3' (params: 'w1', 'b1', 'w2', 'b2')");
-  EXPECT_EQ(
-      error_of([&] { lower({kMesh2x2, {}, {{"w1", PartitionSpec({"", "batch"})}}, {}}); }),
-      "sharding of param 'w1' [16,32] with P(None, 'batch') on Mesh('data': 2, 'model': 2): "
-      "unknown mesh axis 'batch' (axes: 'data', 'model')");
+  EXPECT_EQ(error_of([&] {
+              lower({kMesh2x2, {}, {{"w1", PartitionSpec({"", "batch"})}}, {}});
+            }),
+            "sharding of param 'w1' [16,32] with P(None, 'batch') on Mesh('data': 2, 'model': 2): "
+            "unknown mesh axis 'batch' (axes: 'data', 'model')");
   EXPECT_EQ(error_of([&] {
               lower({Mesh({{"data", 3}}, {0, 1, 2}), {{"x", PartitionSpec({"data"})}}, {}, {}});
             }),
@@ -326,8 +344,9 @@ TEST(PjrtSpmd, BadShardingsAreClearErrors) {
             "'model': 2): mesh axis 'model' is used twice");
   if (testing::test_plugin().empty()) return;
   auto backend = make_pjrt_spmd_backend({Mesh({{"data", 8}}), {}, {}, {}}, testing::test_plugin());
-  std::string msg =
-      error_of([&] { backend->compile(g, f32_options(), Device{DeviceKind::Pjrt, 0}); });
+  std::string msg = error_of([&] {
+    backend->compile(g, f32_options(), Device{DeviceKind::Pjrt, 0});
+  });
   EXPECT_NE(msg.find("the mesh uses device pjrt:"), std::string::npos) << msg;
 }
 
