@@ -377,6 +377,8 @@ def compile_sharded(graph: Graph, mesh: Mesh,
                     out_shardings: Mapping[str, PartitionSpec | None]
                     | Sequence[PartitionSpec | None] | None = None,
                     precision: str | None = None, plugin: str | None = None) -> Executable: ...
+def compile_replicated(graph: Graph, devices: Sequence[int], precision: str | None = None,
+                       plugin: str | None = None) -> Executable: ...
 def stablehlo_sharded(graph: Graph, mesh: Mesh,
                       in_shardings: Mapping[str, PartitionSpec | None] = ...,
                       param_shardings: Mapping[str, PartitionSpec | None] = ...,

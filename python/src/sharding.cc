@@ -174,6 +174,25 @@ void bind_sharding(py::module_& m) {
       "and return whole numpy arrays.");
 
   m.def(
+      "compile_replicated",
+      [](const Graph& g, const std::vector<int>& devices,
+         const std::optional<std::string>& precision, const std::optional<std::string>& plugin) {
+        CompileOptions o = options_of(precision);
+        std::shared_ptr<Executable> exe;
+        {
+          py::gil_scoped_release nogil;
+          exe = pjrt::make_pjrt_replicated_backend(devices, plugin.value_or(""))
+                    ->compile(g, o, Device{DeviceKind::Pjrt, 0});
+        }
+        return wrap_executable(std::move(exe));
+      },
+      py::arg("graph"), py::arg("devices"), py::arg("precision") = py::none(),
+      py::arg("plugin") = py::none(),
+      "Replicated data parallelism (jax.pmap-style, XLA num_replicas): `graph` is one "
+      "replica's program; runs take inputs of len(devices) times its dim 0, split them over the "
+      "devices (params copied whole) and concatenate the outputs along dim 0.");
+
+  m.def(
       "stablehlo_sharded",
       [](const Graph& g, const Mesh& mesh, const py::dict& in_shardings,
          const py::dict& param_shardings, const py::object& out_shardings,

@@ -109,3 +109,25 @@ def test_mlp_sharded_equals_one_device(name):
     got = exe.run(x=f["x"])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert "mhlo.num_partitions = 4" in exe.kernel_report()
+
+
+@needs_plugin
+def test_replicated_data_parallel_equals_one_device():
+    if len(rlx.pjrt_devices()) < 4:
+        pytest.skip("needs 4 pjrt devices")
+    f = feeds(2)
+    one = rlx.Session("pjrt:0", precision="always-f32").compile(mlp())
+    for k in ("w1", "b1", "w2", "b2"):
+        one.set_param(k, f[k])
+    want = one.run(x=f["x"])
+    g = rlx.Graph("mlp")  # one replica's program: batch 2
+    x = g.input("x", (2, 16))
+    w1, b1 = g.param("w1", (16, 32)), g.param("b1", (32,))
+    w2, b2 = g.param("w2", (32, 4)), g.param("b2", (4,))
+    g.outputs(g.relu(x @ w1 + b1) @ w2 + b2)
+    exe = rlx.compile_replicated(g, [0, 1, 2, 3], precision="always-f32")
+    assert exe.inputs[0][1] == (8, 16)
+    for k in ("w1", "b1", "w2", "b2"):
+        exe.set_param(k, f[k])
+    np.testing.assert_allclose(exe.run(x=f["x"]), want, rtol=1e-5, atol=1e-5)
+    assert "mhlo.num_replicas = 4" in exe.kernel_report()

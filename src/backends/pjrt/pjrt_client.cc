@@ -297,6 +297,28 @@ std::string spmd_compile_options(const std::vector<int64_t>& device_ids) {
   return options;
 }
 
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
+  // DeviceAssignmentProto: replica_count N, one computation whose replica_device_ids (packed)
+  // are the N devices.
+  std::string ids;
+  for (int64_t id : device_ids) put_varint(ids, static_cast<uint64_t>(id));
+  std::string computation;
+  put_bytes(computation, 1, ids);
+  std::string assignment;
+  put_int(assignment, 1, device_ids.size());
+  put_int(assignment, 2, 1);
+  put_bytes(assignment, 3, computation);
+  // ExecutableBuildOptionsProto { num_replicas (4) = N, num_partitions (5) = 1,
+  // device_assignment (9) }; no SPMD partitioning: every replica runs the whole program.
+  std::string build;
+  put_int(build, 4, device_ids.size());
+  put_int(build, 5, 1);
+  put_bytes(build, 9, assignment);
+  std::string options;
+  put_bytes(options, 3, build);
+  return options;
+}
+
 LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
                              const std::string& options)
     : client_(std::move(client)) {

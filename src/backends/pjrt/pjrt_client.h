@@ -112,4 +112,8 @@ std::string minimal_compile_options();
 /// use_spmd_partitioning on and that device assignment.
 std::string spmd_compile_options(const std::vector<int64_t>& device_ids);
 
+/// The serialized xla.CompileOptionsProto of replicated data parallelism: one replica per
+/// entry of `device_ids` (replica r on device_ids[r]), one partition, no SPMD partitioning.
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids);
+
 }  // namespace rlx::pjrt

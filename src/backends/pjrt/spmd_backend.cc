@@ -71,6 +71,24 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
   return a;
 }
 
+// Replicated data parallelism (pmap-style): every input and output is split / joined along
+// dim 0 over a one-axis mesh "replica", params are copied whole; the module carries no
+// shardings, only mhlo.num_replicas.
+Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
+  Annotated a;
+  a.spmd.num_replicas = replicas;
+  for (const IoSpec& s : io.inputs)
+    check(s.type.shape.rank() >= 1, "replicated data parallelism: input '" + s.name +
+                                        "' is a scalar; every input is split along dim 0");
+  for (const IoSpec& s : io.outputs)
+    check(s.type.shape.rank() >= 1, "replicated data parallelism: output '" + s.name +
+                                        "' is a scalar; every output is joined along dim 0");
+  for (int32_t id : g.inputs()) a.arg_specs[id] = PartitionSpec({"replica"});
+  for (int32_t id : g.params()) a.arg_specs[id] = PartitionSpec();
+  a.result_specs.assign(g.outputs().size(), PartitionSpec({"replica"}));
+  return a;
+}
+
 struct SpmdProgram : ProgramInfo {
   std::string stablehlo;
   Mesh mesh;
@@ -184,8 +202,10 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
 
 class PjrtSpmdBackend final : public Backend {
  public:
-  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path)
-      : sharding_(std::move(sharding)), plugin_path_(std::move(plugin_path)) {
+  // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
+  // of an SPMD program.
+  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false)
+      : sharding_(std::move(sharding)), plugin_path_(std::move(plugin_path)), replicas_(replicas) {
     check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
   }
 
@@ -204,7 +224,12 @@ class PjrtSpmdBackend final : public Backend {
     p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
     check_program_memory(pjrt_facts(), options, p);
     p.mesh = sharding_.mesh;
-    Annotated a = annotate(p.graph, io_specs_of(graph), sharding_);
+    Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
+                            : annotate(p.graph, io_specs_of(graph), sharding_);
+    if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0
+      for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
+      for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
+    }
     auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
       for (size_t i = 0; i < specs.size(); ++i)
         if (specs[i].name == name) return i;
@@ -234,7 +259,9 @@ class PjrtSpmdBackend final : public Backend {
       p.device_of_position.push_back(client->devices()[static_cast<size_t>(d)]);
       ids.push_back(client->describe_device(static_cast<size_t>(d)).id);
     }
-    p.loaded = std::make_unique<LoadedProgram>(client, p.stablehlo, spmd_compile_options(ids));
+    p.loaded = std::make_unique<LoadedProgram>(
+        client, p.stablehlo,
+        replicas_ ? replicated_compile_options(ids) : spmd_compile_options(ids));
     // Execute takes one argument list per addressable device of the executable, in its order.
     for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
       int64_t pos = 0;
@@ -271,6 +298,7 @@ class PjrtSpmdBackend final : public Backend {
 
   ShardingConfig sharding_;
   std::string plugin_path_;
+  bool replicas_ = false;
   std::mutex mu_;
   std::shared_ptr<const Client> client_;
 };
@@ -279,6 +307,15 @@ class PjrtSpmdBackend final : public Backend {
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
   return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path));
+}
+
+std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
+                                                      std::string plugin_path) {
+  check(!devices.empty(), "make_pjrt_replicated_backend: no devices");
+  auto n = static_cast<int64_t>(devices.size());
+  Mesh mesh({{"replica", n}}, std::move(devices));
+  return std::make_shared<PjrtSpmdBackend>(ShardingConfig{std::move(mesh), {}, {}, {}},
+                                           std::move(plugin_path), /*replicas=*/true);
 }
 
 std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,

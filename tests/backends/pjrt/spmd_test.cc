@@ -288,6 +288,43 @@ TEST(PjrtSpmd, ParamsArePlacedOnceAndClonesShareThem) {
   EXPECT_NE(exe->kernels().program.find("mhlo.num_partitions = 4"), std::string::npos);
 }
 
+// Replicated data parallelism: the per-replica MLP (batch 2) on 4 replicas equals the batch-8
+// MLP on one device; the module carries mhlo.num_replicas = 4 and no shardings.
+TEST(PjrtSpmd, ReplicatedDataParallelMlp) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  if (describe_plugin(testing::test_plugin()).devices.size() < 4)
+    GTEST_SKIP() << "needs a plugin with 4 devices";
+  Graph full = mlp();
+  TensorMap feeds = random_feeds(full, 9);
+  std::vector<Tensor> want = run_on(*testing::test_backend(), full, feeds);
+  Graph one("mlp");  // one replica's program: batch 2
+  Value x = one.input("x", DType::f32, Shape{2, 16});
+  Value w1 = one.param("w1", DType::f32, Shape{16, 32});
+  Value b1 = one.param("b1", DType::f32, Shape{32});
+  Value w2 = one.param("w2", DType::f32, Shape{32, 4});
+  Value b2 = one.param("b2", DType::f32, Shape{4});
+  one.set_outputs({one.add(one.matmul(one.relu(one.add(one.matmul(x, w1), b1)), w2), b2)});
+  // Replicas on the devices in another order than the batch rows.
+  auto backend = make_pjrt_replicated_backend({2, 0, 3, 1}, testing::test_plugin());
+  std::unique_ptr<Executable> exe =
+      backend->compile(one, f32_options(), Device{DeviceKind::Pjrt, 0});
+  EXPECT_EQ(exe->inputs()[0].type.shape, (Shape{8, 16}));
+  EXPECT_EQ(exe->outputs()[0].type.shape, (Shape{8, 4}));
+  const std::string& program = exe->kernels().program;
+  EXPECT_NE(program.find("attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 4 : "
+                         "i32}"),
+            std::string::npos)
+      << program;
+  EXPECT_EQ(program.find("mhlo.sharding"), std::string::npos) << program;
+  for (int32_t id : one.params()) exe->set_param(one.node(id).name, feeds.at(one.node(id).name));
+  std::vector<Tensor> got = exe->run({{"x", feeds.at("x")}});
+  EXPECT_TRUE(all_close(got[0], want[0], kShardedTol));
+  EXPECT_EQ(error_of([&] {
+              make_pjrt_replicated_backend({0, 0});
+            }),
+            "Mesh: device pjrt:0 appears twice");
+}
+
 // ---- Golden SPMD module and errors
 
 TEST(PjrtSpmd, GoldenModuleCarriesTheShardings) {

@@ -93,6 +93,20 @@ std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
                                                 std::string plugin_path = "");
 
+/// Replicated data parallelism (jax.pmap-style, XLA num_replicas): the graph is ONE replica's
+/// program (its inputs and outputs have the per-device batch b in dim 0); the executable runs
+/// it on every device of `devices` (pjrt indices, replica r on devices[r]) at once. Runs take
+/// inputs of N * b along dim 0, give replica r rows [r * b, (r + 1) * b), copy params whole to
+/// every device (once, at set_param), and return each output as the replicas' results
+/// concatenated along dim 0; the executable's inputs() / outputs() report those N * b shapes.
+/// The module carries mhlo.num_replicas = N and no shardings; the compile options
+/// num_replicas = N, num_partitions = 1 and the device assignment. Only correct for graphs
+/// whose rows are independent (no reduction over the batch); there are no collectives in the
+/// IR yet. Throws rlx::Error for an empty or repeated device list, a scalar input or output,
+/// a device the plugin lacks, or state.
+std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
+                                                      std::string plugin_path = "");
+
 /// The SPMD module make_pjrt_spmd_backend(sharding) would compile for `graph` under exactly
 /// `options` (lower_to_stablehlo with the sharding annotations). Needs no plugin; throws
 /// rlx::Error as that backend's compile does for a bad sharding.
