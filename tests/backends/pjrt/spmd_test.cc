@@ -353,6 +353,52 @@ TEST(PjrtSpmd, GoldenModuleCarriesTheShardings) {
       << replicated;
 }
 
+// The @main signature of a module (its line), where the shardings are.
+std::string main_signature(const std::string& module) {
+  size_t at = module.find("  func.func public @main(");
+  return module.substr(at, module.find('\n', at) - at);
+}
+
+// Golden signatures of the MLP's mixed 2x2 sharding and of the encoder layer's megatron
+// params (all four dims of the 2x2 mesh named once per tensor).
+TEST(PjrtSpmd, GoldenSignaturesOfTheMlpAndEncoder) {
+  Graph g = mlp();
+  std::string mlp_sig =
+      main_signature(lower_to_stablehlo_sharded(g, mlp_cases(g)[3].config, f32_options()));
+  EXPECT_EQ(mlp_sig,
+            "  func.func public @main("
+            "%arg0: tensor<8x16xf32> {mhlo.sharding = \"{devices=[2,1,2]<=[4] "
+            "last_tile_dim_replicate}\"}, "
+            "%arg1: tensor<16x32xf32> {mhlo.sharding = \"{devices=[1,2,2]0,2,1,3 "
+            "last_tile_dim_replicate}\"}, "
+            "%arg2: tensor<32xf32> {mhlo.sharding = \"{devices=[2,2]0,2,1,3 "
+            "last_tile_dim_replicate}\"}, "
+            "%arg3: tensor<32x4xf32> {mhlo.sharding = \"{devices=[2,1,2]0,2,1,3 "
+            "last_tile_dim_replicate}\"}, "
+            "%arg4: tensor<4xf32> {mhlo.sharding = \"{replicated}\"}) -> "
+            "(tensor<8x4xf32> {mhlo.sharding = \"{devices=[2,1,2]<=[4] "
+            "last_tile_dim_replicate}\"}) {");
+  models::EncoderBlockConfig cfg;
+  Graph enc = models::build_encoder_block(cfg);
+  ShardingConfig c{Mesh({{"model", 4}}),
+                   {},
+                   {{"attention.q.weight", PartitionSpec({"", "model"})},
+                    {"ffn.out.weight", PartitionSpec({"model", ""})}},
+                   {}};
+  std::string sig = main_signature(lower_to_stablehlo_sharded(enc, c, f32_options()));
+  EXPECT_NE(sig.find("tensor<2x16x64xf32> {mhlo.sharding = \"{replicated}\"}"), std::string::npos)
+      << sig;
+  EXPECT_NE(sig.find("tensor<64x64xf32> {mhlo.sharding = \"{devices=[1,4]<=[4]}\"}"),
+            std::string::npos)
+      << sig;
+  EXPECT_NE(sig.find("tensor<256x64xf32> {mhlo.sharding = \"{devices=[4,1]<=[4]}\"}"),
+            std::string::npos)
+      << sig;
+  EXPECT_NE(sig.find("-> (tensor<2x16x64xf32> {mhlo.sharding = \"{replicated}\"})"),
+            std::string::npos)
+      << sig;
+}
+
 TEST(PjrtSpmd, BadShardingsAreClearErrors) {
   Graph g = mlp();
   auto lower = [&](ShardingConfig c) { return lower_to_stablehlo_sharded(g, c, f32_options()); };
