@@ -39,7 +39,6 @@ struct PJRT_Memory;
 struct PJRT_Executable;
 struct PJRT_LoadedExecutable;
 struct PJRT_Buffer;
-struct PJRT_NamedValue;
 
 /// Header shared by every args struct.
 #define RLX_PJRT_ARGS_HEADER \
@@ -88,6 +87,31 @@ struct PJRT_Event_Await_Args {
   PJRT_Event* event;
   RLX_PJRT_ARGS_TAIL;
 };
+
+/// PJRT_NamedValue_Type: the kinds of a named value.
+enum PJRT_NamedValue_Type : int {
+  PJRT_NamedValue_kString = 0,
+  PJRT_NamedValue_kInt64 = 1,
+  PJRT_NamedValue_kInt64List = 2,
+  PJRT_NamedValue_kFloat = 3,
+};
+/// A named value (client create options). NOT padded with a tail: create options are an array
+/// the plugin walks with its own element size, so this must be exactly the upstream layout.
+struct PJRT_NamedValue {
+  size_t struct_size;
+  void* extension_start;
+  const char* name;
+  size_t name_size;
+  PJRT_NamedValue_Type type;
+  union {
+    const char* string_value;
+    int64_t int64_value;
+    const int64_t* int64_array_value;
+    float float_value;
+  };
+  size_t value_size;  // elements of an array / string, 1 for a scalar
+};
+static_assert(sizeof(PJRT_NamedValue) == 56, "PJRT_NamedValue must match the upstream layout");
 
 struct PJRT_Client_Create_Args {
   RLX_PJRT_ARGS_HEADER;

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -114,6 +115,25 @@ void Plugin::check(capi::PJRT_Error* err, const std::string& what) const {
 Client::Client(std::shared_ptr<const Plugin> plugin) : plugin_(std::move(plugin)) {
   const capi::PJRT_Api* api = plugin_->api;
   auto create = make_args<capi::PJRT_Client_Create_Args>();
+  // RLX_PJRT_CPU_DEVICE_COUNT: the XLA CPU plugin's "cpu_device_count" create option (its
+  // default is 4); passed only when set, since other plugins do not know it.
+  static constexpr char kCpuDevices[] = "cpu_device_count";
+  capi::PJRT_NamedValue option{};
+  if (const char* env = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT"); env != nullptr && *env) {
+    char* end = nullptr;
+    long long n = std::strtoll(env, &end, 10);
+    rlx::check(*end == '\0' && n >= 1 && n <= 2048,
+               std::string("RLX_PJRT_CPU_DEVICE_COUNT must be an integer in [1, 2048], got '") +
+                   env + "'");
+    option.struct_size = sizeof(option);
+    option.name = kCpuDevices;
+    option.name_size = sizeof(kCpuDevices) - 1;
+    option.type = capi::PJRT_NamedValue_kInt64;
+    option.int64_value = n;
+    option.value_size = 1;
+    create.create_options = &option;
+    create.num_options = 1;
+  }
   plugin_->check(api->PJRT_Client_Create(&create),
                  "pjrt: Client_Create of '" + plugin_->path + "'");
   client_ = create.client;

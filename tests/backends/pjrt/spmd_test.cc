@@ -3,6 +3,7 @@
 // 2-layer MLP and an encoder layer under every sharding against the single-device result.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
@@ -268,6 +269,59 @@ TEST(PjrtSpmd, EncoderLayerEverySharding) {
     EXPECT_TRUE(all_close(got[0], want[0], testing::kF32LayerTol, &err)) << c.name;
     std::cout << "[ encoder ] " << c.name << " max |err| = " << err << "\n";
   }
+}
+
+// RLX_PJRT_CPU_DEVICE_COUNT=8 gives the XLA CPU plugin 8 devices: the MLP and the encoder
+// layer on a 2x4 mesh (batch over "data", Megatron params over "model") equal one device.
+TEST(PjrtSpmd, EightCpuDevicesWhenConfigured) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  if (describe_plugin(testing::test_plugin()).platform != "cpu")
+    GTEST_SKIP() << "RLX_PJRT_CPU_DEVICE_COUNT is an XLA CPU plugin option";
+  const char* old = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT");
+  std::string saved = old ? old : "";
+  ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", "8", 1);
+  struct Restore {
+    std::string value;
+    bool had;
+    ~Restore() {
+      if (had)
+        ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", value.c_str(), 1);
+      else
+        ::unsetenv("RLX_PJRT_CPU_DEVICE_COUNT");
+    }
+  } restore{saved, old != nullptr};
+  ASSERT_EQ(describe_plugin(testing::test_plugin()).devices.size(), 8u);
+  Mesh mesh({{"data", 2}, {"model", 4}});
+  Graph g = mlp();
+  TensorMap feeds = random_feeds(g, 4);
+  std::vector<Tensor> want = run_on(*testing::test_backend(), g, feeds);
+  ShardingConfig c{mesh,
+                   {{"x", PartitionSpec({"data"})}},
+                   {{"w1", PartitionSpec({"", "model"})},
+                    {"b1", PartitionSpec({"model"})},
+                    {"w2", PartitionSpec({"model", ""})}},
+                   {{output_name(g), PartitionSpec({"data"})}}};
+  double err = 0;
+  EXPECT_TRUE(all_close(run_on(*make_pjrt_spmd_backend(c, testing::test_plugin()), g, feeds)[0],
+                        want[0], kShardedTol, &err));
+  std::cout << "[ mlp ] 2x4 on 8 devices max |err| = " << err << "\n";
+  models::EncoderBlockConfig cfg;
+  Graph enc = models::build_encoder_block(cfg);  // batch 2, 4 heads, ffn 256
+  TensorMap enc_feeds = models::encoder_block_feeds(enc, 12);
+  std::vector<Tensor> enc_want = run_on(*testing::test_backend(), enc, enc_feeds);
+  ShardingConfig ce{mesh,
+                    {{"x", PartitionSpec({"data"})}},
+                    {{"attention.q.weight", PartitionSpec({"", "model"})},
+                     {"attention.k.weight", PartitionSpec({"", "model"})},
+                     {"attention.v.weight", PartitionSpec({"", "model"})},
+                     {"attention.out.weight", PartitionSpec({"model", ""})},
+                     {"ffn.in.weight", PartitionSpec({"", "model"})},
+                     {"ffn.out.weight", PartitionSpec({"model", ""})}},
+                    {{output_name(enc), PartitionSpec({"data"})}}};
+  EXPECT_TRUE(
+      all_close(run_on(*make_pjrt_spmd_backend(ce, testing::test_plugin()), enc, enc_feeds)[0],
+                enc_want[0], testing::kF32LayerTol, &err));
+  std::cout << "[ encoder ] 2x4 on 8 devices max |err| = " << err << "\n";
 }
 
 TEST(PjrtSpmd, ParamsArePlacedOnceAndClonesShareThem) {
