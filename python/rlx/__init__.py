@@ -25,8 +25,12 @@ from ._core import (
     Error,
     Executable,
     Graph,
+    Mesh,
+    PartitionSpec,
     Session,
     Value,
+    compile_replicated,
+    compile_sharded,
     default_digits_path,
     devices,
     from_dlpack,
@@ -37,7 +41,9 @@ from ._core import (
     ops,
     parse,
     physical_cores,
+    pjrt_devices,
     set_num_threads,
+    stablehlo_sharded,
     to_dlpack,
     train_demo,
     value_and_grad,
@@ -55,8 +61,13 @@ __all__ = [
     "Error",
     "Executable",
     "Graph",
+    "Mesh",
+    "P",
+    "PartitionSpec",
     "Session",
     "Value",
+    "compile_replicated",
+    "compile_sharded",
     "default_digits_path",
     "devices",
     "evaluate",
@@ -68,7 +79,9 @@ __all__ = [
     "ops",
     "parse",
     "physical_cores",
+    "pjrt_devices",
     "set_num_threads",
+    "stablehlo_sharded",
     "to_dlpack",
     "train_demo",
     "value_and_grad",
@@ -77,6 +90,9 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+#: jax.sharding.PartitionSpec's usual short name: ``rlx.P('data', None)``.
+P = PartitionSpec
 
 
 def evaluate(

@@ -3,6 +3,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+
+namespace rlx {
+class Executable;
+}
+
 namespace rlx::py_bind {
 
 /// Graph, Value, parse(), ops() (graph.cc).
@@ -21,5 +27,10 @@ void bind_train(pybind11::module_& m);
 void bind_onnx(pybind11::module_& m);
 /// _op_cases_json: the op-case table for the Python parity suite (testing.cc).
 void bind_testing(pybind11::module_& m);
+/// Mesh, PartitionSpec, pjrt_devices, compile_sharded, stablehlo_sharded (sharding.cc).
+void bind_sharding(pybind11::module_& m);
+
+/// An rlx.Executable over `exe` (runtime.cc), for bindings that compile outside a Session.
+pybind11::object wrap_executable(std::shared_ptr<Executable> exe);
 
 }  // namespace rlx::py_bind

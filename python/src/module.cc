@@ -15,4 +15,5 @@ PYBIND11_MODULE(_core, m) {
   rlx::py_bind::bind_train(m);
   rlx::py_bind::bind_onnx(m);
   rlx::py_bind::bind_testing(m);
+  rlx::py_bind::bind_sharding(m);
 }

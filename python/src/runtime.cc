@@ -195,6 +195,12 @@ TensorMap eval_feeds(const Graph& g, const py::dict& inputs, const py::dict& par
 
 }  // namespace
 
+py::object wrap_executable(std::shared_ptr<Executable> exe) {
+  PyExecutable pe;
+  pe.exe = std::move(exe);
+  return py::cast(std::move(pe));
+}
+
 void bind_runtime(py::module_& m) {
   py::class_<PyExecutable>(m, "Executable", "A graph compiled for one device.")
       .def("run", &run, "Runs the graph: positional inputs in graph order, one dict or keywords.")

@@ -181,7 +181,8 @@ int run_devices() {
           pjrt::PluginInfo info = pjrt::describe_plugin(*path);
           std::printf("\t%s (PJRT API %d.%d, platform %s)", info.path.c_str(), info.api_major,
                       info.api_minor, info.platform.c_str());
-          for (const std::string& dev : info.devices) std::printf("\n\t  %s", dev.c_str());
+          for (const pjrt::DeviceInfo& dev : info.devices)
+            std::printf("\n\t  %s", dev.to_string().c_str());
         } catch (const Error& e) {
           std::printf("\tplugin not usable: %s", e.what());
         }

@@ -80,22 +80,35 @@ std::string Emitter::run() {
   std::string module = g_.name();
   bool plain = !module.empty() && !std::isdigit(static_cast<unsigned char>(module[0]));
   for (char c : module) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-  head << "module @" << (plain ? module : "\"" + module + "\"") << " {\n";
+  head << "module @" << (plain ? module : "\"" + module + "\"");
+  if (spmd_)
+    head << " attributes {mhlo.num_partitions = " << spmd_->num_partitions
+         << " : i32, mhlo.num_replicas = " << spmd_->num_replicas << " : i32}";
+  head << " {\n";
   head << "  func.func public @main(";
   int arg = 0;
   for (const std::vector<int32_t>& leaves : {g_.inputs(), g_.params()}) {
     for (int32_t id : leaves) {
       std::string name = "%arg" + std::to_string(arg);
       head << (arg ? ", " : "") << name << ": " << tensor_type(g_.node(id).results[0]);
+      std::string attrs;
       if (auto it = aliases_.find(id); it != aliases_.end())
-        head << " {tf.aliasing_output = " << it->second << " : i32}";
+        attrs = "tf.aliasing_output = " + std::to_string(it->second) + " : i32";
+      if (spmd_)
+        if (auto it = spmd_->args.find(id); it != spmd_->args.end())
+          attrs +=
+              (attrs.empty() ? "" : ", ") + std::string("mhlo.sharding = \"") + it->second + "\"";
+      if (!attrs.empty()) head << " {" << attrs << "}";
       names_[static_cast<size_t>(id)] = {name};
       ++arg;
     }
   }
   head << ") -> (";
-  for (size_t i = 0; i < g_.outputs().size(); ++i)
+  for (size_t i = 0; i < g_.outputs().size(); ++i) {
     head << (i ? ", " : "") << tensor_type(g_.type(g_.outputs()[i]));
+    if (spmd_ && i < spmd_->results.size())
+      head << " {mhlo.sharding = \"" << spmd_->results[i] << "\"}";
+  }
   head << ") {\n";
   for (int32_t id = 0; id < static_cast<int32_t>(g_.nodes().size()); ++id) {
     const Node& n = g_.node(id);

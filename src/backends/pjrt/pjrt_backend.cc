@@ -1,10 +1,12 @@
 // The PJRT backend: legalizes a graph to the StableHLO-lowerable ops, emits StableHLO, compiles
 // it with a PJRT plugin and runs it; params and state live on the device between runs.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "backend_internal.h"
 #include "compile_cache.h"
 #include "pjrt_client.h"
 #include "rlx/backends/pjrt/pjrt.h"
@@ -102,6 +104,8 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
   }
 };
 
+}  // namespace
+
 // What the shared compile steps need to know about this backend: XLA devices are built for
 // bf16 matmuls, so AutoMixedBf16 is the default precision policy.
 BackendFacts pjrt_facts() {
@@ -130,6 +134,8 @@ KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo) {
   r.program = "pjrt: one XLA executable compiled from StableHLO:\n" + stablehlo;
   return r;
 }
+
+namespace {
 
 class PjrtBackend final : public Backend {
  public:
@@ -184,7 +190,11 @@ class PjrtBackend final : public Backend {
               client->plugin().path + "' has " + std::to_string(client->devices().size()) +
               " addressable device(s)");
     if (device.index > 0) p.pjrt_device = client->devices()[static_cast<size_t>(device.index)];
-    p.loaded = load_or_compile(client, p.stablehlo);  // the persistent compile cache
+    // The device assignment names the device: without one XLA compiles for its default device
+    // (pjrt:0) and refuses to execute on any other.
+    const int64_t id = client->describe_device(static_cast<size_t>(device.index)).id;
+    p.loaded = load_or_compile(client, p.stablehlo,  // the persistent compile cache
+                               replicated_compile_options({id}));
 
     ParamBindings<DeviceParam> params(p.params.size());  // bound by set_param
     return std::make_unique<PjrtExecutable>(std::move(program), std::move(params));
@@ -241,6 +251,26 @@ PluginInfo describe_plugin(const std::string& path) {
   for (size_t i = 0; i < client->devices().size(); ++i)
     info.devices.push_back(client->describe_device(i));
   return info;
+}
+
+std::string DeviceInfo::to_string() const {
+  auto size = [](int64_t bytes) {
+    char buf[32];
+    if (bytes >= (int64_t{1} << 30))
+      std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+    else if (bytes >= (int64_t{1} << 20))
+      std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    else
+      std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    return std::string(buf);
+  };
+  std::string out = "pjrt:" + std::to_string(index) + "  id " + std::to_string(id) + "  kind " +
+                    kind + "  platform " + platform;
+  if (bytes_limit) out += "  memory " + size(*bytes_limit);
+  if (bytes_in_use)
+    out += std::string(bytes_limit ? " (" : "  memory ") + size(*bytes_in_use) + " in use" +
+           (bytes_limit ? ")" : "");
+  return out;
 }
 
 std::string lower_to_stablehlo(const Graph& graph, const CompileOptions& options) {

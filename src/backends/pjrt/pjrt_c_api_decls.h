@@ -39,7 +39,6 @@ struct PJRT_Memory;
 struct PJRT_Executable;
 struct PJRT_LoadedExecutable;
 struct PJRT_Buffer;
-struct PJRT_NamedValue;
 
 /// Header shared by every args struct.
 #define RLX_PJRT_ARGS_HEADER \
@@ -88,6 +87,31 @@ struct PJRT_Event_Await_Args {
   PJRT_Event* event;
   RLX_PJRT_ARGS_TAIL;
 };
+
+/// PJRT_NamedValue_Type: the kinds of a named value.
+enum PJRT_NamedValue_Type : int {
+  PJRT_NamedValue_kString = 0,
+  PJRT_NamedValue_kInt64 = 1,
+  PJRT_NamedValue_kInt64List = 2,
+  PJRT_NamedValue_kFloat = 3,
+};
+/// A named value (client create options). NOT padded with a tail: create options are an array
+/// the plugin walks with its own element size, so this must be exactly the upstream layout.
+struct PJRT_NamedValue {
+  size_t struct_size;
+  void* extension_start;
+  const char* name;
+  size_t name_size;
+  PJRT_NamedValue_Type type;
+  union {
+    const char* string_value;
+    int64_t int64_value;
+    const int64_t* int64_array_value;
+    float float_value;
+  };
+  size_t value_size;  // elements of an array / string, 1 for a scalar
+};
+static_assert(sizeof(PJRT_NamedValue) == 56, "PJRT_NamedValue must match the upstream layout");
 
 struct PJRT_Client_Create_Args {
   RLX_PJRT_ARGS_HEADER;
@@ -200,6 +224,23 @@ struct PJRT_Device_GetDescription_Args {
   RLX_PJRT_ARGS_TAIL;
 };
 
+/// Memory statistics of a device; only bytes_in_use is always set, the others have an
+/// `_is_set` flag (plugins without statistics, e.g. XLA CPU, return an error instead).
+struct PJRT_Device_MemoryStats_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Device* device;
+  int64_t bytes_in_use;  // out
+  int64_t peak_bytes_in_use;
+  bool peak_bytes_in_use_is_set;
+  int64_t num_allocs;
+  bool num_allocs_is_set;
+  int64_t largest_alloc_size;
+  bool largest_alloc_size_is_set;
+  int64_t bytes_limit;  // out: the memory a user may allocate
+  bool bytes_limit_is_set;
+  RLX_PJRT_ARGS_TAIL;
+};
+
 struct PJRT_LoadedExecutable_Destroy_Args {
   RLX_PJRT_ARGS_HEADER;
   PJRT_LoadedExecutable* executable;
@@ -239,6 +280,13 @@ struct PJRT_Executable_DeserializeAndLoad_Args {
   RLX_PJRT_ARGS_TAIL;
 };
 
+struct PJRT_LoadedExecutable_AddressableDevices_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_LoadedExecutable* executable;
+  PJRT_Device* const* addressable_devices;  // out, owned by the executable
+  size_t num_addressable_devices;           // out
+  RLX_PJRT_ARGS_TAIL;
+};
 struct PJRT_ExecuteOptions {
   RLX_PJRT_ARGS_HEADER;
   void* send_callbacks;
@@ -334,7 +382,7 @@ struct PJRT_Api {
   PJRT_Fn PJRT_Device_LocalHardwareId;
   PJRT_Fn PJRT_Device_AddressableMemories;
   PJRT_Fn PJRT_Device_DefaultMemory;
-  PJRT_Fn PJRT_Device_MemoryStats;
+  PJRT_Error* (*PJRT_Device_MemoryStats)(PJRT_Device_MemoryStats_Args*);
 
   PJRT_Fn PJRT_Memory_Id;
   PJRT_Fn PJRT_Memory_Kind;
@@ -355,7 +403,8 @@ struct PJRT_Api {
 
   PJRT_Error* (*PJRT_LoadedExecutable_Destroy)(PJRT_LoadedExecutable_Destroy_Args*);
   PJRT_Error* (*PJRT_LoadedExecutable_GetExecutable)(PJRT_LoadedExecutable_GetExecutable_Args*);
-  PJRT_Fn PJRT_LoadedExecutable_AddressableDevices;
+  PJRT_Error* (*PJRT_LoadedExecutable_AddressableDevices)(
+      PJRT_LoadedExecutable_AddressableDevices_Args*);
   PJRT_Fn PJRT_LoadedExecutable_Delete;
   PJRT_Fn PJRT_LoadedExecutable_IsDeleted;
   PJRT_Error* (*PJRT_LoadedExecutable_Execute)(PJRT_LoadedExecutable_Execute_Args*);

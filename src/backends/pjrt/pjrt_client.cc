@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -114,6 +115,25 @@ void Plugin::check(capi::PJRT_Error* err, const std::string& what) const {
 Client::Client(std::shared_ptr<const Plugin> plugin) : plugin_(std::move(plugin)) {
   const capi::PJRT_Api* api = plugin_->api;
   auto create = make_args<capi::PJRT_Client_Create_Args>();
+  // RLX_PJRT_CPU_DEVICE_COUNT: the XLA CPU plugin's "cpu_device_count" create option (its
+  // default is 4); passed only when set, since other plugins do not know it.
+  static constexpr char kCpuDevices[] = "cpu_device_count";
+  capi::PJRT_NamedValue option{};
+  if (const char* env = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT"); env != nullptr && *env) {
+    char* end = nullptr;
+    long long n = std::strtoll(env, &end, 10);
+    rlx::check(*end == '\0' && n >= 1 && n <= 2048,
+               std::string("RLX_PJRT_CPU_DEVICE_COUNT must be an integer in [1, 2048], got '") +
+                   env + "'");
+    option.struct_size = sizeof(option);
+    option.name = kCpuDevices;
+    option.name_size = sizeof(kCpuDevices) - 1;
+    option.type = capi::PJRT_NamedValue_kInt64;
+    option.int64_value = n;
+    option.value_size = 1;
+    create.create_options = &option;
+    create.num_options = 1;
+  }
   plugin_->check(api->PJRT_Client_Create(&create),
                  "pjrt: Client_Create of '" + plugin_->path + "'");
   client_ = create.client;
@@ -155,19 +175,35 @@ std::string Client::platform_version() const {
   return std::string(a.platform_version, a.platform_version_size);
 }
 
-std::string Client::describe_device(size_t i) const {
+DeviceInfo Client::describe_device(size_t i) const {
   const capi::PJRT_Api* api = plugin_->api;
+  DeviceInfo info;
+  info.index = static_cast<int>(i);
+  info.platform = platform();
   auto d = make_args<capi::PJRT_Device_GetDescription_Args>();
   d.device = devices_.at(i);
   plugin_->check(api->PJRT_Device_GetDescription(&d), "pjrt: Device_GetDescription");
   auto id = make_args<capi::PJRT_DeviceDescription_Id_Args>();
   id.device_description = d.device_description;
   plugin_->check(api->PJRT_DeviceDescription_Id(&id), "pjrt: DeviceDescription_Id");
+  info.id = id.id;
   auto kind = make_args<capi::PJRT_DeviceDescription_Kind_Args>();
   kind.device_description = d.device_description;
   plugin_->check(api->PJRT_DeviceDescription_Kind(&kind), "pjrt: DeviceDescription_Kind");
-  return "id " + std::to_string(id.id) + ": " +
-         std::string(kind.device_kind, kind.device_kind_size);
+  info.kind = std::string(kind.device_kind, kind.device_kind_size);
+  // Memory statistics are optional: a plugin without them (XLA CPU) returns an error, which
+  // only means "unknown" here.
+  auto mem = make_args<capi::PJRT_Device_MemoryStats_Args>();
+  mem.device = devices_[i];
+  if (capi::PJRT_Error* err = api->PJRT_Device_MemoryStats(&mem); err != nullptr) {
+    auto destroy = make_args<capi::PJRT_Error_Destroy_Args>();
+    destroy.error = err;
+    api->PJRT_Error_Destroy(&destroy);
+  } else {
+    info.bytes_in_use = mem.bytes_in_use;
+    if (mem.bytes_limit_is_set) info.bytes_limit = mem.bytes_limit;
+  }
+  return info;
 }
 
 std::unique_ptr<DeviceBuffer> Client::upload(const Tensor& t, capi::PJRT_Device* device) const {
@@ -237,6 +273,77 @@ std::string minimal_compile_options() {
   // Tags are (field << 3) | wire type: 3<<3|2 = 0x1a (length-delimited), 4<<3|0 = 0x20 and
   // 5<<3|0 = 0x28 (varint). Every other field keeps its proto default.
   return std::string("\x1a\x04\x20\x01\x28\x01", 6);
+}
+
+namespace {
+
+// Protobuf wire format, just what the compile options need: varints and length-delimited
+// fields (tag = field << 3 | wire type; 0 = varint, 2 = length-delimited).
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+void put_int(std::string& out, int field, uint64_t v) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);
+  put_varint(out, v);
+}
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids) {
+  // xla.DeviceAssignmentProto { replica_count (1), computation_count (2),
+  //   repeated ComputationDevice computation_devices (3) { repeated int64 replica_device_ids
+  //   (1), packed } }: one computation (partition) per device, one replica each.
+  std::string assignment;
+  put_int(assignment, 1, 1);
+  put_int(assignment, 2, device_ids.size());
+  for (int64_t id : device_ids) {
+    std::string ids;
+    put_varint(ids, static_cast<uint64_t>(id));
+    std::string computation;
+    put_bytes(computation, 1, ids);
+    put_bytes(assignment, 3, computation);
+  }
+  // xla.ExecutableBuildOptionsProto { num_replicas (4), num_partitions (5),
+  //   use_spmd_partitioning (6), device_assignment (9) }.
+  std::string build;
+  put_int(build, 4, 1);
+  put_int(build, 5, device_ids.size());
+  put_int(build, 6, 1);
+  put_bytes(build, 9, assignment);
+  std::string options;  // xla.CompileOptionsProto { executable_build_options (3) }
+  put_bytes(options, 3, build);
+  return options;
+}
+
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
+  // DeviceAssignmentProto: replica_count N, one computation whose replica_device_ids (packed)
+  // are the N devices.
+  std::string ids;
+  for (int64_t id : device_ids) put_varint(ids, static_cast<uint64_t>(id));
+  std::string computation;
+  put_bytes(computation, 1, ids);
+  std::string assignment;
+  put_int(assignment, 1, device_ids.size());
+  put_int(assignment, 2, 1);
+  put_bytes(assignment, 3, computation);
+  // ExecutableBuildOptionsProto { num_replicas (4) = N, num_partitions (5) = 1,
+  // device_assignment (9) }; no SPMD partitioning: every replica runs the whole program.
+  std::string build;
+  put_int(build, 4, device_ids.size());
+  put_int(build, 5, 1);
+  put_bytes(build, 9, assignment);
+  std::string options;
+  put_bytes(options, 3, build);
+  return options;
 }
 
 LoadedProgram::LoadedProgram(std::shared_ptr<const Client> client, const std::string& module,
@@ -330,6 +437,48 @@ std::vector<std::unique_ptr<DeviceBuffer>> LoadedProgram::execute(
   std::vector<std::unique_ptr<DeviceBuffer>> result;
   result.reserve(num_outputs);
   for (capi::PJRT_Buffer* b : outs) result.push_back(std::make_unique<DeviceBuffer>(client_, b));
+  return result;
+}
+
+}  // namespace rlx::pjrt
+
+namespace rlx::pjrt {
+
+std::vector<capi::PJRT_Device*> LoadedProgram::addressable_devices() const {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_LoadedExecutable_AddressableDevices_Args>();
+  a.executable = exe_;
+  p.check(p.api->PJRT_LoadedExecutable_AddressableDevices(&a),
+          "pjrt: LoadedExecutable_AddressableDevices");
+  return {a.addressable_devices, a.addressable_devices + a.num_addressable_devices};
+}
+
+std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> LoadedProgram::execute_all(
+    const std::vector<std::vector<capi::PJRT_Buffer*>>& args, size_t num_outputs) const {
+  const Plugin& p = client_->plugin();
+  size_t n = args.size();
+  auto options = make_args<capi::PJRT_ExecuteOptions>();
+  std::vector<std::vector<capi::PJRT_Buffer*>> outs(n,
+                                                    std::vector<capi::PJRT_Buffer*>(num_outputs));
+  std::vector<capi::PJRT_Buffer* const*> arg_lists;
+  std::vector<capi::PJRT_Buffer**> out_lists;
+  for (size_t d = 0; d < n; ++d) {
+    arg_lists.push_back(args[d].data());
+    out_lists.push_back(outs[d].data());
+  }
+  auto a = make_args<capi::PJRT_LoadedExecutable_Execute_Args>();
+  a.executable = exe_;
+  a.options = &options;
+  a.argument_lists = arg_lists.data();
+  a.num_devices = n;
+  a.num_args = n > 0 ? args[0].size() : 0;
+  a.output_lists = out_lists.data();
+  a.execute_device = nullptr;  // every device of the compile-time assignment
+  p.check(p.api->PJRT_LoadedExecutable_Execute(&a), "pjrt: execute failed");
+  std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> result(n);
+  for (size_t d = 0; d < n; ++d)
+    for (capi::PJRT_Buffer* b : outs[d])
+      result[d].push_back(std::make_unique<DeviceBuffer>(client_, b));
   return result;
 }
 

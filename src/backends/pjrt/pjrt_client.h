@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pjrt_c_api_decls.h"
+#include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/tensor.h"
 
 namespace rlx::pjrt {
@@ -29,6 +30,8 @@ struct Plugin {
 
 class DeviceBuffer;
 
+std::string minimal_compile_options();
+
 /// A PJRT client with its addressable devices; destroyed with the last reference.
 class Client : public std::enable_shared_from_this<Client> {
  public:
@@ -43,8 +46,8 @@ class Client : public std::enable_shared_from_this<Client> {
   /// PJRT_Client_PlatformVersion: e.g. the CUDA or libtpu version ("" on the XLA CPU plugin).
   std::string platform_version() const;
   const std::vector<capi::PJRT_Device*>& devices() const { return devices_; }
-  /// "id <n>: <kind>" of addressable device `i`.
-  std::string describe_device(size_t i) const;
+  /// Addressable device `i`: id, kind, platform, memory when the plugin reports it.
+  DeviceInfo describe_device(size_t i) const;
 
   /// Copies `t` (row-major) to `device`; the host data may be reused when this returns.
   std::unique_ptr<DeviceBuffer> upload(const Tensor& t, capi::PJRT_Device* device) const;
@@ -102,6 +105,13 @@ class LoadedProgram {
   /// The executable as platform-specific bytes (PJRT_Executable_Serialize), loadable by
   /// deserialize() with the same plugin build. Throws rlx::Error with the plugin's message.
   std::string serialize() const;
+  /// The devices an SPMD / replicated executable runs on, in the order execute_all takes its
+  /// argument lists.
+  std::vector<capi::PJRT_Device*> addressable_devices() const;
+  /// Runs on every addressable device at once: `args[d]` are device d's arguments (in
+  /// addressable_devices() order); returns `num_outputs` result buffers per device.
+  std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> execute_all(
+      const std::vector<std::vector<capi::PJRT_Buffer*>>& args, size_t num_outputs) const;
 
  private:
   LoadedProgram(std::shared_ptr<const Client> client, capi::PJRT_LoadedExecutable* exe)
@@ -109,5 +119,14 @@ class LoadedProgram {
   std::shared_ptr<const Client> client_;
   capi::PJRT_LoadedExecutable* exe_ = nullptr;
 };
+
+/// The serialized xla.CompileOptionsProto of an SPMD compile: one replica, one partition per
+/// entry of `device_ids` (PJRT global device ids, partition p on device_ids[p]),
+/// use_spmd_partitioning on and that device assignment.
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids);
+
+/// The serialized xla.CompileOptionsProto of replicated data parallelism: one replica per
+/// entry of `device_ids` (replica r on device_ids[r]), one partition, no SPMD partitioning.
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids);
 
 }  // namespace rlx::pjrt

@@ -2,6 +2,7 @@
 // errors, unsupported ops (legalization report), device selection.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <vector>
@@ -87,7 +88,13 @@ TEST(PjrtLoader, DescribesTheRealPlugin) {
   EXPECT_GE(info.api_minor, 33);
   EXPECT_FALSE(info.platform.empty());
   ASSERT_FALSE(info.devices.empty());
-  EXPECT_EQ(info.devices[0].rfind("id 0", 0), 0u) << info.devices[0];
+  for (size_t i = 0; i < info.devices.size(); ++i) {
+    const DeviceInfo& d = info.devices[i];
+    EXPECT_EQ(d.index, static_cast<int>(i));
+    EXPECT_FALSE(d.kind.empty());
+    EXPECT_EQ(d.platform, info.platform);
+    EXPECT_EQ(d.to_string().rfind("pjrt:" + std::to_string(i) + "  id ", 0), 0u) << d.to_string();
+  }
 }
 
 TEST(PjrtLoader, MissingDeviceIsAnError) {
@@ -96,6 +103,23 @@ TEST(PjrtLoader, MissingDeviceIsAnError) {
     test_backend()->compile(small_graph(), {}, Device{DeviceKind::Pjrt, 4096});
   });
   EXPECT_NE(msg.find("device 'pjrt:4096' does not exist"), std::string::npos) << msg;
+}
+
+// Every addressable device runs a program compiled for it (the compile options carry its
+// device assignment; without one XLA compiled for pjrt:0 and refused to execute elsewhere:
+// "ExecuteShard attempted to execute on device id 3 which is not addressable").
+TEST(PjrtLoader, EveryDeviceRunsItsProgram) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  const Tensor x = Tensor::from_doubles(DType::f32, Shape{2}, std::vector<double>{0.5, -1});
+  const size_t n = describe_plugin(test_plugin()).devices.size();
+  ASSERT_GE(n, 2u);
+  for (size_t d = 0; d < n; ++d) {
+    std::unique_ptr<Executable> exe =
+        test_backend()->compile(small_graph(), {}, Device{DeviceKind::Pjrt, static_cast<int>(d)});
+    std::vector<Tensor> y = exe->run({{"x", x}});
+    EXPECT_FLOAT_EQ(static_cast<float>(y[0].get_f64(0)), std::exp(0.5f)) << "pjrt:" << d;
+    EXPECT_FLOAT_EQ(static_cast<float>(y[0].get_f64(1)), std::exp(-1.0f)) << "pjrt:" << d;
+  }
 }
 
 TEST(PjrtLoader, XlaCompileErrorCarriesXlaDiagnostic) {

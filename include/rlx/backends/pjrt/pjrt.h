@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/backends/pjrt/sharding.h"
 #include "rlx/ir/graph.h"
 #include "rlx/runtime/backend.h"
 
@@ -41,13 +42,25 @@ std::set<OpKind> native_ops();
 /// LIBTPU_PATH (libtpu's own variables); nullopt when none is set to a non-empty value.
 std::optional<std::string> plugin_path_from_env();
 
+/// One addressable device of a plugin, as PJRT describes it.
+struct DeviceInfo {
+  int index = 0;         ///< rlx's device pjrt:<index>: its position in the addressable list
+  int64_t id = 0;        ///< PJRT's global device id (PJRT_DeviceDescription_Id)
+  std::string kind;      ///< PJRT_DeviceDescription_Kind: "cpu", "TPU v5 lite", "NVIDIA H100"
+  std::string platform;  ///< the client's platform name: "cpu", "cuda", "tpu"
+  /// PJRT_Device_MemoryStats, when the plugin reports them (XLA CPU does not: both absent).
+  std::optional<int64_t> bytes_limit, bytes_in_use;
+  /// "pjrt:0  id 0  kind cpu  platform cpu", then "  memory 15.8 GiB (0 B in use)" when known.
+  std::string to_string() const;
+};
+
 /// What a loaded plugin reports about itself.
 struct PluginInfo {
   std::string path;
   int api_major = 0;
   int api_minor = 0;
-  std::string platform;              ///< PJRT_Client_PlatformName: "cpu", "cuda", "tpu"
-  std::vector<std::string> devices;  ///< addressable devices, "id 0: cpu"
+  std::string platform;             ///< PJRT_Client_PlatformName: "cpu", "cuda", "tpu"
+  std::vector<DeviceInfo> devices;  ///< every addressable device, in pjrt:<index> order
 };
 
 /// Loads the plugin at `path` (dlopen, GetPjrtApi, version check, Plugin_Initialize,
@@ -82,5 +95,40 @@ std::optional<std::string> compile_cache_dir();
 /// from RLX_PRECISION); params are uploaded once by set_param and stay on the device. The
 /// executable's kernels() lists every computing node as part of the one XLA executable.
 std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
+
+/// A pjrt backend that compiles every graph as one SPMD program over `sharding.mesh` (XLA's
+/// SPMD partitioner, as jax.jit with in/out shardings): @main's arguments and results carry
+/// `mhlo.sharding` (hlo_sharding of each tensor's PartitionSpec; tensors not named in
+/// `sharding` are replicated), the module `mhlo.num_partitions` = mesh size, and the compile
+/// options num_partitions = mesh size, use_spmd_partitioning and the device assignment
+/// partition p -> mesh.devices()[p]. Compile takes any pjrt device (the mesh decides where
+/// the program runs) and throws rlx::Error for a bad sharding (validate_sharding, naming the
+/// tensor), a name in `sharding` that is not an input / param / output of the graph, a mesh
+/// device the plugin does not have, or state (CompileOptions::state is not supported with a
+/// mesh yet). Runs split each host input by its sharding and upload one shard per device;
+/// set_param uploads a param's shards once; outputs are downloaded per device and assembled.
+/// `plugin_path` as make_pjrt_backend.
+std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
+                                                std::string plugin_path = "");
+
+/// Replicated data parallelism (jax.pmap-style, XLA num_replicas): the graph is ONE replica's
+/// program (its inputs and outputs have the per-device batch b in dim 0); the executable runs
+/// it on every device of `devices` (pjrt indices, replica r on devices[r]) at once. Runs take
+/// inputs of N * b along dim 0, give replica r rows [r * b, (r + 1) * b), copy params whole to
+/// every device (once, at set_param), and return each output as the replicas' results
+/// concatenated along dim 0; the executable's inputs() / outputs() report those N * b shapes.
+/// The module carries mhlo.num_replicas = N and no shardings; the compile options
+/// num_replicas = N, num_partitions = 1 and the device assignment. Only correct for graphs
+/// whose rows are independent (no reduction over the batch); there are no collectives in the
+/// IR yet. Throws rlx::Error for an empty or repeated device list, a scalar input or output,
+/// a device the plugin lacks, or state.
+std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
+                                                      std::string plugin_path = "");
+
+/// The SPMD module make_pjrt_spmd_backend(sharding) would compile for `graph` under exactly
+/// `options` (lower_to_stablehlo with the sharding annotations). Needs no plugin; throws
+/// rlx::Error as that backend's compile does for a bad sharding.
+std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
+                                       const CompileOptions& options = {});
 
 }  // namespace rlx::pjrt

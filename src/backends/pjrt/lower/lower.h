@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -45,6 +46,17 @@ class Emitter {
   /// `aliases`: input node id -> the output index it is aliased to (emit_stablehlo).
   explicit Emitter(const Graph& g, std::map<int32_t, size_t> aliases = {})
       : g_(g), names_(g.nodes().size()), aliases_(std::move(aliases)) {}
+
+  /// SPMD annotations (docs/pjrt.md, "Devices, meshes and sharding"): `mhlo.sharding` on the
+  /// arguments of the input / param nodes in `args` (node id -> HloSharding text) and on every
+  /// result (`results`, one per graph output), and the module attributes `mhlo.num_partitions`
+  /// / `mhlo.num_replicas`.
+  struct Spmd {
+    std::map<int32_t, std::string> args;
+    std::vector<std::string> results;
+    int64_t num_partitions = 1, num_replicas = 1;
+  };
+  void set_spmd(Spmd spmd) { spmd_ = std::move(spmd); }
 
   /// The module text. Throws rlx::Error naming the op and node for an op without a lowering.
   std::string run();
@@ -96,6 +108,7 @@ class Emitter {
   const Graph& g_;
   std::vector<std::vector<std::string>> names_;  // SSA name of each node result
   std::map<int32_t, size_t> aliases_;            // donated input node -> output index
+  std::optional<Spmd> spmd_;                     // set: an SPMD module (set_spmd)
   std::ostringstream body_;
   int next_ = 0;
 };

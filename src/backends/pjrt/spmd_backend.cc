@@ -1,0 +1,331 @@
+// The SPMD pjrt backend: one graph compiled by XLA's SPMD partitioner over a device mesh, with
+// the shardings of its inputs, params and outputs given as mhlo.sharding annotations; host
+// tensors are split across the devices on the way in and assembled on the way out.
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "backend_internal.h"
+#include "compile_cache.h"
+#include "lower/lower.h"
+#include "pjrt_client.h"
+#include "rlx/backends/pjrt/pjrt.h"
+#include "rlx/ir/error.h"
+
+namespace rlx::pjrt {
+namespace {
+
+// The sharding of every argument and result of one compiled graph, checked.
+struct Annotated {
+  lower::Emitter::Spmd spmd;
+  std::map<int32_t, PartitionSpec> arg_specs;  // input / param node id -> spec
+  std::vector<PartitionSpec> result_specs;     // per graph output
+};
+
+std::string names_of(const std::vector<IoSpec>& specs) {
+  std::string out;
+  for (const IoSpec& s : specs) out += (out.empty() ? "'" : ", '") + s.name + "'";
+  return out.empty() ? "none" : out;
+}
+
+// Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
+// `g`, and builds the annotations. Every name in `config` must exist in the source graph.
+Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config) {
+  auto known = [](const std::vector<IoSpec>& specs, const std::string& name) {
+    for (const IoSpec& s : specs)
+      if (s.name == name) return true;
+    return false;
+  };
+  for (const auto& [kind, map, specs] : {std::tuple{"input", &config.inputs, &io.inputs},
+                                         std::tuple{"param", &config.params, &io.params},
+                                         std::tuple{"output", &config.outputs, &io.outputs}})
+    for (const auto& [name, spec] : *map)
+      check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
+                                     "' (" + kind + "s: " + names_of(*specs) + ")");
+  Annotated a;
+  a.spmd.num_partitions = config.mesh.size();
+  auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
+                     const Shape& shape, const std::string& what) {
+    auto it = m.find(name);
+    PartitionSpec spec = it == m.end() ? PartitionSpec{} : it->second;
+    validate_sharding(config.mesh, spec, shape, what + " '" + name + "'");
+    return spec;
+  };
+  std::vector<int32_t> inputs = g.inputs(), params = g.params();
+  for (const auto& [leaves, map, what] :
+       {std::tuple{&inputs, &config.inputs, "input"}, std::tuple{&params, &config.params, "param"}})
+    for (int32_t id : *leaves) {
+      const Node& n = g.node(id);
+      PartitionSpec spec = spec_of(*map, n.name, n.results[0].shape, what);
+      a.spmd.args[id] = hlo_sharding(config.mesh, spec, n.results[0].shape);
+      a.arg_specs[id] = spec;
+    }
+  a.result_specs.resize(g.outputs().size());
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
+    size_t out = io.returned[i];
+    a.result_specs[out] =
+        spec_of(config.outputs, io.outputs[i].name, g.type(g.outputs()[out]).shape, "output");
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    a.spmd.results.push_back(
+        hlo_sharding(config.mesh, a.result_specs[i], g.type(g.outputs()[i]).shape));
+  return a;
+}
+
+// Replicated data parallelism (pmap-style): every input and output is split / joined along
+// dim 0 over a one-axis mesh "replica", params are copied whole; the module carries no
+// shardings, only mhlo.num_replicas.
+Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
+  Annotated a;
+  a.spmd.num_replicas = replicas;
+  for (const IoSpec& s : io.inputs)
+    check(s.type.shape.rank() >= 1, "replicated data parallelism: input '" + s.name +
+                                        "' is a scalar; every input is split along dim 0");
+  for (const IoSpec& s : io.outputs)
+    check(s.type.shape.rank() >= 1, "replicated data parallelism: output '" + s.name +
+                                        "' is a scalar; every output is joined along dim 0");
+  for (int32_t id : g.inputs()) a.arg_specs[id] = PartitionSpec({"replica"});
+  for (int32_t id : g.params()) a.arg_specs[id] = PartitionSpec();
+  a.result_specs.assign(g.outputs().size(), PartitionSpec({"replica"}));
+  return a;
+}
+
+struct SpmdProgram : ProgramInfo {
+  std::string stablehlo;
+  Mesh mesh;
+  // The compiled function's arguments in order: (is_param, index into inputs / params), spec.
+  struct Arg {
+    bool param;
+    size_t index;
+    PartitionSpec spec;
+  };
+  std::vector<Arg> args;
+  std::vector<PartitionSpec> param_specs;   // per entry of `params`
+  std::vector<PartitionSpec> result_specs;  // per graph output
+  std::unique_ptr<LoadedProgram> loaded;
+  // Per execute slot d (the executable's addressable-device order): the mesh position it runs.
+  std::vector<int64_t> position_of_slot;
+  std::vector<capi::PJRT_Device*> device_of_position;
+};
+
+// A param's shards, one per mesh position, uploaded once by set_param.
+using ShardedParam = std::shared_ptr<const std::vector<std::unique_ptr<DeviceBuffer>>>;
+
+class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
+ public:
+  SpmdExecutable(std::shared_ptr<const SpmdProgram> program, ParamBindings<ShardedParam> params)
+      : ExecutableCore(std::move(program), std::move(params)) {}
+
+  Capabilities capabilities() const override {
+    return {.clone = true, .concurrent_clones = false, .typed_io = true, .zero_copy_params = false};
+  }
+
+  std::unique_ptr<Executable> clone() const override {
+    return std::make_unique<SpmdExecutable>(program_ptr(), share_params());
+  }
+
+ protected:
+  ShardedParam bind_param(size_t index, const Tensor& value) override {
+    const SpmdProgram& p = program();
+    return std::make_shared<const std::vector<std::unique_ptr<DeviceBuffer>>>(
+        upload_shards(value, p.param_specs[index]));
+  }
+
+  ShardedParam make_state(size_t, const Tensor&) override {
+    throw Error("pjrt: state is not supported with a mesh yet");
+  }
+  Tensor read_state(size_t, const ShardedParam&) const override {
+    throw Error("pjrt: state is not supported with a mesh yet");
+  }
+
+  std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<ShardedParam>& params,
+                              std::vector<ShardedParam>&) override {
+    const SpmdProgram& p = program();
+    size_t n = static_cast<size_t>(p.mesh.size());
+    std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> fed;  // this run's input shards
+    std::vector<std::vector<capi::PJRT_Buffer*>> args(n);
+    for (const SpmdProgram::Arg& arg : p.args) {
+      const std::vector<std::unique_ptr<DeviceBuffer>>* shards = nullptr;
+      if (arg.param) {
+        shards = params[arg.index].get();
+      } else {
+        fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
+        shards = &fed.back();
+      }
+      for (size_t slot = 0; slot < n; ++slot)
+        args[slot].push_back((*shards)[static_cast<size_t>(p.position_of_slot[slot])]->raw());
+    }
+    std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> outs =
+        p.loaded->execute_all(args, p.graph.outputs().size());
+    std::vector<size_t> slot_of_position(n);
+    for (size_t slot = 0; slot < n; ++slot)
+      slot_of_position[static_cast<size_t>(p.position_of_slot[slot])] = slot;
+    std::vector<Tensor> results;
+    results.reserve(p.returned.size());
+    for (size_t i = 0; i < p.returned.size(); ++i) {
+      size_t out = p.returned[i];
+      const TensorType& type = p.outputs[i].type;
+      const PartitionSpec& spec = p.result_specs[out];
+      if (spec.is_replicated()) {  // every device holds the whole result: read one
+        Tensor t(type.dtype, type.shape);
+        outs[0][out]->download(t);
+        results.push_back(std::move(t));
+        continue;
+      }
+      Shape piece = shard_shape(p.mesh, spec, type.shape);
+      std::vector<Tensor> shards;
+      for (size_t pos = 0; pos < n; ++pos) {
+        Tensor s(type.dtype, piece);
+        outs[slot_of_position[pos]][out]->download(s);
+        shards.push_back(std::move(s));
+      }
+      results.push_back(assemble_from_shards(shards, type, p.mesh, spec));
+    }
+    return results;
+  }
+
+ private:
+  std::vector<std::unique_ptr<DeviceBuffer>> upload_shards(const Tensor& value,
+                                                           const PartitionSpec& spec) const {
+    const SpmdProgram& p = program();
+    const Client& client = *p.loaded->client();
+    std::vector<std::unique_ptr<DeviceBuffer>> out;
+    if (spec.is_replicated()) {
+      for (capi::PJRT_Device* d : p.device_of_position) out.push_back(client.upload(value, d));
+      return out;
+    }
+    std::vector<Tensor> shards = split_by_sharding(value, p.mesh, spec);
+    for (size_t pos = 0; pos < shards.size(); ++pos)
+      out.push_back(client.upload(shards[pos], p.device_of_position[pos]));
+    return out;
+  }
+};
+
+class PjrtSpmdBackend final : public Backend {
+ public:
+  // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
+  // of an SPMD program.
+  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false)
+      : sharding_(std::move(sharding)), plugin_path_(std::move(plugin_path)), replicas_(replicas) {
+    check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
+  }
+
+  std::string name() const override { return "pjrt"; }
+  DeviceKind device_kind() const override { return DeviceKind::Pjrt; }
+  std::set<OpKind> supported_ops() const override { return native_ops(); }
+
+  std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
+                                      const Device& device) override {
+    check_compile_request(pjrt_facts(), device, graph, options);
+    check(options.state.empty(),
+          "pjrt: state is not supported with a mesh yet (" + sharding_.mesh.to_string() + ")");
+    PipelineResult compiled = run_pjrt_pipeline(graph, options);
+    auto program = std::make_shared<SpmdProgram>();
+    SpmdProgram& p = *program;
+    p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
+    check_program_memory(pjrt_facts(), options, p);
+    p.mesh = sharding_.mesh;
+    Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
+                            : annotate(p.graph, io_specs_of(graph), sharding_);
+    if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0
+      for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
+      for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
+    }
+    auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
+      for (size_t i = 0; i < specs.size(); ++i)
+        if (specs[i].name == name) return i;
+      throw Error("pjrt: internal error: compiled graph has an unknown argument '" + name + "'");
+    };
+    p.param_specs.resize(p.params.size());
+    for (int32_t id : p.graph.inputs())
+      p.args.push_back({false, index_of(p.inputs, p.graph.node(id).name), a.arg_specs[id]});
+    for (int32_t id : p.graph.params()) {
+      size_t i = index_of(p.params, p.graph.node(id).name);
+      p.args.push_back({true, i, a.arg_specs[id]});
+      p.param_specs[i] = a.arg_specs[id];
+    }
+    p.result_specs = a.result_specs;
+    lower::Emitter emitter(p.graph);
+    emitter.set_spmd(a.spmd);
+    p.stablehlo = emitter.run();
+    p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
+
+    std::shared_ptr<const Client> client = this->client();
+    std::vector<int64_t> ids;
+    for (int d : p.mesh.devices()) {
+      check(static_cast<size_t>(d) < client->devices().size(),
+            "pjrt: the mesh uses device pjrt:" + std::to_string(d) + ", but plugin '" +
+                client->plugin().path + "' has " + std::to_string(client->devices().size()) +
+                " addressable device(s)");
+      p.device_of_position.push_back(client->devices()[static_cast<size_t>(d)]);
+      ids.push_back(client->describe_device(static_cast<size_t>(d)).id);
+    }
+    p.loaded = load_or_compile(  // the persistent compile cache; the options carry the devices
+        client, p.stablehlo,
+        replicas_ ? replicated_compile_options(ids) : spmd_compile_options(ids));
+    // Execute takes one argument list per addressable device of the executable, in its order.
+    for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
+      int64_t pos = 0;
+      while (pos < p.mesh.size() && p.device_of_position[static_cast<size_t>(pos)] != d) ++pos;
+      check(pos < p.mesh.size(),
+            "pjrt: internal error: the executable runs on a device "
+            "outside the mesh");
+      p.position_of_slot.push_back(pos);
+    }
+    check(static_cast<int64_t>(p.position_of_slot.size()) == p.mesh.size(),
+          "pjrt: the SPMD executable runs on " + std::to_string(p.position_of_slot.size()) +
+              " devices, the mesh has " + std::to_string(p.mesh.size()));
+    ParamBindings<ShardedParam> params(p.params.size());
+    return std::make_unique<SpmdExecutable>(std::move(program), std::move(params));
+  }
+
+ private:
+  std::shared_ptr<const Client> client() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (client_) return client_;
+    std::string path = plugin_path_;
+    if (path.empty()) {
+      std::optional<std::string> env = plugin_path_from_env();
+      if (!env)
+        throw Error(
+            "pjrt: no PJRT plugin: set RLX_PJRT_PLUGIN to a plugin .so (e.g. the "
+            "pjrt_c_api_cpu_plugin.so of the PyPI package lammps-jax-pjrt-cpu), or "
+            "TPU_LIBRARY_PATH / LIBTPU_PATH to libtpu");
+      path = *env;
+    }
+    client_ = std::make_shared<Client>(Plugin::load(path));
+    return client_;
+  }
+
+  ShardingConfig sharding_;
+  std::string plugin_path_;
+  bool replicas_ = false;
+  std::mutex mu_;
+  std::shared_ptr<const Client> client_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
+  return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path));
+}
+
+std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
+                                                      std::string plugin_path) {
+  check(!devices.empty(), "make_pjrt_replicated_backend: no devices");
+  auto n = static_cast<int64_t>(devices.size());
+  Mesh mesh({{"replica", n}}, std::move(devices));
+  return std::make_shared<PjrtSpmdBackend>(ShardingConfig{std::move(mesh), {}, {}, {}},
+                                           std::move(plugin_path), /*replicas=*/true);
+}
+
+std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
+                                       const CompileOptions& options) {
+  PipelineResult compiled = run_pjrt_pipeline(graph, options);
+  Annotated a = annotate(compiled.graph, io_specs_of(graph), sharding);
+  lower::Emitter emitter(compiled.graph);
+  emitter.set_spmd(a.spmd);
+  return emitter.run();
+}
+
+}  // namespace rlx::pjrt
