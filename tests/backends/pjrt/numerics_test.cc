@@ -210,12 +210,13 @@ TEST(PjrtNumerics, AttentionLowestBiasUnderBf16) {
   double lowest = std::numeric_limits<float>::lowest();
   TensorMap in{
       {"q", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 4},
-                                 std::vector<double>{0.5, -1, 0.25, 1, 1, 0, -0.5, 0.75})},
+                                 std::vector<double>{0, 0, 0, 0, 1, 0, -0.5, 0.75})},
       {"k", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 4},
                                  std::vector<double>{1, 0.5, -1, 0, 0, 1, 1, -0.5, 0.25, 0, 0.5, 1})},
       {"v", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 2},
                                  std::vector<double>{1, 2, 3, 4, 5, 9})},
-      // Row 0: every key heavily masked; row 1: key 2 only.
+      // Row 0 (q = 0: equal scores, so uniform in any arithmetic): every key heavily masked;
+      // row 1: key 2 only.
       {"bias", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 3},
                                     std::vector<double>{lowest, lowest, lowest, 0, 0, lowest})}};
   for (PrecisionMode m : {PrecisionMode::AlwaysF32, PrecisionMode::AutoMixedBf16}) {
