@@ -249,7 +249,8 @@ class AmpRewriter {
   Value as_saturated(Graph& dst, Value v, DType to) {
     Value s = source_of(dst, v);
     DType from = dst.dtype(s);
-    bool narrows = (to == DType::f16 || to == DType::bf16) && (from == DType::f32 || from == DType::f64);
+    bool narrows =
+        (to == DType::f16 || to == DType::bf16) && (from == DType::f32 || from == DType::f64);
     if (!narrows) return as(dst, v, to);
     double max = to == DType::f16 ? 65504.0 : 3.3895313892515355e38;  // largest finite
     Value hi = dst.scalar(max, from), lo = dst.scalar(-max, from);

@@ -411,7 +411,8 @@ TEST(Amp, AttentionBiasSaturatesInsteadOfBecomingInfinite) {
   Graph::AttentionOptions ao;
   ao.mask = "bias";
   g.set_outputs({g.attention(q, k, v, ao, bias)});
-  const double lo = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<double>::infinity();
+  const double lo = std::numeric_limits<float>::lowest(),
+               inf = std::numeric_limits<double>::infinity();
   TensorMap feeds{
       // q = 0: every score is 0, so a uniform row is the mean of V in any arithmetic.
       {"q", Tensor::full(DType::f32, {1, 1, 3, 2}, 0)},

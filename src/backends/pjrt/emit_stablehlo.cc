@@ -206,8 +206,8 @@ std::string Emitter::combiner_region(DType t, const char* combiner) const {
     std::string m = r.op(c, lhs + ", " + rhs, "", scalar + ", " + scalar, scalar);
     std::string rhs_nan = r.cmp(rhs, rhs, "NE", t), lhs_nan = r.cmp(lhs, lhs, "NE", t);
     std::string v = r.select(lhs_nan, lhs, r.select(rhs_nan, rhs, m, t), t);
-    return " ({\n    ^bb0(" + lhs + ": " + scalar + ", " + rhs + ": " + scalar + "):\n" +
-           r.code() + "      \"stablehlo.return\"(" + v + ") : (" + scalar + ") -> ()\n    })";
+    return " ({\n    ^bb0(" + lhs + ": " + scalar + ", " + rhs + ": " + scalar + "):\n" + r.code() +
+           "      \"stablehlo.return\"(" + v + ") : (" + scalar + ") -> ()\n    })";
   }
   return " ({\n    ^bb0(%lhs" + k + ": " + scalar + ", %rhs" + k + ": " + scalar +
          "):\n      %red" + k + " = \"" + combiner + "\"(%lhs" + k + ", %rhs" + k + ") : (" +

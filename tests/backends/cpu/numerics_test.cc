@@ -51,7 +51,8 @@ void expect_values(const Tensor& got, const std::vector<double>& want, double to
 const Config kConfigs[] = {
     {"native", KernelDispatch::PreferNative, std::nullopt},
     {"force_common", KernelDispatch::ForceCommon, std::nullopt},
-    {"native/always-f32", KernelDispatch::PreferNative, PrecisionPolicy{PrecisionMode::AlwaysF32, {}}},
+    {"native/always-f32", KernelDispatch::PreferNative,
+     PrecisionPolicy{PrecisionMode::AlwaysF32, {}}},
     {"force_common/always-f32", KernelDispatch::ForceCommon,
      PrecisionPolicy{PrecisionMode::AlwaysF32, {}}},
     {"native/auto-mixed-bf16", KernelDispatch::PreferNative,
@@ -66,8 +67,9 @@ TEST(CpuNumerics, MaxMinPropagateNaN) {
   Value a = g.input("a", DType::f32, Shape{4}), b = g.input("b", DType::f32, Shape{4});
   g.set_outputs({g.max(a, b), g.min(b, a), g.reduce_max(a, {0}), g.reduce_min(a, {0}),
                  g.clamp(g.scalar(0, DType::f32), a, g.scalar(1, DType::f32)), g.relu(a)});
-  TensorMap in{{"a", Tensor::from_doubles(DType::f32, Shape{4}, std::vector<double>{3, kNaN, 1, 5})},
-               {"b", Tensor::from_doubles(DType::f32, Shape{4}, std::vector<double>{kNaN, 1, 2, 3})}};
+  TensorMap in{
+      {"a", Tensor::from_doubles(DType::f32, Shape{4}, std::vector<double>{3, kNaN, 1, 5})},
+      {"b", Tensor::from_doubles(DType::f32, Shape{4}, std::vector<double>{kNaN, 1, 2, 3})}};
   for (const Config& c : kConfigs) {
     std::vector<Tensor> out = run_cpu(g, in, c);
     expect_values(out[0], {kNaN, kNaN, 2, 5}, 0, std::string(c.name) + " max");
@@ -113,8 +115,8 @@ TEST(CpuNumerics, HalfNormsKeepF32Statistics) {
     Value x = g.input("x", t, Shape{2, 4});
     Value scale = g.constant(Tensor::full(t, Shape{4}, 1));
     Value bias = g.constant(Tensor::full(t, Shape{4}, 0));
-    g.set_outputs({g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x),
-                   g.log_softmax(x)});
+    g.set_outputs(
+        {g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x), g.log_softmax(x)});
     Tensor in = Tensor::from_doubles(
         t, Shape{2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
     std::vector<double> v(8), ln(8), rms(8), sm(8), lsm(8);
@@ -167,10 +169,11 @@ TEST(CpuNumerics, AttentionLowestBiasUnderBf16) {
   TensorMap in{
       {"q", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 4},
                                  std::vector<double>{0, 0, 0, 0, 1, 0, -0.5, 0.75})},
-      {"k", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 4},
-                                 std::vector<double>{1, 0.5, -1, 0, 0, 1, 1, -0.5, 0.25, 0, 0.5, 1})},
-      {"v", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 2},
-                                 std::vector<double>{1, 2, 3, 4, 5, 9})},
+      {"k",
+       Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 4},
+                            std::vector<double>{1, 0.5, -1, 0, 0, 1, 1, -0.5, 0.25, 0, 0.5, 1})},
+      {"v",
+       Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 9})},
       // Row 0 (q = 0: equal scores, so uniform in any arithmetic): every key heavily masked;
       // row 1: key 2 only.
       {"bias", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 3},
@@ -180,7 +183,8 @@ TEST(CpuNumerics, AttentionLowestBiasUnderBf16) {
     std::vector<Tensor> out = run_cpu(g, in, c);
     EXPECT_NEAR(out[0].get_f64(0), 3, 5e-2) << c.name;
     EXPECT_NEAR(out[0].get_f64(1), 5, 5e-2) << c.name;
-    for (int64_t i = 2; i < 4; ++i) EXPECT_NEAR(out[0].get_f64(i), ref[0].get_f64(i), 5e-2) << c.name;
+    for (int64_t i = 2; i < 4; ++i)
+      EXPECT_NEAR(out[0].get_f64(i), ref[0].get_f64(i), 5e-2) << c.name;
   }
 }
 

@@ -49,8 +49,9 @@ TEST(PjrtNumerics, MaxMinPropagateNaN) {
     Graph g("max_min_nan");
     Value a = g.input("a", t, Shape{5}), b = g.input("b", t, Shape{5});
     g.set_outputs({g.max(a, b), g.min(a, b), g.max(b, a), g.min(b, a)});
-    TensorMap in{{"a", Tensor::from_doubles(t, Shape{5}, std::vector<double>{1, kNaN, kNaN, 2, -kInf})},
-                 {"b", Tensor::from_doubles(t, Shape{5}, std::vector<double>{kNaN, 1, kNaN, 3, kInf})}};
+    TensorMap in{
+        {"a", Tensor::from_doubles(t, Shape{5}, std::vector<double>{1, kNaN, kNaN, 2, -kInf})},
+        {"b", Tensor::from_doubles(t, Shape{5}, std::vector<double>{kNaN, 1, kNaN, 3, kInf})}};
     std::vector<Tensor> out = run_on_plugin(g, in);
     std::string name(dtype_name(t));
     expect_values(out[0], {kNaN, kNaN, kNaN, 3, kInf}, kF32Tol, "max(a, b) " + name);
@@ -126,8 +127,8 @@ TEST(PjrtNumerics, ErfStaysInUnitInterval) {
   }
   Graph g("erf_point");
   g.set_outputs({g.erf(g.input("x", DType::f32, Shape{1}))});
-  std::vector<Tensor> out =
-      run_on_plugin(g, {{"x", Tensor::from_doubles(DType::f32, Shape{1}, std::vector<double>{3.7288418})}});
+  std::vector<Tensor> out = run_on_plugin(
+      g, {{"x", Tensor::from_doubles(DType::f32, Shape{1}, std::vector<double>{3.7288418})}});
   EXPECT_LE(out[0].get_f64(0), 1.0);
   EXPECT_NEAR(out[0].get_f64(0), 0.9999998660651517, 2e-7);  // math.erf(3.728841781616211)
 }
@@ -145,8 +146,8 @@ TEST(PjrtNumerics, HalfNormsKeepF32Statistics) {
     Value x = g.input("x", t, Shape{2, 4});
     Value scale = g.constant(Tensor::full(t, Shape{4}, 1));
     Value bias = g.constant(Tensor::full(t, Shape{4}, 0));
-    g.set_outputs({g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x),
-                   g.log_softmax(x)});
+    g.set_outputs(
+        {g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x), g.log_softmax(x)});
     Tensor in = Tensor::from_doubles(
         t, Shape{2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
     // The f16 input is exact; bf16 rounds it (8 bits): compute the references from the
@@ -211,10 +212,11 @@ TEST(PjrtNumerics, AttentionLowestBiasUnderBf16) {
   TensorMap in{
       {"q", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 4},
                                  std::vector<double>{0, 0, 0, 0, 1, 0, -0.5, 0.75})},
-      {"k", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 4},
-                                 std::vector<double>{1, 0.5, -1, 0, 0, 1, 1, -0.5, 0.25, 0, 0.5, 1})},
-      {"v", Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 2},
-                                 std::vector<double>{1, 2, 3, 4, 5, 9})},
+      {"k",
+       Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 4},
+                            std::vector<double>{1, 0.5, -1, 0, 0, 1, 1, -0.5, 0.25, 0, 0.5, 1})},
+      {"v",
+       Tensor::from_doubles(DType::f32, Shape{1, 1, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 9})},
       // Row 0 (q = 0: equal scores, so uniform in any arithmetic): every key heavily masked;
       // row 1: key 2 only.
       {"bias", Tensor::from_doubles(DType::f32, Shape{1, 1, 2, 3},

@@ -93,8 +93,8 @@ std::vector<std::string> compare(Emitter& e, const Node& n) {
 // lax.max / lax.min, NaN-propagating on floats (Emitter::extremum).
 std::vector<std::string> max_min(Emitter& e, const Node& n) {
   std::vector<Operand> ops = e.broadcast_operands(n);
-  return {e.extremum(n.op == OpKind::Max ? "stablehlo.maximum" : "stablehlo.minimum", ops[0],
-                     ops[1])};
+  return {
+      e.extremum(n.op == OpKind::Max ? "stablehlo.maximum" : "stablehlo.minimum", ops[0], ops[1])};
 }
 
 // lax.clamp(lo, x, hi) = min(max(x, lo), hi) (scalar::clamp): NaN in any operand propagates,
@@ -115,8 +115,8 @@ std::vector<std::string> erf(Emitter& e, const Node& n) {
   Operand y{e.emit("chlo.erf", {e.operand(n, 0)}, "", rt), rt};
   Operand one{e.splat(rt.dtype, rt.shape, 1), rt}, minus_one{e.splat(rt.dtype, rt.shape, -1), rt};
   TensorType p{DType::bool_, rt.shape};
-  Operand below{e.emit("stablehlo.select", {{e.compare("LT", y, minus_one), p}, minus_one, y}, "", rt),
-                rt};
+  Operand below{
+      e.emit("stablehlo.select", {{e.compare("LT", y, minus_one), p}, minus_one, y}, "", rt), rt};
   return {e.emit("stablehlo.select", {{e.compare("GT", y, one), p}, one, below}, "", rt)};
 }
 
