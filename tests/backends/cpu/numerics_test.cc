@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,13 @@ TEST(CpuNumerics, ErfStaysInUnitInterval) {
 // 1.633] and 0. The reference evaluator of the decomposed graph (each op rounded to its
 // dtype) is checked too: it is what the decomposition means.
 TEST(CpuNumerics, HalfNormsKeepF32Statistics) {
+  const std::vector<double> values = {60000, 60032, 60064, 60096, 300, 300, 300, 300};
+  std::vector<Config> configs(std::begin(kConfigs), std::end(kConfigs));
+  for (KernelDispatch d : {KernelDispatch::PreferNative, KernelDispatch::ForceCommon})
+    for (PrecisionMode m : {PrecisionMode::AlwaysF16, PrecisionMode::AlwaysBf16})
+      configs.push_back(
+          {d == KernelDispatch::PreferNative ? "native/always-low" : "force_common/always-low", d,
+           PrecisionPolicy{m, {}}});
   for (DType t : {DType::f16, DType::bf16}) {
     Graph g("half_norms");
     Value x = g.input("x", t, Shape{2, 4});
@@ -117,39 +126,47 @@ TEST(CpuNumerics, HalfNormsKeepF32Statistics) {
     Value bias = g.constant(Tensor::full(t, Shape{4}, 0));
     g.set_outputs(
         {g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x), g.log_softmax(x)});
-    Tensor in = Tensor::from_doubles(
-        t, Shape{2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
-    std::vector<double> v(8), ln(8), rms(8), sm(8), lsm(8);
-    for (int64_t i = 0; i < 8; ++i) v[static_cast<size_t>(i)] = in.get_f64(i);
-    for (size_t r = 0; r < 2; ++r) {
-      double mean = 0, ms = 0, mx = -kInf, var = 0, se = 0;
-      for (size_t j = 0; j < 4; ++j) {
-        mean += v[r * 4 + j] / 4;
-        ms += v[r * 4 + j] * v[r * 4 + j] / 4;
-        mx = std::max(mx, v[r * 4 + j]);
-      }
-      for (size_t j = 0; j < 4; ++j) {
-        var += (v[r * 4 + j] - mean) * (v[r * 4 + j] - mean) / 4;
-        se += std::exp(v[r * 4 + j] - mx);
-      }
-      for (size_t j = 0; j < 4; ++j) {
-        size_t k = r * 4 + j;
-        ln[k] = (v[k] - mean) / std::sqrt(var + 1e-5);
-        rms[k] = v[k] / std::sqrt(ms + 1e-6);
-        sm[k] = std::exp(v[k] - mx) / se;
-        lsm[k] = v[k] - mx - std::log(se);
-      }
-    }
-    double tol = t == DType::f16 ? 2e-3 : 1.6e-2;  // one rounding to the half dtype
-    auto check = [&](const std::vector<Tensor>& out, const std::string& what) {
-      expect_values(out[0], ln, tol, what + " layer_norm");
-      expect_values(out[1], rms, tol, what + " rms_norm");
-      expect_values(out[2], sm, tol, what + " softmax");
-      expect_values(out[3], lsm, tol, what + " log_softmax");
-    };
+    Tensor in = Tensor::from_doubles(t, Shape{2, 4}, values);
     std::string dt(dtype_name(t));
-    for (const Config& c : kConfigs) check(run_cpu(g, {{"x", in}}, c), dt + " " + c.name);
-    check(evaluate(decompose(g), {{"x", in}}), dt + " evaluator of the decomposed graph");
+    auto check = [&](const std::vector<Tensor>& out, const std::optional<PrecisionPolicy>& p,
+                     const std::string& what) {
+      // The values the normalisation sees (under always-f16 / always-bf16 the input is rounded
+      // once more to the low dtype); references from those in double, tolerance one rounding
+      // of an O(1) result to the coarser dtype.
+      bool always_low = p && !p->is_auto() && p->low_dtype() != DType::f32;
+      DType seen = always_low ? p->low_dtype() : t;
+      std::vector<double> v(8), ln(8), rms(8), sm(8), lsm(8);
+      Tensor rounded = Tensor::from_doubles(seen, Shape{2, 4}, std::vector<double>(8));
+      for (int64_t i = 0; i < 8; ++i) rounded.set_f64(i, in.get_f64(i));
+      for (int64_t i = 0; i < 8; ++i) v[static_cast<size_t>(i)] = rounded.get_f64(i);
+      for (size_t r = 0; r < 2; ++r) {
+        double mean = 0, ms = 0, mx = -kInf, var = 0, se = 0;
+        for (size_t j = 0; j < 4; ++j) {
+          mean += v[r * 4 + j] / 4;
+          ms += v[r * 4 + j] * v[r * 4 + j] / 4;
+          mx = std::max(mx, v[r * 4 + j]);
+        }
+        for (size_t j = 0; j < 4; ++j) {
+          var += (v[r * 4 + j] - mean) * (v[r * 4 + j] - mean) / 4;
+          se += std::exp(v[r * 4 + j] - mx);
+        }
+        for (size_t j = 0; j < 4; ++j) {
+          size_t k = r * 4 + j;
+          ln[k] = (v[k] - mean) / std::sqrt(var + 1e-5);
+          rms[k] = v[k] / std::sqrt(ms + 1e-6);
+          sm[k] = std::exp(v[k] - mx) / se;
+          lsm[k] = v[k] - mx - std::log(se);
+        }
+      }
+      double tol = t == DType::bf16 || seen == DType::bf16 ? 1.6e-2 : 2e-3;
+      std::string name = dt + " " + what + (p ? " " + to_string(*p) : "");
+      expect_values(out[0], ln, tol, name + " layer_norm");
+      expect_values(out[1], rms, tol, name + " rms_norm");
+      expect_values(out[2], sm, tol, name + " softmax");
+      expect_values(out[3], lsm, tol, name + " log_softmax");
+    };
+    for (const Config& c : configs) check(run_cpu(g, {{"x", in}}, c), c.precision, c.name);
+    check(evaluate(decompose(g), {{"x", in}}), std::nullopt, "evaluator of the decomposed graph");
   }
 }
 

@@ -136,11 +136,39 @@ TEST(PjrtNumerics, ErfStaysInUnitInterval) {
 // ---- f16 normalisations keep their statistics in f32 (NumPy in double, rounded to f16):
 // layer_norm([60000, 60032, 60064, 60096]) = [-1.342, -0.4473, 0.4473, 1.342] (mean 60048 is
 // not an f16: rounded, it gives [-0.816, 0, 0.816, 1.633]); rms_norm([300] * 4) = 1 (300^2 is
-// past f16's 65504). Under the precision policies that keep the graph's f32 values in f32
-// (always-f32 and the auto policies; PJRT decomposes before AMP, and always-f16 / always-bf16
-// round every value, the decomposition's f32 statistics included: docs/pipeline.md).
+// past f16's 65504). Under every precision policy: always-f16 / always-bf16 decompose them
+// after AMP (run_standard_pipeline), which would otherwise round the f32 statistics.
+// References of layer_norm, rms_norm, softmax and log_softmax over rows of 4 of `v`, in double.
+struct NormRefs {
+  std::vector<double> ln, rms, sm, lsm;
+};
+NormRefs norm_references(const std::vector<double>& v) {
+  NormRefs r{std::vector<double>(v.size()), std::vector<double>(v.size()),
+             std::vector<double>(v.size()), std::vector<double>(v.size())};
+  for (size_t row = 0; row < v.size() / 4; ++row) {
+    double mean = 0, ms = 0, mx = -kInf, var = 0, se = 0;
+    for (size_t k = row * 4; k < row * 4 + 4; ++k) {
+      mean += v[k] / 4;
+      ms += v[k] * v[k] / 4;
+      mx = std::max(mx, v[k]);
+    }
+    for (size_t k = row * 4; k < row * 4 + 4; ++k) {
+      var += (v[k] - mean) * (v[k] - mean) / 4;
+      se += std::exp(v[k] - mx);
+    }
+    for (size_t k = row * 4; k < row * 4 + 4; ++k) {
+      r.ln[k] = (v[k] - mean) / std::sqrt(var + 1e-5);
+      r.rms[k] = v[k] / std::sqrt(ms + 1e-6);
+      r.sm[k] = std::exp(v[k] - mx) / se;
+      r.lsm[k] = v[k] - mx - std::log(se);
+    }
+  }
+  return r;
+}
+
 TEST(PjrtNumerics, HalfNormsKeepF32Statistics) {
   RLX_REQUIRE_PJRT_PLUGIN();
+  const std::vector<double> values = {60000, 60032, 60064, 60096, 300, 300, 300, 300};
   for (DType t : {DType::f16, DType::bf16}) {
     Graph g("half_norms");
     Value x = g.input("x", t, Shape{2, 4});
@@ -148,49 +176,35 @@ TEST(PjrtNumerics, HalfNormsKeepF32Statistics) {
     Value bias = g.constant(Tensor::full(t, Shape{4}, 0));
     g.set_outputs(
         {g.layer_norm(x, scale, bias), g.rms_norm(x, scale), g.softmax(x), g.log_softmax(x)});
-    Tensor in = Tensor::from_doubles(
-        t, Shape{2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
-    // The f16 input is exact; bf16 rounds it (8 bits): compute the references from the
-    // rounded values, in double.
-    std::vector<double> v(8);
-    for (int64_t i = 0; i < 8; ++i) v[static_cast<size_t>(i)] = in.get_f64(i);
-    std::vector<double> ln(8), rms(8), sm(8), lsm(8);
-    for (int r = 0; r < 2; ++r) {
-      double mean = 0, ms = 0, mx = -kInf;
-      for (int j = 0; j < 4; ++j) {
-        double e = v[static_cast<size_t>(r * 4 + j)];
-        mean += e / 4;
-        ms += e * e / 4;
-        mx = std::max(mx, e);
-      }
-      double var = 0, se = 0;
-      for (int j = 0; j < 4; ++j) {
-        double e = v[static_cast<size_t>(r * 4 + j)];
-        var += (e - mean) * (e - mean) / 4;
-        se += std::exp(e - mx);
-      }
-      for (int j = 0; j < 4; ++j) {
-        size_t k = static_cast<size_t>(r * 4 + j);
-        ln[k] = (v[k] - mean) / std::sqrt(var + 1e-5);
-        rms[k] = v[k] / std::sqrt(ms + 1e-6);
-        sm[k] = std::exp(v[k] - mx) / se;
-        lsm[k] = v[k] - mx - std::log(se);
-      }
-    }
-    // One rounding to the half dtype of a value of magnitude <= 2 plus f32 statistics.
-    Tolerance tol = t == DType::f16 ? Tolerance{2e-3, 2e-3} : Tolerance{1.6e-2, 1.6e-2};
+    Tensor in = Tensor::from_doubles(t, Shape{2, 4}, values);
     std::vector<PrecisionPolicy> policies = {{PrecisionMode::AlwaysF32, {}},
                                              {PrecisionMode::AutoMixedBf16, {}},
-                                             {PrecisionMode::AutoMixedF16, {}}};
+                                             {PrecisionMode::AutoMixedF16, {}},
+                                             {PrecisionMode::AlwaysF16, {}},
+                                             {PrecisionMode::AlwaysBf16, {}}};
     for (const PrecisionPolicy& p : policies) {
+      // The values the normalisation sees: the input (exact in f16; bf16 keeps 8 bits), rounded
+      // once more to the low dtype under always-f16 / always-bf16. The references are computed
+      // from those, in double; the tolerance is one rounding of an O(1) result to the coarser
+      // of the two dtypes (the statistics themselves are f32).
+      bool always_low = !p.is_auto() && p.low_dtype() != DType::f32;
+      Tensor seen = always_low ? Tensor::from_doubles(p.low_dtype(), Shape{2, 4},
+                                                      std::vector<double>(values.size()))
+                               : in;
+      for (int64_t i = 0; always_low && i < 8; ++i) seen.set_f64(i, in.get_f64(i));
+      std::vector<double> v(8);
+      for (int64_t i = 0; i < 8; ++i) v[static_cast<size_t>(i)] = seen.get_f64(i);
+      NormRefs ref = norm_references(v);
+      bool coarse = t == DType::bf16 || (always_low && p.low_dtype() == DType::bf16);
+      Tolerance tol = coarse ? Tolerance{1.6e-2, 1.6e-2} : Tolerance{2e-3, 2e-3};
       CompileOptions o;
       o.precision = p;
       std::vector<Tensor> out = run_on_plugin(g, {{"x", in}}, o);
       std::string what = std::string(dtype_name(t)) + " under " + to_string(p) + ": ";
-      expect_values(out[0], ln, tol, what + "layer_norm");
-      expect_values(out[1], rms, tol, what + "rms_norm");
-      expect_values(out[2], sm, tol, what + "softmax");
-      expect_values(out[3], lsm, tol, what + "log_softmax");
+      expect_values(out[0], ref.ln, tol, what + "layer_norm");
+      expect_values(out[1], ref.rms, tol, what + "rms_norm");
+      expect_values(out[2], ref.sm, tol, what + "softmax");
+      expect_values(out[3], ref.lsm, tol, what + "log_softmax");
     }
   }
 }
