@@ -2,6 +2,7 @@
 // RLX_PRECISION) and the pass.
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -125,7 +126,15 @@ class AmpRewriter {
     if (!c) return std::nullopt;
 
     std::vector<Value> new_operands;
-    for (Value v : operands) new_operands.push_back(is_float(dst.dtype(v)) ? as(dst, v, *c) : v);
+    for (size_t i = 0; i < operands.size(); ++i) {
+      Value v = operands[i];
+      if (!is_float(dst.dtype(v)))
+        new_operands.push_back(v);
+      else if (is_attention_bias(node, i))
+        new_operands.push_back(as_saturated(dst, v, *c));
+      else
+        new_operands.push_back(as(dst, v, *c));
+    }
     AttrMap attrs = node.attrs;
     bool low = *c != DType::f32;
     if (low && op_info(node.op).find_attr("preferred")) attrs.set("preferred", DType::f32);
@@ -224,6 +233,34 @@ class AmpRewriter {
     casts_[{s, to}] = c;
     prunable_.insert(c.node);
     return c;
+  }
+
+  // Operand i of `node` is an additive attention bias (mask "bias").
+  static bool is_attention_bias(const Node& node, size_t i) {
+    return node.op == OpKind::Attention && i == 3 && node.attrs.get_string("mask") == "bias";
+  }
+
+  // convert(v, to) for an additive attention bias: a finite value beyond `to`'s largest finite
+  // one saturates to it instead of rounding to an infinity. A bias of f32's lowest value
+  // (-3.4028235e38, an "almost masked" key) would otherwise become -inf in bf16 and turn a row
+  // whose keys all carry it into a fully masked row (output 0 instead of a softmax of equal
+  // scores); ±inf (masked keys) and NaN pass unchanged. Only narrowing to f16 / bf16 clamps:
+  // select(|v| == inf, v, clamp(-max, v, max)), then the convert.
+  Value as_saturated(Graph& dst, Value v, DType to) {
+    Value s = source_of(dst, v);
+    DType from = dst.dtype(s);
+    bool narrows =
+        (to == DType::f16 || to == DType::bf16) && (from == DType::f32 || from == DType::f64);
+    if (!narrows) return as(dst, v, to);
+    double max = to == DType::f16 ? 65504.0 : 3.3895313892515355e38;  // largest finite
+    Value hi = dst.scalar(max, from), lo = dst.scalar(-max, from);
+    Value inf = dst.eq(dst.abs(s), dst.scalar(std::numeric_limits<double>::infinity(), from));
+    AttrMap attrs;
+    attrs.set("dtype", to);
+    std::string hint = dst.node(s).name + ".saturated." + std::string(dtype_name(to));
+    while (src_.find(hint) >= 0) hint += ".amp";  // as in as()
+    return dst.emit1(OpKind::Convert, {dst.select(inf, s, dst.clamp(lo, s, hi))}, std::move(attrs),
+                     std::move(hint));
   }
 
   // Drops the prunable casts nothing uses any more (chains included), copying the rest.

@@ -38,7 +38,34 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   for (const Node& n : r.graph.nodes())
     unseeded = unseeded || (n.op == OpKind::RngKey && !n.attrs.has("seed"));
   if (unseeded) pm.add(create_bind_rng_seed_pass(o.seed));
-  pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
+  // Under always-f16 / always-bf16 AMP rounds every float value to the low dtype, so it would
+  // also round the f32 statistics that the decompositions of the normalisations (and attention)
+  // keep for f16 / bf16 (src/opt/decompose/nn.cc). Those composites, when they are to be
+  // decomposed, are decomposed after AMP instead: AMP gives them low-precision operands as it
+  // does a native kernel, and their decomposition then computes the statistics in f32.
+  std::set<OpKind> deferred;
+  if (precision && !precision->is_auto() && precision->low_dtype() != DType::f32) {
+    for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::RmsNorm,
+                      OpKind::FusedResidualLayerNorm, OpKind::FusedResidualRmsNorm,
+                      OpKind::SoftmaxCrossEntropy, OpKind::Attention}) {
+      KernelDispatch d = o.dispatch.policy_for(op);
+      if (d == KernelDispatch::ForceCommon ||
+          (d == KernelDispatch::PreferNative && !supported.count(op)))
+        deferred.insert(op);
+    }
+  }
+  DispatchReport before_amp;
+  if (deferred.empty()) {
+    pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
+  } else {
+    std::set<OpKind> keep = supported;
+    DispatchOptions first = o.dispatch;
+    for (OpKind op : deferred) {
+      keep.insert(op);
+      first.overrides[op] = KernelDispatch::PreferNative;
+    }
+    pm.add(create_legalize_pass(keep, first, o.backend, &before_amp));
+  }
   if (o.dce) pm.add(create_dce_pass());
   if (o.fold_constants) pm.add(create_fold_constants_pass(o.fold_max_elements));
   pm.add(create_cse_pass());
@@ -50,6 +77,7 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   if (claims(OpKind::FusedResidualLayerNorm) && claims(OpKind::FusedResidualRmsNorm))
     pm.add(create_fuse_residual_norm_pass());
   if (precision) pm.add(create_amp_pass(*precision));
+  if (!deferred.empty()) pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
   if (claims(OpKind::ElementwiseRegion)) pm.add(create_mark_elementwise_regions_pass());
   if (o.dce) pm.add(create_dce_pass());
   if (o.on_stage) {
@@ -60,6 +88,11 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   }
   pm.run(r.graph);
   r.timings = pm.timings();
+  // Two legalizations: the second's report counts what runs (AMP's converts included); the
+  // decompositions of both count.
+  for (const auto& [op, counts] : before_amp.ops)
+    if (r.report.ops.count(op) || counts.decomposed > 0)
+      r.report.ops[op].decomposed += counts.decomposed;
   // Legalization ran before AMP, whose converts the backend must run too: an unclaimed op
   // there is an error like legalization's ("backend 'b' cannot run: convert (nodes %a, %b)").
   std::map<OpKind, std::vector<std::string>> unclaimed;

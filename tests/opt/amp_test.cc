@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -396,6 +397,42 @@ TEST(Amp, CastNamesNeverTakeTheNameOfALaterLeaf) {
   ASSERT_TRUE(g.verify().empty());
   EXPECT_EQ(g.node(g.find("x.bf16")).op, OpKind::Param);
   EXPECT_EQ(g.node(g.find("x.bf16.amp")).op, OpKind::Convert);
+}
+
+// An additive attention bias narrowed to bf16 / f16 saturates (issue 18): f32's lowest stays
+// finite, so a row whose keys all carry it is uniform (the mean of V, as in f32) instead of
+// fully masked (0); -inf still masks.
+TEST(Amp, AttentionBiasSaturatesInsteadOfBecomingInfinite) {
+  Graph g("lowest_bias");
+  Value q = g.input("q", DType::f32, {1, 1, 3, 2});
+  Value k = g.input("k", DType::f32, {1, 1, 3, 2});
+  Value v = g.input("v", DType::f32, {1, 1, 3, 2});
+  Value bias = g.input("bias", DType::f32, {1, 1, 3, 3});
+  Graph::AttentionOptions ao;
+  ao.mask = "bias";
+  g.set_outputs({g.attention(q, k, v, ao, bias)});
+  const double lo = std::numeric_limits<float>::lowest(),
+               inf = std::numeric_limits<double>::infinity();
+  TensorMap feeds{
+      // q = 0: every score is 0, so a uniform row is the mean of V in any arithmetic.
+      {"q", Tensor::full(DType::f32, {1, 1, 3, 2}, 0)},
+      {"k", random_tensor(DType::f32, {1, 1, 3, 2}, 2)},
+      {"v", Tensor::from_doubles(DType::f32, {1, 1, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 9})},
+      {"bias", Tensor::from_doubles(DType::f32, {1, 1, 3, 3},
+                                    std::vector<double>{lo, lo, lo, -inf, 0, -inf, 0, 0, lo})}};
+  for (PrecisionMode m : {PrecisionMode::AutoMixedBf16, PrecisionMode::AutoMixedF16,
+                          PrecisionMode::AlwaysBf16, PrecisionMode::AlwaysF16}) {
+    Graph a = g;
+    run_amp(a, policy(m));
+    std::vector<Tensor> out = evaluate(a, feeds);
+    std::string what(precision_mode_name(m));
+    EXPECT_NEAR(out[0].get_f64(0), 3, 5e-2) << what;  // mean of V
+    EXPECT_NEAR(out[0].get_f64(1), 5, 5e-2) << what;
+    EXPECT_NEAR(out[0].get_f64(2), 3, 5e-2) << what;  // only key 1: v[1]
+    EXPECT_NEAR(out[0].get_f64(3), 4, 5e-2) << what;
+    EXPECT_NEAR(out[0].get_f64(4), 2, 5e-2) << what;  // keys 0 and 1 (key 2's bias is lowest)
+    EXPECT_NEAR(out[0].get_f64(5), 3, 5e-2) << what;
+  }
 }
 
 TEST(Amp, PrecisionTable) {

@@ -95,6 +95,35 @@ TEST(DecomposeNn, LayerNormLargeMean) {
   expect_decomposition_matches(g, feeds, 1e-3, 4e-3);
 }
 
+// f16 / bf16 normalisations compute their statistics in f32 (issue 18): NumPy in double gives
+// layer_norm([60000, 60032, 60064, 60096]) = [-1.342, -0.4473, 0.4473, 1.342] (an f16 mean,
+// 60032, gave [-0.816, 0, 0.816, 1.633]) and rms_norm([300] * 4) = 1 (300^2 overflows f16: 0).
+// The evaluator rounds every op of the decomposed graph to its dtype, so it sees the difference.
+TEST(DecomposeNn, HalfNormsComputeStatisticsInF32) {
+  const std::vector<double> ln = {-1.3416407812590894, -0.44721359375302983, 0.44721359375302983,
+                                  1.3416407812590894};
+  Graph g;
+  Value x = g.input("x", DType::f16, {2, 4});
+  Value s = g.constant(Tensor::full(DType::f16, {4}, 1));
+  Value b = g.constant(Tensor::full(DType::f16, {4}, 0));
+  g.set_outputs({g.layer_norm(x, s, b), g.rms_norm(x, s), g.softmax(x), g.log_softmax(x)});
+  Tensor xv = Tensor::from_doubles(
+      DType::f16, {2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
+  Graph d = decompose(g);
+  for (const Node& n : d.nodes())
+    if (op_info(n.op).has(kReduction)) {
+      EXPECT_EQ(n.results[0].dtype, DType::f32) << "statistic %" << n.name << " of\n"
+                                                << d.to_string();
+    }
+  std::vector<Tensor> out = evaluate(d, {{"x", xv}});
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(out[0].get_f64(i), ln[static_cast<size_t>(i)], 2e-3) << "layer_norm " << i;
+    EXPECT_NEAR(out[1].get_f64(4 + i), 1.0, 1e-3) << "rms_norm " << i;
+    EXPECT_NEAR(out[2].get_f64(4 + i), 0.25, 1e-3) << "softmax " << i;
+  }
+  expect_decomposition_matches(g, {{"x", xv}}, 2e-3, 2e-3);
+}
+
 struct AttentionCase {
   std::string mask;
   int64_t window = 0;

@@ -162,6 +162,49 @@ TEST(Pipeline, ForceCommonAttentionIsNotRefused) {
   EXPECT_EQ(count(r.graph, OpKind::Softmax), 1);
 }
 
+// always-f16 / always-bf16 round every float value, so a backend that decomposes layer_norm
+// and rms_norm gets them decomposed after AMP: their reductions stay f32 and f16
+// layer_norm([60000, 60032, 60064, 60096]) is [-1.342, -0.447, 0.447, 1.342] (NumPy in double;
+// [-0.816, 0, 0.816, 1.633] with an f16 mean), rms_norm([300] * 4) is 1 (0 with an f16 x^2).
+TEST(Pipeline, AlwaysLowPoliciesKeepF32StatisticsOfDecomposedNorms) {
+  Graph g("norms");
+  Value x = g.input("x", DType::f16, {2, 4});
+  Value one = g.constant(Tensor::full(DType::f16, {4}, 1));
+  Value zero = g.constant(Tensor::full(DType::f16, {4}, 0));
+  g.set_outputs({g.layer_norm(x, one, zero), g.rms_norm(x, one)});
+  Tensor xv = Tensor::from_doubles(
+      DType::f16, {2, 4}, std::vector<double>{60000, 60032, 60064, 60096, 300, 300, 300, 300});
+  const double ln[] = {-1.3416407812590894, -0.44721359375302983, 0.44721359375302983,
+                       1.3416407812590894};
+  for (const char* policy : {"always-f16", "always-bf16", "always-f32", "auto-mixed-f16"}) {
+    PipelineOptions o;
+    o.backend = "primitives";
+    for (int i = 0; i < kNumOps; ++i)
+      if (!op_info(static_cast<OpKind>(i)).has(kComposite))
+        o.supported.insert(static_cast<OpKind>(i));
+    o.precision = parse_precision_policy(policy);
+    PipelineResult r = run_standard_pipeline(g, o);
+    int reductions = 0;
+    for (const Node& n : r.graph.nodes()) {
+      EXPECT_FALSE(op_info(n.op).has(kComposite)) << policy << ": " << op_name(n.op);
+      if (n.op == OpKind::ReduceSum) {
+        ++reductions;
+        EXPECT_EQ(n.results[0].dtype, DType::f32) << policy << ": %" << n.name;
+      }
+    }
+    EXPECT_EQ(reductions, 3) << policy;  // mean, variance, mean square
+    EXPECT_EQ(r.report.at(OpKind::LayerNorm).decomposed, 1) << policy;
+    EXPECT_EQ(r.report.at(OpKind::RmsNorm).decomposed, 1) << policy;
+    std::vector<Tensor> out = evaluate(r.graph, {{"x", xv}});
+    // always-bf16 rounds x to bf16 first: 60000.. become 59904 / 60160 (a different row).
+    if (std::string(policy) == "always-bf16") continue;
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(out[0].get_f64(i), ln[i], 2e-3) << policy << " layer_norm " << i;
+      EXPECT_NEAR(out[1].get_f64(4 + i), 1.0, 1e-3) << policy << " rms_norm " << i;
+    }
+  }
+}
+
 // RLX_PRECISION reaches the pipeline only through its options (precision_from_env, which
 // Session calls): the pipeline itself reads no environment.
 TEST(Pipeline, PrecisionFromTheEnvironment) {

@@ -199,9 +199,29 @@ std::vector<int64_t> Emitter::axes(const Node& n, const std::string& attr, const
   return out;
 }
 
+std::string Emitter::extremum(const char* op, const Operand& a, const Operand& b) {
+  std::string m = emit(op, {a, b}, "", a.type);
+  if (!is_float(a.type.dtype)) return m;
+  std::string b_nan = compare("NE", b, b), a_nan = compare("NE", a, a);
+  TensorType p{DType::bool_, a.type.shape};
+  std::string r = emit("stablehlo.select", {{b_nan, p}, b, {m, a.type}}, "", a.type);
+  return emit("stablehlo.select", {{a_nan, p}, a, {r, a.type}}, "", a.type);
+}
+
 std::string Emitter::combiner_region(DType t, const char* combiner) const {
   std::string scalar = tensor_type(t, Shape{});
   std::string k = std::to_string(next_);
+  std::string c(combiner);
+  if (is_float(t) && (c == "stablehlo.maximum" || c == "stablehlo.minimum")) {
+    // extremum() in the region: a NaN accumulator or element wins.
+    RegionCode r("%red" + k + "_");
+    std::string lhs = r.arg("lhs"), rhs = r.arg("rhs");
+    std::string m = r.op(c, lhs + ", " + rhs, "", scalar + ", " + scalar, scalar);
+    std::string rhs_nan = r.cmp(rhs, rhs, "NE", t), lhs_nan = r.cmp(lhs, lhs, "NE", t);
+    std::string v = r.select(lhs_nan, lhs, r.select(rhs_nan, rhs, m, t), t);
+    return " ({\n    ^bb0(" + lhs + ": " + scalar + ", " + rhs + ": " + scalar + "):\n" + r.code() +
+           "      \"stablehlo.return\"(" + v + ") : (" + scalar + ") -> ()\n    })";
+  }
   return " ({\n    ^bb0(%lhs" + k + ": " + scalar + ", %rhs" + k + ": " + scalar +
          "):\n      %red" + k + " = \"" + combiner + "\"(%lhs" + k + ", %rhs" + k + ") : (" +
          scalar + ", " + scalar + ") -> " + scalar + "\n      \"stablehlo.return\"(%red" + k +

@@ -1,5 +1,6 @@
 // Decompositions of composite nn ops (softmax, log_softmax, layer_norm, rms_norm, attention,
-// rope, softmax_cross_entropy) into reductions, elementwise ops, shape ops and dot_general.
+// rope, softmax_cross_entropy) into reductions, elementwise ops, shape ops and dot_general; the
+// normalisations (and attention's softmax) of f16 / bf16 compute in f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,6 +21,25 @@ Ints trailing_axes(int axis, int rank) {
   Ints axes;
   for (int i = axis; i < rank; ++i) axes.push_back(i);
   return axes;
+}
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// A normalisation of f16 / bf16 operands computes in f32 and rounds its results back once:
+// its statistics (mean, variance, mean square, max, sum of exponentials) would lose the mean
+// of [60000, 60032, 60064, 60096] to f16 rounding and overflow 300^2 (f16's max is 65504).
+// The widening converts are explicit, so the statistics are f32 whatever the graph's dtypes;
+// other operands pass through.
+std::vector<Value> in_f32(Graph& g, const Node& node, std::span<const Value> ops, DecomposeFn f) {
+  bool half = false;
+  for (Value v : ops) half = half || is_half(g.dtype(v));
+  if (!half) return f(g, node, ops);
+  std::vector<Value> wide;
+  for (Value v : ops) wide.push_back(is_half(g.dtype(v)) ? g.convert(v, DType::f32) : v);
+  std::vector<Value> out = f(g, node, wide);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (g.dtype(out[i]) != node.results[i].dtype) out[i] = g.convert(out[i], node.results[i].dtype);
+  return out;
 }
 
 // Max-subtracted so that large finite inputs never overflow exp (also in f16); an all -inf
@@ -81,8 +101,13 @@ std::vector<Value> decompose_attention(Graph& g, const Node& node, std::span<con
   double scale = node.attrs.has("scale") ? node.attrs.get_float("scale")
                                          : 1.0 / std::sqrt(static_cast<double>(d));
 
+  // f16 / bf16 scores and their softmax are f32 (in_f32's reason: the row sums); the weights
+  // are rounded back to dt for the second contraction.
+  DType st = is_half(dt) ? DType::f32 : dt;
   Value s = g.dot_general(g.reshape(q, {nb, hkv, group * sq, d}), k, {0, 1}, {0, 1}, {3}, {3});
-  s = g.mul(g.reshape(s, {nb, hq, sq, sk}), g.scalar(scale, dt));
+  s = g.reshape(s, {nb, hq, sq, sk});
+  if (st != dt) s = g.convert(s, st);
+  s = g.mul(s, g.scalar(scale, st));
 
   std::optional<Value> mask;
   if (kind == "causal" || kind == "sliding_window") {
@@ -104,15 +129,16 @@ std::vector<Value> decompose_attention(Graph& g, const Node& node, std::span<con
   } else if (kind == "bool") {
     mask = ops[3];
   } else if (kind == "bias") {
-    s = g.add(s, ops[3]);
-    mask = g.ne(s, g.scalar(-kInf, dt));
+    s = g.add(s, g.dtype(ops[3]) == st ? ops[3] : g.convert(ops[3], st));
+    mask = g.ne(s, g.scalar(-kInf, st));
   }
-  Value zero = g.scalar(0, dt);
-  if (mask) s = g.select(*mask, s, g.scalar(-kInf, dt));
+  Value zero = g.scalar(0, st);
+  if (mask) s = g.select(*mask, s, g.scalar(-kInf, st));
   Value p = g.exp(g.sub(s, g.reduce_max(s, {3}, true)));
   if (mask) p = g.select(*mask, p, zero);
   Value den = g.reduce_sum(p, {3}, true);
-  Value w = g.div(p, g.select(g.gt(den, zero), den, g.scalar(1, dt)));
+  Value w = g.div(p, g.select(g.gt(den, zero), den, g.scalar(1, st)));
+  if (st != dt) w = g.convert(w, dt);
   Value o = g.dot_general(g.reshape(w, {nb, hkv, group * sq, sk}), v, {0, 1}, {0, 1}, {3}, {2});
   return {g.reshape(o, {nb, hq, sq, dv})};
 }
@@ -178,10 +204,19 @@ std::vector<Value> decompose_softmax_cross_entropy(Graph& g, const Node&,
 }  // namespace
 
 void register_decompose_nn() {
-  set_decomposition(OpKind::Softmax, decompose_softmax);
-  set_decomposition(OpKind::LogSoftmax, decompose_log_softmax);
-  set_decomposition(OpKind::LayerNorm, decompose_layer_norm);
-  set_decomposition(OpKind::RmsNorm, decompose_rms_norm);
+  // The normalisations compute f16 / bf16 in f32 (in_f32).
+  set_decomposition(OpKind::Softmax, [](Graph& g, const Node& n, std::span<const Value> ops) {
+    return in_f32(g, n, ops, decompose_softmax);
+  });
+  set_decomposition(OpKind::LogSoftmax, [](Graph& g, const Node& n, std::span<const Value> ops) {
+    return in_f32(g, n, ops, decompose_log_softmax);
+  });
+  set_decomposition(OpKind::LayerNorm, [](Graph& g, const Node& n, std::span<const Value> ops) {
+    return in_f32(g, n, ops, decompose_layer_norm);
+  });
+  set_decomposition(OpKind::RmsNorm, [](Graph& g, const Node& n, std::span<const Value> ops) {
+    return in_f32(g, n, ops, decompose_rms_norm);
+  });
   set_decomposition(OpKind::Attention, decompose_attention);
   set_decomposition(OpKind::Rope, decompose_rope);
   set_decomposition(OpKind::SoftmaxCrossEntropy, decompose_softmax_cross_entropy);

@@ -60,7 +60,13 @@ const Golden kGoldens[] = {
      R"(module @gelu_erf {
   func.func public @main(%arg0: tensor<2xbf16>) -> (tensor<2xbf16>) {
     %0 = "chlo.erf"(%arg0) : (tensor<2xbf16>) -> tensor<2xbf16>
-    return %0 : tensor<2xbf16>
+    %1 = "stablehlo.constant"() {value = dense<"0x803F"> : tensor<2xbf16>} : () -> tensor<2xbf16>
+    %2 = "stablehlo.constant"() {value = dense<"0x80BF"> : tensor<2xbf16>} : () -> tensor<2xbf16>
+    %3 = "stablehlo.compare"(%0, %2) {comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xi1>
+    %4 = "stablehlo.select"(%3, %2, %0) : (tensor<2xi1>, tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+    %5 = "stablehlo.compare"(%0, %1) {comparison_direction = #stablehlo<comparison_direction GT>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xi1>
+    %6 = "stablehlo.select"(%5, %1, %4) : (tensor<2xi1>, tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+    return %6 : tensor<2xbf16>
   }
 }
 )"},
@@ -103,9 +109,13 @@ const Golden kGoldens[] = {
   func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<2x1xf32>) {
     %0 = "stablehlo.constant"() {value = dense<"0x000080FF"> : tensor<f32>} : () -> tensor<f32>
     %1 = "stablehlo.reduce"(%arg0, %0) ({
-    ^bb0(%lhs1: tensor<f32>, %rhs1: tensor<f32>):
-      %red1 = "stablehlo.maximum"(%lhs1, %rhs1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      "stablehlo.return"(%red1) : (tensor<f32>) -> ()
+    ^bb0(%red1_lhs: tensor<f32>, %red1_rhs: tensor<f32>):
+      %red1_0 = "stablehlo.maximum"(%red1_lhs, %red1_rhs) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %red1_1 = "stablehlo.compare"(%red1_rhs, %red1_rhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %red1_2 = "stablehlo.compare"(%red1_lhs, %red1_lhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %red1_3 = "stablehlo.select"(%red1_1, %red1_rhs, %red1_0) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+      %red1_4 = "stablehlo.select"(%red1_2, %red1_lhs, %red1_3) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%red1_4) : (tensor<f32>) -> ()
     }) {dimensions = array<i64: 1>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
     %2 = "stablehlo.reshape"(%1) : (tensor<2xf32>) -> tensor<2x1xf32>
     return %2 : tensor<2x1xf32>

@@ -1,12 +1,12 @@
 // StableHLO lowerings of the elementwise ops: one StableHLO / CHLO op per rlx op on explicitly
-// broadcast operands, plus the few that need more (atan, convert, clamp, unsigned abs / sign).
+// broadcast operands, plus the few that need more (max / min / clamp with NaN propagation, erf
+// kept in [-1, 1], atan, convert, unsigned abs / sign).
 #include "lower.h"
 
 namespace rlx::pjrt::lower {
 namespace {
 
-// The one-to-one ops: rlx kind -> StableHLO / CHLO op name (erf is chlo.erf, accepted by the
-// plugin, so GELU stays exact).
+// The one-to-one ops: rlx kind -> StableHLO op name.
 struct OneToOne {
   OpKind op;
   const char* name;
@@ -26,7 +26,6 @@ constexpr OneToOne kOneToOne[] = {
     {OpKind::Tan, "stablehlo.tan"},
     {OpKind::Tanh, "stablehlo.tanh"},
     {OpKind::Logistic, "stablehlo.logistic"},
-    {OpKind::Erf, "chlo.erf"},
     {OpKind::Cbrt, "stablehlo.cbrt"},
     {OpKind::Floor, "stablehlo.floor"},
     {OpKind::Ceil, "stablehlo.ceil"},
@@ -37,14 +36,11 @@ constexpr OneToOne kOneToOne[] = {
     {OpKind::Mul, "stablehlo.multiply"},
     {OpKind::Div, "stablehlo.divide"},
     {OpKind::Pow, "stablehlo.power"},
-    {OpKind::Max, "stablehlo.maximum"},
-    {OpKind::Min, "stablehlo.minimum"},
     {OpKind::Rem, "stablehlo.remainder"},
     {OpKind::And, "stablehlo.and"},
     {OpKind::Or, "stablehlo.or"},
     {OpKind::Xor, "stablehlo.xor"},
     {OpKind::Select, "stablehlo.select"},
-    {OpKind::Clamp, "stablehlo.clamp"},  // rlx's (lo, x, hi) is stablehlo's (min, operand, max)
 };
 
 // The compares: rlx kind -> comparison_direction.
@@ -94,6 +90,36 @@ std::vector<std::string> compare(Emitter& e, const Node& n) {
   return {e.compare(direction_of(n.op), ops[0], ops[1])};
 }
 
+// lax.max / lax.min, NaN-propagating on floats (Emitter::extremum).
+std::vector<std::string> max_min(Emitter& e, const Node& n) {
+  std::vector<Operand> ops = e.broadcast_operands(n);
+  return {
+      e.extremum(n.op == OpKind::Max ? "stablehlo.maximum" : "stablehlo.minimum", ops[0], ops[1])};
+}
+
+// lax.clamp(lo, x, hi) = min(max(x, lo), hi) (scalar::clamp): NaN in any operand propagates,
+// and lo > hi gives hi, as in the evaluator (stablehlo.clamp leaves that case to the
+// implementation).
+std::vector<std::string> clamp(Emitter& e, const Node& n) {
+  const TensorType& rt = n.results[0];
+  std::vector<Operand> ops = e.broadcast_operands(n);  // (lo, x, hi)
+  Operand lower{e.extremum("stablehlo.maximum", ops[1], ops[0]), rt};
+  return {e.extremum("stablehlo.minimum", lower, ops[2])};
+}
+
+// chlo.erf (accepted by the plugin, so GELU stays exact), pinned to [-1, 1]: XLA CPU's f32
+// approximation reaches 1.0000001 (erf(3.7288418)), and exact GELU x (1 + erf(x / sqrt 2)) / 2
+// would then exceed x. select(y > 1, 1, select(y < -1, -1, y)) keeps a NaN.
+std::vector<std::string> erf(Emitter& e, const Node& n) {
+  const TensorType& rt = n.results[0];
+  Operand y{e.emit("chlo.erf", {e.operand(n, 0)}, "", rt), rt};
+  Operand one{e.splat(rt.dtype, rt.shape, 1), rt}, minus_one{e.splat(rt.dtype, rt.shape, -1), rt};
+  TensorType p{DType::bool_, rt.shape};
+  Operand below{
+      e.emit("stablehlo.select", {{e.compare("LT", y, minus_one), p}, minus_one, y}, "", rt), rt};
+  return {e.emit("stablehlo.select", {{e.compare("GT", y, one), p}, one, below}, "", rt)};
+}
+
 // stablehlo has atan2 only: atan(x) = atan2(x, 1).
 std::vector<std::string> atan(Emitter& e, const Node& n) {
   const TensorType& rt = n.results[0];
@@ -116,6 +142,10 @@ void register_elementwise_lowerings(OpTable<LowerFn>& t) {
   for (const OneToOne& o : kOneToOne)
     t.set(o.op, o.op == OpKind::Abs ? abs : o.op == OpKind::Sign ? sign : simple);
   for (const Direction& d : kCompares) t.set(d.op, compare);
+  t.set(OpKind::Erf, erf);
+  t.set(OpKind::Max, max_min);
+  t.set(OpKind::Min, max_min);
+  t.set(OpKind::Clamp, clamp);
   t.set(OpKind::Atan, atan);
   t.set(OpKind::Convert, convert);
 }

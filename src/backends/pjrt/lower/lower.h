@@ -102,7 +102,13 @@ class Emitter {
   std::vector<int64_t> axes(const Node& n, const std::string& attr, const Shape& s) const;
   /// The body of a reduce / reduce_window / scatter: `combiner` applied to two scalars of `t`.
   /// Its block argument names are made unique with next_number() (MLIR forbids shadowing).
+  /// A float "stablehlo.maximum" / "stablehlo.minimum" combiner propagates NaN as extremum()
+  /// does.
   std::string combiner_region(DType t, const char* combiner) const;
+  /// lax.max / lax.min (`op` "stablehlo.maximum" / "stablehlo.minimum") of two operands of one
+  /// type. On floats NaN propagates whatever the plugin's min/max does (XLA CPU's fast min/max
+  /// returns the other operand): `select(a != a, a, select(b != b, b, op(a, b)))`.
+  std::string extremum(const char* op, const Operand& a, const Operand& b);
 
  private:
   const Graph& g_;
