@@ -149,20 +149,20 @@ int run_embed(const EmbedArgs& a) {
   if (a.verbose) {
     models::EmbedderStats s = embedder.stats();
     auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::fprintf(stderr,
-                 "model %s (%s, dim %lld, max length %lld) loaded in %.1f ms\n"
-                 "device %s, precision %s, weights %s, act_quant %s\n"
-                 "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
-                 "%lld tokens (%lld with padding), %d threads\n",
-                 embedder.model_name().c_str(), embedder.model_dir().c_str(),
-                 static_cast<long long>(d), static_cast<long long>(embedder.max_length()),
-                 ms(t1 - t0), opts.device.to_string().c_str(),
-                 to_string(embedder.precision()).c_str(),
-                 opts.quantize ? std::string(quant_format_info(*opts.quantize).name).c_str() : "f32",
-                 opts.act_quant.c_str(), static_cast<long long>(n), ms(t2 - t1),
-                 static_cast<long long>(s.runs), static_cast<long long>(s.compiles),
-                 s.compile_seconds * 1e3, static_cast<long long>(s.real_tokens),
-                 static_cast<long long>(s.padded_tokens), num_threads());
+    std::fprintf(
+        stderr,
+        "model %s (%s, dim %lld, max length %lld) loaded in %.1f ms\n"
+        "device %s, precision %s\nweights %s, act_quant %s\n"
+        "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
+        "%lld tokens (%lld with padding), %d threads\n",
+        embedder.model_name().c_str(), embedder.model_dir().c_str(), static_cast<long long>(d),
+        static_cast<long long>(embedder.max_length()), ms(t1 - t0), opts.device.to_string().c_str(),
+        to_string(embedder.precision()).c_str(),
+        opts.quantize ? std::string(quant_format_info(*opts.quantize).name).c_str() : "f32",
+        opts.act_quant.c_str(), static_cast<long long>(n), ms(t2 - t1),
+        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_seconds * 1e3,
+        static_cast<long long>(s.real_tokens), static_cast<long long>(s.padded_tokens),
+        num_threads());
   }
   return 0;
 }
