@@ -29,6 +29,12 @@ std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds);
 /// bodies of cond / while_loop / scan are evaluated as evaluate() does (a group of one).
 std::vector<std::vector<Tensor>> evaluate_spmd(const Graph& g, const std::vector<TensorMap>& feeds);
 
+/// The results of collective node `n` (all_reduce, all_gather, reduce_scatter, all_to_all) for
+/// the members of one group, in rank order, from their operands (xs[r]: the operand of the
+/// member of rank r): evaluate_spmd's definition, which the CPU backend's collective kernels
+/// also compute with.
+std::vector<Tensor> evaluate_collective_group(const Node& n, const std::vector<Tensor>& xs);
+
 /// Evaluates one node of kind `op` with `attrs` on operand tensors; result types are inferred.
 /// Used by constant folding and op-level tests.
 std::vector<Tensor> evaluate_op(OpKind op, const std::vector<Tensor>& operands,

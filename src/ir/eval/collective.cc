@@ -49,6 +49,8 @@ Tensor concat(std::vector<Tensor> xs, int axis) {
   return op1(OpKind::Concatenate, std::move(xs), {{"dimension", int64_t{axis}}});
 }
 
+}  // namespace
+
 // The results of the members of one group, in rank order, from their operands.
 std::vector<Tensor> group_results(const Node& n, const std::vector<Tensor>& xs) {
   const int64_t s = static_cast<int64_t>(xs.size());
@@ -89,6 +91,8 @@ std::vector<Tensor> group_results(const Node& n, const std::vector<Tensor>& xs) 
   return out;
 }
 
+namespace {
+
 // A collective in a one-device evaluation: a group of one.
 std::vector<Tensor> eval_single(const EvalContext& ctx) {
   return {eval_collective(ctx.node, ctx.operands)[0]};
@@ -127,3 +131,12 @@ void register_eval_collective() {
 }
 
 }  // namespace rlx::detail
+
+namespace rlx {
+
+std::vector<Tensor> evaluate_collective_group(const Node& n, const std::vector<Tensor>& xs) {
+  check(!xs.empty(), "evaluate_collective_group: no operands");
+  return detail::group_results(n, xs);
+}
+
+}  // namespace rlx

@@ -1,7 +1,8 @@
 // Op cases of the collectives (all_reduce, all_gather, reduce_scatter, all_to_all) as groups of
-// one, which is what a one-device run (the reference evaluator's evaluate(), every suite of
-// this table) can execute; the group sizes 2 and 4 run over evaluate_spmd's simulated device
-// axis in tests/ir/collective_test.cc and tests/autodiff/collective_test.cc.
+// one, which is what a one-device run (evaluate(), a plain CPU run: every suite of this table)
+// executes; the group sizes 2 and 4 run over the simulated device axis in
+// tests/ir/collective_test.cc, tests/autodiff/collective_test.cc (evaluate_spmd) and
+// tests/runtime/spmd_test.cc (the CPU backend under run_spmd).
 #include "rlx/ir/collective.h"
 
 #include "common.h"
@@ -11,11 +12,11 @@ namespace {
 
 using namespace cases;
 
-constexpr uint32_t kSuites = kTextSuite | kFdSuite | kVmapSuite;
+constexpr uint32_t kSuites = kTextSuite | kFdSuite | kVmapSuite | kCpuSuite;
 constexpr const char* kWhy =
-    "collectives need a communicator: the CPU backend has none yet and PJRT runs them once "
-    "multi-device execute lands (issue 18 item 2); golden StableHLO texts in "
-    "tests/backends/pjrt/collective_emit_test.cc";
+    "PJRT runs collectives once multi-device execute lands (issue 18 item 2; golden StableHLO "
+    "texts in tests/backends/pjrt/collective_emit_test.cc); the JAX parity suite has no named "
+    "axis (python/tests/test_collectives.py covers them)";
 
 AttrMap one(AttrMap a) {
   a.set("replica_groups", replica_groups_tensor({{0}}));
