@@ -1,5 +1,6 @@
 """Collectives (all_reduce / all_gather / reduce_scatter / all_to_all) built from Python and run
-on the reference evaluator's simulated device axis (rlx._core.evaluate_spmd), against jax's
+on the reference evaluator's simulated device axis (rlx._core.evaluate_spmd) and on the CPU
+backend's (rlx._core.run_spmd: clones of one executable on one thread per device), against jax's
 collectives under jax.vmap(axis_name=...) for one group of all devices and against NumPy
 definitions for the replica-group layouts [[0,1],[2,3]] and [[0,2],[1,3]]; plus the errors."""
 
@@ -28,7 +29,13 @@ LAYOUTS = {
 def run(build, xs, shape):
     g = rlx.Graph("c")
     g.outputs(build(g, g.input("x", shape, "f64")))
-    return [np.asarray(o) for o in _core.evaluate_spmd(g, [{"x": x} for x in xs])]
+    feeds = [{"x": x} for x in xs]
+    ref = [np.asarray(o) for o in _core.evaluate_spmd(g, feeds)]
+    exe = rlx.Session().compile(g)
+    cpu = _core.run_spmd([exe.clone() for _ in xs], feeds)
+    for d, (r, c) in enumerate(zip(ref, cpu)):
+        np.testing.assert_array_equal(np.asarray(c), r, err_msg=f"cpu device {d}")
+    return ref
 
 
 def groups_of(layout):
