@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/random.h"
 
@@ -931,6 +932,56 @@ void bind_graph(py::module_& m) {
         },
         py::arg("x"), py::arg("axes") = py::none(), py::arg("keepdims") = false);
   }
+
+  // Collectives (docs/ir.md "Collectives"): the participants are replica_groups (rows of
+  // device ids; None: one group of all devices, axis_size of them when given) and axis_name.
+  auto collective = [](const GraphPtr& g, OpKind op, const PyValue& x, AttrMap attrs,
+                       const std::optional<ReplicaGroups>& groups, const std::string& axis_name,
+                       int64_t axis_size) {
+    AttrMap a = collective_attrs(groups.value_or(ReplicaGroups{}), axis_name, axis_size);
+    for (const auto& [k, v] : attrs.entries()) a.set(k, v);
+    return PyValue{g, g->emit1(op, {own(g, x)}, std::move(a))};
+  };
+  graph.def(
+      "all_reduce",
+      [collective](const GraphPtr& g, const PyValue& x, const std::string& reduce,
+                   const std::optional<ReplicaGroups>& groups, const std::string& axis_name,
+                   int64_t axis_size) {
+        return collective(g, OpKind::AllReduce, x, {{"reduce", reduce}}, groups, axis_name,
+                          axis_size);
+      },
+      py::arg("x"), py::arg("reduce") = "sum", py::arg("replica_groups") = py::none(),
+      py::arg("axis_name") = "", py::arg("axis_size") = 0);
+  graph.def(
+      "all_gather",
+      [collective](const GraphPtr& g, const PyValue& x, int64_t axis,
+                   const std::optional<ReplicaGroups>& groups, const std::string& axis_name,
+                   int64_t axis_size) {
+        return collective(g, OpKind::AllGather, x, {{"axis", axis}}, groups, axis_name, axis_size);
+      },
+      py::arg("x"), py::arg("axis"), py::arg("replica_groups") = py::none(),
+      py::arg("axis_name") = "", py::arg("axis_size") = 0);
+  graph.def(
+      "reduce_scatter",
+      [collective](const GraphPtr& g, const PyValue& x, int64_t scatter_dimension,
+                   const std::optional<ReplicaGroups>& groups, const std::string& axis_name,
+                   int64_t axis_size) {
+        return collective(g, OpKind::ReduceScatter, x, {{"scatter_dimension", scatter_dimension}},
+                          groups, axis_name, axis_size);
+      },
+      py::arg("x"), py::arg("scatter_dimension"), py::arg("replica_groups") = py::none(),
+      py::arg("axis_name") = "", py::arg("axis_size") = 0);
+  graph.def(
+      "all_to_all",
+      [collective](const GraphPtr& g, const PyValue& x, int64_t split_axis, int64_t concat_axis,
+                   const std::optional<ReplicaGroups>& groups, const std::string& axis_name,
+                   int64_t axis_size) {
+        return collective(g, OpKind::AllToAll, x,
+                          {{"split_axis", split_axis}, {"concat_axis", concat_axis}}, groups,
+                          axis_name, axis_size);
+      },
+      py::arg("x"), py::arg("split_axis"), py::arg("concat_axis"),
+      py::arg("replica_groups") = py::none(), py::arg("axis_name") = "", py::arg("axis_size") = 0);
 
   m.def("parse", &Graph::parse, py::arg("text"), "Parses the text IR (docs/ir.md) into a Graph.");
   // The Python layer's per-op table: the Graph method that builds each op. The method is the

@@ -13,6 +13,7 @@
 #include "rlx/runtime/backend_core.h"
 #include "rlx/runtime/memory_limit.h"
 #include "rlx/runtime/session.h"
+#include "rlx/runtime/spmd.h"
 #include "rlx/runtime/threading.h"
 
 namespace rlx::py_bind {
@@ -324,6 +325,55 @@ void bind_runtime(py::module_& m) {
       },
       py::arg("graph"), py::arg("inputs") = py::dict(), py::arg("params") = py::dict(),
       "Runs the reference evaluator (the oracle: naive, in double, rounded once).");
+  m.def(
+      "evaluate_spmd",
+      [](const Graph& g, const py::list& inputs, const py::object& params) {
+        check(!inputs.empty(), "evaluate_spmd: give one dict of inputs per device");
+        std::vector<TensorMap> feeds;
+        for (size_t d = 0; d < inputs.size(); ++d) {
+          py::dict p = params.is_none() ? py::dict()
+                       : py::isinstance<py::dict>(params)
+                           ? params.cast<py::dict>()
+                           : params.cast<py::list>()[d].cast<py::dict>();
+          feeds.push_back(eval_feeds(g, inputs[d].cast<py::dict>(), p));
+        }
+        std::vector<std::vector<Tensor>> outs;
+        {
+          py::gil_scoped_release nogil;
+          outs = evaluate_spmd(g, feeds);
+        }
+        py::list per_device;
+        for (const auto& o : outs) per_device.append(results(o));
+        return per_device;
+      },
+      py::arg("graph"), py::arg("inputs"), py::arg("params") = py::none(),
+      "Runs the reference evaluator as an SPMD program over len(inputs) simulated devices: "
+      "inputs[d] feeds device d; params is one dict for all devices or a list of one per "
+      "device. Returns each device's outputs (docs/ir.md \"Collectives\").");
+  m.def(
+      "run_spmd",
+      [](const std::vector<PyExecutable*>& exes, const py::list& inputs) {
+        check(exes.size() == inputs.size(),
+              "run_spmd: give one executable and one dict of inputs per device");
+        std::vector<Executable*> ptrs;
+        std::vector<TensorMap> feeds;
+        for (size_t d = 0; d < exes.size(); ++d) {
+          ptrs.push_back(exes[d]->exe.get());
+          feeds.push_back(feeds_of(*exes[d]->exe, py::make_tuple(inputs[d]), py::kwargs()));
+        }
+        std::vector<std::vector<Tensor>> outs;
+        {
+          py::gil_scoped_release nogil;
+          outs = run_spmd(ptrs, feeds);
+        }
+        py::list per_device;
+        for (const auto& o : outs) per_device.append(results(o));
+        return per_device;
+      },
+      py::arg("executables"), py::arg("inputs"),
+      "Runs executables[d] (clones of one CPU executable) on inputs[d], one thread per simulated "
+      "device joined by an in-process communicator (docs/ir.md \"Collectives\"); returns each "
+      "device's outputs.");
   m.def("devices", [] {
     std::vector<std::string> out;
     for (const Device& d : available_devices()) out.push_back(d.to_string());

@@ -36,7 +36,11 @@ KNOWN_WRONG: dict = {}
 # only (no backend runs it yet, so there is no CPU side to compare; docs/ops.md's declared
 # holes), and its bodies come from Python functions: test_control_flow.py checks rlx.cond /
 # switch / while_loop / scan / fori_loop against jax.lax on the reference evaluator.
-OUTSIDE = {"cond": "control flow", "while_loop": "control flow", "scan": "control flow"}
+# Collectives: jax's need a named axis; test_collectives.py checks them against
+# jax.vmap(axis_name=...) and NumPy over the simulated device axis (evaluator and CPU).
+OUTSIDE = {"cond": "control flow", "while_loop": "control flow", "scan": "control flow",
+           "all_reduce": "collective", "all_gather": "collective",
+           "reduce_scatter": "collective", "all_to_all": "collective"}
 
 
 @pytest.mark.parametrize("entry", OP_CASES, ids=[f"{e['name']}@{e['dtype']}" for e in OP_CASES])

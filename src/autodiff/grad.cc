@@ -22,6 +22,7 @@ OpTable<VjpFn>& rules() {
     register_vjp_reduce();
     register_vjp_shape();
     register_vjp_nn();
+    register_vjp_collective();
   });
   return t;
 }

@@ -42,6 +42,7 @@ void register_vjp_linalg();
 void register_vjp_reduce();
 void register_vjp_shape();
 void register_vjp_nn();
+void register_vjp_collective();
 
 // ---- helpers
 /// Zeros of `type`.

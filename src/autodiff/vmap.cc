@@ -20,6 +20,7 @@ OpTable<BatchFn>& rules() {
     register_batch_shape();
     register_batch_nn();
     register_batch_quant();
+    register_batch_collective();
   });
   return t;
 }

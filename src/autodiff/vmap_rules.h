@@ -44,6 +44,7 @@ void register_batch_elementwise();
 void register_batch_shape();
 void register_batch_nn();
 void register_batch_quant();
+void register_batch_collective();
 
 // ---- helpers
 /// `v` (unbatched) broadcast to [size, v.shape...].

@@ -34,6 +34,7 @@ OpTable<OpInfo>& registry() {
     detail::register_quant_ops();
     detail::register_random_ops();
     detail::register_control_flow_ops();
+    detail::register_collective_ops();
   });
   return t;
 }

@@ -56,6 +56,9 @@ class FoldConstantsPass final : public Pass {
     // A dequantized weight stays packed: folding would store the f32 expansion (4-8x the
     // bytes) as a constant, where the kernels read the packed bytes directly (docs/ir.md).
     if (n.op == OpKind::Dequantize) return false;
+    // A collective of constants still depends on the devices of the run (all_reduce sums S
+    // copies); evaluate_op only knows a group of one.
+    if (op_info(n.op).has(kCollective)) return false;
     // An rng_key without a seed is the compile seed's key, which only bind-rng-seed knows.
     if (n.op == OpKind::RngKey && !n.attrs.has("seed")) return false;
     // Control flow runs its bodies: a while_loop need not terminate, and a body's cost is

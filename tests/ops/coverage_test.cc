@@ -68,7 +68,26 @@ std::vector<DeclaredHole> control_flow_holes() {
   }
   return out;
 }
-const std::vector<DeclaredHole> kDeclaredHoles = control_flow_holes();
+// The collectives run on the reference evaluator's and the CPU backend's simulated device axis
+// (evaluate_spmd, run_spmd) and lower to StableHLO, which PJRT cannot run yet.
+std::vector<DeclaredHole> collective_holes() {
+  std::vector<DeclaredHole> out;
+  for (OpKind op :
+       {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll}) {
+    out.push_back({Layer::Pjrt, op,
+                   "lowered (golden texts); runs once multi-device execute lands (issue 18 "
+                   "item 2)"});
+    out.push_back({Layer::Python, op,
+                   "the JAX parity suite has no named axis: python/tests/test_collectives.py "
+                   "checks them against jax.vmap(axis_name) and NumPy"});
+  }
+  return out;
+}
+const std::vector<DeclaredHole> kDeclaredHoles = [] {
+  std::vector<DeclaredHole> all = control_flow_holes();
+  for (const DeclaredHole& h : collective_holes()) all.push_back(h);
+  return all;
+}();
 
 const DeclaredHole* declared(Layer layer, OpKind op) {
   for (const DeclaredHole& h : kDeclaredHoles)

@@ -145,6 +145,7 @@ void add_fused_cases(CaseList& cs);
 void add_quant_cases(CaseList& cs);
 void add_random_cases(CaseList& cs);
 void add_control_flow_cases(CaseList& cs);
+void add_collective_cases(CaseList& cs);
 
 /// Every case of every family (names unique; checked when the table is built).
 const std::vector<OpCase>& op_cases();

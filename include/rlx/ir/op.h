@@ -47,6 +47,7 @@ enum OpTrait : uint32_t {
   kShapeOp = 1u << 7,      ///< moves data without arithmetic
   kComposite = 1u << 8,    ///< has a decomposition into primitives (opt layer)
   kFused = 1u << 9,        ///< created by a fusion pass
+  kCollective = 1u << 10,  ///< communicates across the devices of an SPMD run (never folded)
 };
 
 /// How an attribute must appear on a node.

@@ -16,6 +16,7 @@
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend_core.h"
 #include "rlx/runtime/schedule.h"
+#include "rlx/runtime/spmd.h"
 #include "rlx/runtime/threading.h"
 
 // Under AddressSanitizer the arena is poisoned except for the buffers of the step that runs
@@ -280,6 +281,9 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
         run_step();
       }
     }
+    // A collective kernel's run error (kernels do not throw): groups that do not cover the
+    // devices of the run, or a run_spmd aborted by another device's failure.
+    if (std::optional<std::string> e = take_spmd_error()) throw Error(*e);
     std::optional<ArenaGuard> outputs_guard;
     if (RLX_POISON_ARENA) outputs_guard.emplace(*arena_, p.output_arena_ranges);
     std::vector<Tensor> results;

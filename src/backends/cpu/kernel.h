@@ -89,5 +89,6 @@ void register_reduce_kernels();
 void register_shape_kernels();
 void register_quant_kernels();
 void register_random_kernels();
+void register_collective_kernels();
 
 }  // namespace rlx::cpu

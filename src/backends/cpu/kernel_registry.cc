@@ -17,6 +17,7 @@ OpTable<KernelEntry>& table() {
     register_shape_kernels();
     register_quant_kernels();
     register_random_kernels();
+    register_collective_kernels();
   });
   return t;
 }

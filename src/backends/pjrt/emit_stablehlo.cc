@@ -238,6 +238,7 @@ const OpTable<LowerFn>& lowering_table() {
     register_nn_lowerings(t);
     register_quant_lowerings(t);
     register_random_lowerings(t);
+    register_collective_lowerings(t);
   });
   return table;
 }

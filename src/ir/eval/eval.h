@@ -36,6 +36,14 @@ void register_eval_fused();
 void register_eval_quant();
 void register_eval_random();
 void register_eval_control_flow();
+void register_eval_collective();
+
+/// One collective node evaluated over a simulated device axis: `per_device[d]` is device d's
+/// operand, the result device d's. Throws rlx::Error naming the op and node when its
+/// replica_groups do not cover exactly the devices 0..per_device.size()-1.
+std::vector<Tensor> eval_collective(const Node& n, std::span<const Tensor> per_device);
+/// The results of collective `n` for one group's members in rank order (xs[r]: rank r's operand).
+std::vector<Tensor> group_results(const Node& n, const std::vector<Tensor>& xs);
 
 /// Multi-index helpers for naive loops over row-major tensors.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape);

@@ -20,6 +20,7 @@ OpTable<EvalFn>& kernels() {
     register_eval_quant();
     register_eval_random();
     register_eval_control_flow();
+    register_eval_collective();
   });
   return t;
 }
@@ -81,43 +82,82 @@ std::vector<Tensor> run_node(const Node& n, std::span<const Tensor> operands) {
 
 }  // namespace
 
-std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds) {
+namespace {
+
+// Evaluates `g` once per device of `feeds` (one map per device): ordinary nodes per device,
+// collectives across the devices of each group. `who` prefixes the feed errors.
+std::vector<std::vector<Tensor>> evaluate_devices(const Graph& g,
+                                                  const std::vector<TensorMap>& feeds,
+                                                  const std::string& who) {
   const auto& nodes = g.nodes();
-  for (const auto& [name, t] : feeds) {
-    int32_t id = g.find(name);
-    check(id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param),
-          "evaluate: '" + name + "' is not an input or param of graph '" + g.name() + "'");
+  const size_t num_devices = feeds.size();
+  check(num_devices >= 1, who + ": a run needs at least one device");
+  for (size_t d = 0; d < num_devices; ++d) {
+    std::string on = num_devices == 1 ? "" : " (device " + std::to_string(d) + ")";
+    for (const auto& [name, t] : feeds[d]) {
+      int32_t id = g.find(name);
+      check(id >= 0 && (g.node(id).op == OpKind::Input || g.node(id).op == OpKind::Param),
+            who + ": '" + name + "' is not an input or param of graph '" + g.name() + "'" + on);
+    }
   }
-  std::vector<std::vector<Tensor>> values(nodes.size());
+  // values[d][node][result]
+  std::vector<std::vector<std::vector<Tensor>>> values(
+      num_devices, std::vector<std::vector<Tensor>>(nodes.size()));
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.op == OpKind::Input || n.op == OpKind::Param) {
       auto kind = n.op == OpKind::Input ? "input" : "param";
-      auto it = feeds.find(n.name);
-      check(it != feeds.end(), std::string("evaluate: missing ") + kind + " '" + n.name +
-                                   "' of type " + n.results[0].to_string());
-      check(it->second.type() == n.results[0], std::string("evaluate: ") + kind + " '" + n.name +
-                                                   "' expects " + n.results[0].to_string() +
-                                                   ", got " + it->second.type().to_string());
-      values[i] = {it->second};
+      for (size_t d = 0; d < num_devices; ++d) {
+        std::string on = num_devices == 1 ? "" : " (device " + std::to_string(d) + ")";
+        auto it = feeds[d].find(n.name);
+        check(it != feeds[d].end(), who + ": missing " + kind + " '" + n.name + "' of type " +
+                                        n.results[0].to_string() + on);
+        check(it->second.type() == n.results[0], who + ": " + kind + " '" + n.name + "' expects " +
+                                                     n.results[0].to_string() + ", got " +
+                                                     it->second.type().to_string() + on);
+        values[d][i] = {it->second};
+      }
       continue;
     }
-    std::vector<Tensor> operands;
-    operands.reserve(n.operands.size());
-    for (Value v : n.operands)
-      operands.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    values[i] = run_node(n, operands);
+    auto operand = [&](size_t d, Value v) -> const Tensor& {
+      return values[d][static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    };
+    if (op_info(n.op).has(kCollective)) {
+      std::vector<Tensor> per_device;
+      for (size_t d = 0; d < num_devices; ++d) per_device.push_back(operand(d, n.operands[0]));
+      std::vector<Tensor> rs = detail::eval_collective(n, per_device);
+      for (size_t d = 0; d < num_devices; ++d) values[d][i] = {rs[d]};
+      continue;
+    }
+    for (size_t d = 0; d < num_devices; ++d) {
+      std::vector<Tensor> operands;
+      operands.reserve(n.operands.size());
+      for (Value v : n.operands) operands.push_back(operand(d, v));
+      values[d][i] = run_node(n, operands);
+    }
   }
   // Tensor copies share storage. An output that is a feed or a constant is cloned, so writing
   // to a returned tensor can never modify the caller's feeds or the graph's constants.
-  std::vector<Tensor> out;
-  for (Value v : g.outputs()) {
-    const Tensor& t = values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
-    OpKind op = g.node(v).op;
-    bool shared = op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
-    out.push_back(shared ? t.clone() : t);
-  }
+  std::vector<std::vector<Tensor>> out(num_devices);
+  for (size_t d = 0; d < num_devices; ++d)
+    for (Value v : g.outputs()) {
+      const Tensor& t = values[d][static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+      OpKind op = g.node(v).op;
+      bool shared = op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
+      out[d].push_back(shared ? t.clone() : t);
+    }
   return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> evaluate(const Graph& g, const TensorMap& feeds) {
+  return std::move(evaluate_devices(g, {feeds}, "evaluate")[0]);
+}
+
+std::vector<std::vector<Tensor>> evaluate_spmd(const Graph& g,
+                                               const std::vector<TensorMap>& feeds) {
+  return evaluate_devices(g, feeds, "evaluate_spmd");
 }
 
 std::vector<Tensor> evaluate_op(OpKind op, const std::vector<Tensor>& operands,

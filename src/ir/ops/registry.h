@@ -26,6 +26,7 @@ void register_fused_ops();
 void register_quant_ops();
 void register_random_ops();
 void register_control_flow_ops();
+void register_collective_ops();
 
 // ---- schema shorthands
 inline AttrSpec req(std::string name, AttrType t) {

@@ -175,5 +175,6 @@ void register_shape_lowerings(OpTable<LowerFn>& t);
 void register_nn_lowerings(OpTable<LowerFn>& t);
 void register_quant_lowerings(OpTable<LowerFn>& t);
 void register_random_lowerings(OpTable<LowerFn>& t);
+void register_collective_lowerings(OpTable<LowerFn>& t);
 
 }  // namespace rlx::pjrt::lower
