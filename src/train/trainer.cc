@@ -72,7 +72,8 @@ Trainer::Trainer(const MeshTraining& mesh, const Graph& loss_graph, std::vector<
         std::find(param_leaves_.begin(), param_leaves_.end(), name) != param_leaves_.end();
     (is_param ? config.params : config.inputs)[name] = spec;
     if (!trained) continue;
-    for (const auto& s : slots_) (resident_ ? config.inputs : config.params)[state_name(name, s)] = spec;
+    for (const auto& s : slots_)
+      (resident_ ? config.inputs : config.params)[state_name(name, s)] = spec;
     config.outputs[out_names_.at(name)] = spec;
     for (const auto& s : slots_) config.outputs[out_names_.at(state_name(name, s))] = spec;
   }
@@ -138,8 +139,10 @@ void Trainer::prepare(const Graph& loss_graph, const TensorMap& initial, const O
 CompileOptions Trainer::step_options(const CompileOptions& base) const {
   CompileOptions o = base;
   if (!resident_) return o;
-  check(o.state.empty(), "Trainer: resident training binds its own state; the compile options "
-                         "must not bind any (" + std::to_string(o.state.size()) + " given)");
+  check(o.state.empty(),
+        "Trainer: resident training binds its own state; the compile options "
+        "must not bind any (" +
+            std::to_string(o.state.size()) + " given)");
   for (const auto& name : wrt_) o.state.push_back({name, out_names_.at(name)});
   for (const auto& name : wrt_)
     for (const auto& s : slots_)

@@ -58,8 +58,7 @@ TEST(ResidentTrainer, EqualsHostStateBitForBit) {
     double b = dev.step(batch(s), 1e-2)[0].get_f64(0);
     ASSERT_EQ(a, b) << "step " << s;
   }
-  for (const auto& [name, t] : host.params())
-    EXPECT_TRUE(dev.param(name).bitwise_equal(t)) << name;
+  for (const auto& [name, t] : host.params()) EXPECT_TRUE(dev.param(name).bitwise_equal(t)) << name;
   EXPECT_TRUE(dev.params().at("w2").bitwise_equal(host.param("w2")));
   for (const auto& w : kWrt)
     for (const char* slot : {"m", "v"})

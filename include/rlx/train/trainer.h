@@ -104,10 +104,10 @@ class Trainer {
   bool resident_ = false;
   std::shared_ptr<Backend> backend_;  // the mesh's SPMD backend (kept with its client)
   std::shared_ptr<Executable> exe_;
-  mutable TensorMap params_;               // every param of loss_graph + every trained leaf
-  mutable TensorMap state_;                // state_name(p, slot) -> tensor
+  mutable TensorMap params_;                      // every param of loss_graph + every trained leaf
+  mutable TensorMap state_;                       // state_name(p, slot) -> tensor
   std::map<std::string, std::string> out_names_;  // trained leaf / slot -> its output's name
-  std::vector<std::string> param_leaves_;  // leaves of kind param (set_param)
+  std::vector<std::string> param_leaves_;         // leaves of kind param (set_param)
   std::vector<std::pair<std::string, int64_t>> labels_;  // labels input -> classes
   int64_t steps_ = 0;
 };

@@ -75,8 +75,9 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
     auto in = config.inputs.find(name);
     PartitionSpec spec = in == config.inputs.end() ? PartitionSpec{} : in->second;
     auto r = std::find(io.returned.begin(), io.returned.end(), out);
-    std::string out_name = r == io.returned.end() ? std::string()
-                                                  : io.outputs[static_cast<size_t>(r - io.returned.begin())].name;
+    std::string out_name = r == io.returned.end()
+                               ? std::string()
+                               : io.outputs[static_cast<size_t>(r - io.returned.begin())].name;
     if (auto named = config.outputs.find(out_name);
         named != config.outputs.end() && named->second.to_string() != spec.to_string())
       throw Error("sharding: state '" + name + "' is " + spec.to_string() + " but its output '" +
@@ -192,7 +193,8 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
     results.reserve(p.returned.size());
     auto per_position = [&](size_t out) {
       std::vector<std::unique_ptr<DeviceBuffer>> shards(n);
-      for (size_t pos = 0; pos < n; ++pos) shards[pos] = std::move(outs[slot_of_position[pos]][out]);
+      for (size_t pos = 0; pos < n; ++pos)
+        shards[pos] = std::move(outs[slot_of_position[pos]][out]);
       return shards;
     };
     for (size_t i = 0; i < p.returned.size(); ++i) {
@@ -268,7 +270,8 @@ class PjrtSpmdBackend final : public Backend {
     check_program_memory(pjrt_facts(), options, p);
     p.mesh = sharding_.mesh;
     std::vector<std::pair<std::string, size_t>> state;
-    for (size_t j = 0; j < p.state.size(); ++j) state.emplace_back(p.state[j].name, p.state_outputs[j]);
+    for (size_t j = 0; j < p.state.size(); ++j)
+      state.emplace_back(p.state[j].name, p.state_outputs[j]);
     Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
                             : annotate(p.graph, io_specs_of(graph), sharding_, state);
     if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0

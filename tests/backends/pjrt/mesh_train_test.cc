@@ -33,13 +33,15 @@ Graph accumulator() {
   Value n = g.input("n", DType::f32, {});
   Value x = g.input("x", DType::f32, {4, 8});
   Value next = g.add(acc, x);
-  g.set_outputs({g.mul(next, g.scalar(2.0, DType::f32)), next, g.add(n, g.scalar(1.0, DType::f32))});
+  g.set_outputs(
+      {g.mul(next, g.scalar(2.0, DType::f32)), next, g.add(n, g.scalar(1.0, DType::f32))});
   return g;
 }
 
 Tensor iota_f32(Shape shape, double scale) {
   Tensor t(DType::f32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = static_cast<float>(scale * (i + 1));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data_as<float>()[i] = static_cast<float>(scale * (i + 1));
   return t;
 }
 
@@ -52,8 +54,8 @@ TEST(PjrtMeshState, AccumulatorOn2x2EqualsOneDevice) {
   o.state = {{"acc", acc_out}, {"n", n_out}};
   auto single = testing::test_backend()->compile(g, o, Device::parse("pjrt:0"));
   Mesh mesh({{"data", 2}, {"model", 2}});
-  for (const PartitionSpec& spec : {PartitionSpec({"data", "model"}), PartitionSpec({"", "model"}),
-                                    PartitionSpec()}) {
+  for (const PartitionSpec& spec :
+       {PartitionSpec({"data", "model"}), PartitionSpec({"", "model"}), PartitionSpec()}) {
     ShardingConfig config{mesh, {{"acc", spec}, {"x", PartitionSpec({"data", ""})}}, {}, {}};
     auto sharded = make_pjrt_spmd_backend(config, testing::test_plugin())
                        ->compile(g, o, Device::parse("pjrt:0"));
@@ -90,10 +92,8 @@ TEST(PjrtMeshState, StateOutputShardedOtherwiseIsAnError) {
   const std::string acc_out = g.node(g.outputs()[1]).name;
   o.state = {{"acc", acc_out}};
   Mesh mesh({{"data", 2}, {"model", 2}});
-  ShardingConfig config{mesh,
-                        {{"acc", PartitionSpec({"data"})}},
-                        {},
-                        {{acc_out, PartitionSpec({"", "model"})}}};
+  ShardingConfig config{
+      mesh, {{"acc", PartitionSpec({"data"})}}, {}, {{acc_out, PartitionSpec({"", "model"})}}};
   try {
     lower_to_stablehlo_sharded(g, config, o);
     FAIL() << "no error";
@@ -189,7 +189,8 @@ TrainRun on_mesh(const train::MeshTraining& mesh, int steps, bool resident = tru
 }
 
 // Largest |a - b| over the losses, params and first moments; fails above `tol`.
-void expect_same_run(const TrainRun& got, const TrainRun& want, Tolerance tol, const std::string& what) {
+void expect_same_run(const TrainRun& got, const TrainRun& want, Tolerance tol,
+                     const std::string& what) {
   double worst = 0;
   for (size_t s = 0; s < want.losses.size(); ++s) {
     double d = std::fabs(got.losses[s] - want.losses[s]);
@@ -243,18 +244,18 @@ TEST(PjrtMeshTrain, ModelShardedAndMixedEqualOneDevice) {
                                                    {"w2", PartitionSpec({"model", ""})}};
   std::map<std::string, PartitionSpec> batch = {{"x", PartitionSpec({"data"})},
                                                 {"labels", PartitionSpec({"data"})}};
-  expect_same_run(on_mesh({Mesh({{"model", 4}}), {}, fsdp, testing::test_plugin()}, kSteps),
-                  want, kDataParallelTol, "fsdp model 4");
+  expect_same_run(on_mesh({Mesh({{"model", 4}}), {}, fsdp, testing::test_plugin()}, kSteps), want,
+                  kDataParallelTol, "fsdp model 4");
   expect_same_run(on_mesh({Mesh({{"model", 4}}), {}, megatron, testing::test_plugin()}, kSteps),
                   want, kDataParallelTol, "megatron model 4");
   expect_same_run(
       on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, fsdp, testing::test_plugin()}, kSteps),
       want, kDataParallelTol, "mixed 2x2 (batch x fsdp)");
   // Host copies per step (the old way) on the mesh give the same run.
-  expect_same_run(on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, megatron,
-                           testing::test_plugin()},
-                          kSteps, /*resident=*/false),
-                  want, kDataParallelTol, "mixed 2x2 (batch x megatron), host state");
+  expect_same_run(
+      on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, megatron, testing::test_plugin()}, kSteps,
+              /*resident=*/false),
+      want, kDataParallelTol, "mixed 2x2 (batch x megatron), host state");
 }
 
 TEST(PjrtMeshTrain, ResidentEqualsHostStateOnOneDevice) {
@@ -276,8 +277,8 @@ TEST(PjrtMeshTrain, BatchNotDivisibleNamesInputShapeAndMesh) {
   Value x = g.input("x", DType::f32, {6, kIn});
   Value w = g.param("w", DType::f32, {kIn, 1});
   g.set_outputs({g.reduce_mean(g.matmul(x, w), {0, 1})});
-  train::MeshTraining dp{Mesh({{"data", 4}}), {{"x", PartitionSpec({"data"})}}, {},
-                         testing::test_plugin()};
+  train::MeshTraining dp{
+      Mesh({{"data", 4}}), {{"x", PartitionSpec({"data"})}}, {}, testing::test_plugin()};
   try {
     train::Trainer t(dp, g, {"w"}, train::Sgd(), {{"w", Tensor(DType::f32, Shape{kIn, 1})}});
     FAIL() << "no error";
@@ -287,8 +288,8 @@ TEST(PjrtMeshTrain, BatchNotDivisibleNamesInputShapeAndMesh) {
               std::string::npos)
         << e.what();
   }
-  train::MeshTraining bad{Mesh({{"data", 4}}), {}, {{"nope", PartitionSpec()}},
-                          testing::test_plugin()};
+  train::MeshTraining bad{
+      Mesh({{"data", 4}}), {}, {{"nope", PartitionSpec()}}, testing::test_plugin()};
   try {
     train::Trainer t(bad, g, {"w"}, train::Sgd(), {{"w", Tensor(DType::f32, Shape{kIn, 1})}});
     FAIL() << "no error";
