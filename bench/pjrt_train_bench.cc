@@ -1,15 +1,15 @@
-// Train-step benchmark on the pjrt backend: median wall time of one AdamW step of a 2-layer
-// MLP (train::Trainer) with params and optimizer state kept on the device between steps
-// (TrainerOptions::resident, the default) vs copied through the host each step (the old way:
+// Train-step benchmark on the pjrt backend: median wall time of one AdamW step of an MLP with
+// two hidden layers (train::Trainer) with params and optimizer state kept on the device between
+// steps (TrainerOptions::resident, the default) vs copied through the host each step (the old way:
 // params and the two Adam moments uploaded by set_param before the step, the new values
 // downloaded after it), on pjrt:0 and as one data-parallel SPMD program over a 4-device mesh
 // (batch split 4 ways, params replicated). Two sizes: 64-128-128-10, batch 32 (26 K params,
 // about the digits demo's MLP) and 784-1024-1024-10, batch 64 (1.86 M params: 7.5 MB of params
-// + 15 MB of Adam state that the
-// host way moves both directions every step). The plugin: RLX_PJRT_PLUGIN, else the
-// lammps-jax-pjrt-cpu plugin CMake found. On the XLA CPU plugin "device" memory is host memory
-// and the 4 devices share this machine's cores: the numbers measure transfer (memcpy) and
-// dispatch overhead, not accelerator speed; on a 2-core machine the mesh is no speed-up.
+// + 15 MB of Adam state that the host way moves both directions every step). The plugin:
+// RLX_PJRT_PLUGIN, else the lammps-jax-pjrt-cpu plugin CMake found. On the XLA CPU plugin "device"
+// memory is host memory and the 4 devices share this machine's cores: the numbers measure transfer
+// (memcpy) and dispatch overhead, not accelerator speed; on a 2-core machine the mesh is no
+// speed-up.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
