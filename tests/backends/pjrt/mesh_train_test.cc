@@ -6,6 +6,7 @@
 #include <iostream>
 #include <random>
 
+#include "pjrt_client.h"
 #include "pjrt_test_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/backends/pjrt/sharding.h"
@@ -83,6 +84,50 @@ TEST(PjrtMeshState, AccumulatorOn2x2EqualsOneDevice) {
     EXPECT_EQ(sharded->get_state("acc").get_f64(5), 0.0);
     sharded->run({{"x", iota_f32({4, 8}, 1.0)}});
     EXPECT_TRUE(all_close(sharded->get_state("acc"), iota_f32({4, 8}, 1.0), {0, 0}));
+  }
+}
+
+// Each device's state shard is donated: the module gives the state argument its sharding and
+// the alias, and the plugin deletes every input shard buffer of the run.
+TEST(PjrtMeshState, StateShardsAreDonatedPerDevice) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  if (!have_devices(4)) GTEST_SKIP() << "needs a plugin with 4 devices";
+  Graph g = accumulator();
+  CompileOptions o = f32_options();
+  o.state = {{"acc", g.node(g.outputs()[1]).name}};
+  Mesh mesh({{"data", 2}, {"model", 2}});
+  ShardingConfig config{
+      mesh,
+      {{"acc", PartitionSpec({"data", "model"})}, {"x", PartitionSpec({"data", "model"})}},
+      {},
+      {}};
+  const std::string module = lower_to_stablehlo_sharded(g, config, o);
+  EXPECT_NE(module.find("%arg0: tensor<4x8xf32> {tf.aliasing_output = 1 : i32, mhlo.sharding = "
+                        "\"{devices=[2,2]<=[4]}\"}"),
+            std::string::npos)
+      << module;
+  // The plugin honours it: run the module by hand and look at the argument buffers.
+  auto client = std::make_shared<Client>(Plugin::load(testing::test_plugin()));
+  std::vector<int64_t> ids;
+  for (size_t d = 0; d < 4; ++d) ids.push_back(client->describe_device(d).id);
+  LoadedProgram program(client, module, spmd_compile_options(ids));
+  std::vector<capi::PJRT_Device*> devices = program.addressable_devices();
+  ASSERT_EQ(devices.size(), 4u);
+  std::vector<std::unique_ptr<DeviceBuffer>> acc, n, x;
+  std::vector<std::vector<capi::PJRT_Buffer*>> args(4);
+  for (size_t d = 0; d < 4; ++d) {
+    acc.push_back(client->upload(Tensor::full(DType::f32, Shape{2, 4}, 1.0), devices[d]));
+    n.push_back(client->upload(Tensor::full(DType::f32, Shape{}, 0.0), devices[d]));
+    x.push_back(client->upload(Tensor::full(DType::f32, Shape{2, 4}, 2.0), devices[d]));
+    args[d] = {acc[d]->raw(), n[d]->raw(), x[d]->raw()};
+  }
+  auto outs = program.execute_all(args, 3);
+  for (size_t d = 0; d < 4; ++d) {
+    EXPECT_TRUE(acc[d]->is_deleted()) << "device slot " << d << " kept its donated state shard";
+    EXPECT_FALSE(x[d]->is_deleted()) << d;
+    Tensor next(DType::f32, Shape{2, 4});
+    outs[d][1]->download(next);
+    EXPECT_EQ(next.get_f64(0), 3.0);
   }
 }
 
@@ -256,6 +301,38 @@ TEST(PjrtMeshTrain, ModelShardedAndMixedEqualOneDevice) {
       on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, megatron, testing::test_plugin()}, kSteps,
               /*resident=*/false),
       want, kDataParallelTol, "mixed 2x2 (batch x megatron), host state");
+}
+
+// 8 CPU devices (the plugin's cpu_device_count option): batch x FSDP on a 2x4 mesh.
+TEST(PjrtMeshTrain, EightDevicesWhenConfigured) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  if (describe_plugin(testing::test_plugin()).platform != "cpu")
+    GTEST_SKIP() << "RLX_PJRT_CPU_DEVICE_COUNT is an XLA CPU plugin option";
+  constexpr int kSteps = 20;
+  TrainRun want = single_device(kSteps);
+  const char* old = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT");
+  std::string saved = old ? old : "";
+  ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", "8", 1);
+  struct Restore {
+    std::string value;
+    bool had;
+    ~Restore() {
+      if (had)
+        ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", value.c_str(), 1);
+      else
+        ::unsetenv("RLX_PJRT_CPU_DEVICE_COUNT");
+    }
+  } restore{saved, old != nullptr};
+  ASSERT_EQ(describe_plugin(testing::test_plugin()).devices.size(), 8u);
+  std::map<std::string, PartitionSpec> fsdp = {{"w1", PartitionSpec({"model"})},
+                                               {"b1", PartitionSpec({"model"})},
+                                               {"w2", PartitionSpec({"model"})}};
+  expect_same_run(on_mesh({Mesh({{"data", 2}, {"model", 4}}),
+                           {{"x", PartitionSpec({"data"})}, {"labels", PartitionSpec({"data"})}},
+                           fsdp,
+                           testing::test_plugin()},
+                          kSteps),
+                  want, kDataParallelTol, "mixed 2x4 on 8 devices (batch x fsdp)");
 }
 
 TEST(PjrtMeshTrain, ResidentEqualsHostStateOnOneDevice) {
