@@ -1,6 +1,8 @@
 // The SPMD pjrt backend: one graph compiled by XLA's SPMD partitioner over a device mesh, with
 // the shardings of its inputs, params and outputs given as mhlo.sharding annotations; host
 // tensors are split across the devices on the way in and assembled on the way out.
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -30,7 +32,10 @@ std::string names_of(const std::vector<IoSpec>& specs) {
 
 // Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
 // `g`, and builds the annotations. Every name in `config` must exist in the source graph.
-Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config) {
+// `state`: (state input name, index of its bound output among g's outputs); a state's output
+// takes the input's spec (it is the next run's input), and naming it otherwise is an error.
+Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
+                   const std::vector<std::pair<std::string, size_t>>& state = {}) {
   auto known = [](const std::vector<IoSpec>& specs, const std::string& name) {
     for (const IoSpec& s : specs)
       if (s.name == name) return true;
@@ -66,6 +71,19 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
     a.result_specs[out] =
         spec_of(config.outputs, io.outputs[i].name, g.type(g.outputs()[out]).shape, "output");
   }
+  for (const auto& [name, out] : state) {
+    auto in = config.inputs.find(name);
+    PartitionSpec spec = in == config.inputs.end() ? PartitionSpec{} : in->second;
+    auto r = std::find(io.returned.begin(), io.returned.end(), out);
+    std::string out_name = r == io.returned.end()
+                               ? std::string()
+                               : io.outputs[static_cast<size_t>(r - io.returned.begin())].name;
+    if (auto named = config.outputs.find(out_name);
+        named != config.outputs.end() && named->second.to_string() != spec.to_string())
+      throw Error("sharding: state '" + name + "' is " + spec.to_string() + " but its output '" +
+                  out_name + "' is " + named->second.to_string() + " (a state keeps one sharding)");
+    a.result_specs[out] = spec;
+  }
   for (size_t i = 0; i < g.outputs().size(); ++i)
     a.spmd.results.push_back(
         hlo_sharding(config.mesh, a.result_specs[i], g.type(g.outputs()[i]).shape));
@@ -93,14 +111,16 @@ Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
 struct SpmdProgram : ProgramInfo {
   std::string stablehlo;
   Mesh mesh;
-  // The compiled function's arguments in order: (is_param, index into inputs / params), spec.
+  // The compiled function's arguments in order: kind, index into inputs / params / state, spec.
+  enum class Kind : uint8_t { Input, Param, State };
   struct Arg {
-    bool param;
+    Kind kind;
     size_t index;
     PartitionSpec spec;
   };
   std::vector<Arg> args;
   std::vector<PartitionSpec> param_specs;   // per entry of `params`
+  std::vector<PartitionSpec> state_specs;   // per entry of `state` (its input's spec)
   std::vector<PartitionSpec> result_specs;  // per graph output
   std::unique_ptr<LoadedProgram> loaded;
   // Per execute slot d (the executable's addressable-device order): the mesh position it runs.
@@ -121,7 +141,9 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
   }
 
   std::unique_ptr<Executable> clone() const override {
-    return std::make_unique<SpmdExecutable>(program_ptr(), share_params());
+    auto c = std::make_unique<SpmdExecutable>(program_ptr(), share_params());
+    copy_state_to(*c);
+    return c;
   }
 
  protected:
@@ -131,23 +153,30 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
         upload_shards(value, p.param_specs[index]));
   }
 
-  ShardedParam make_state(size_t, const Tensor&) override {
-    throw Error("pjrt: state is not supported with a mesh yet");
+  // A state is split by its spec and kept as one device buffer per mesh position; each run
+  // donates them (tf.aliasing_output) and keeps the shards of the bound output.
+  ShardedParam make_state(size_t index, const Tensor& value) override {
+    return std::make_shared<const std::vector<std::unique_ptr<DeviceBuffer>>>(
+        upload_shards(value, program().state_specs[index]));
   }
-  Tensor read_state(size_t, const ShardedParam&) const override {
-    throw Error("pjrt: state is not supported with a mesh yet");
+  Tensor read_state(size_t index, const ShardedParam& value) const override {
+    const SpmdProgram& p = program();
+    return download_shards(*value, p.state[index].type, p.state_specs[index]);
   }
 
   std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<ShardedParam>& params,
-                              std::vector<ShardedParam>&) override {
+                              std::vector<ShardedParam>& state) override {
     const SpmdProgram& p = program();
     size_t n = static_cast<size_t>(p.mesh.size());
     std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> fed;  // this run's input shards
     std::vector<std::vector<capi::PJRT_Buffer*>> args(n);
+    fed.reserve(p.args.size());  // `shards` points into it
     for (const SpmdProgram::Arg& arg : p.args) {
       const std::vector<std::unique_ptr<DeviceBuffer>>* shards = nullptr;
-      if (arg.param) {
+      if (arg.kind == SpmdProgram::Kind::Param) {
         shards = params[arg.index].get();
+      } else if (arg.kind == SpmdProgram::Kind::State) {
+        shards = state[arg.index].get();
       } else {
         fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
         shards = &fed.back();
@@ -162,29 +191,43 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
       slot_of_position[static_cast<size_t>(p.position_of_slot[slot])] = slot;
     std::vector<Tensor> results;
     results.reserve(p.returned.size());
+    auto per_position = [&](size_t out) {
+      std::vector<std::unique_ptr<DeviceBuffer>> shards(n);
+      for (size_t pos = 0; pos < n; ++pos)
+        shards[pos] = std::move(outs[slot_of_position[pos]][out]);
+      return shards;
+    };
     for (size_t i = 0; i < p.returned.size(); ++i) {
       size_t out = p.returned[i];
-      const TensorType& type = p.outputs[i].type;
-      const PartitionSpec& spec = p.result_specs[out];
-      if (spec.is_replicated()) {  // every device holds the whole result: read one
-        Tensor t(type.dtype, type.shape);
-        outs[0][out]->download(t);
-        results.push_back(std::move(t));
-        continue;
-      }
-      Shape piece = shard_shape(p.mesh, spec, type.shape);
-      std::vector<Tensor> shards;
-      for (size_t pos = 0; pos < n; ++pos) {
-        Tensor s(type.dtype, piece);
-        outs[slot_of_position[pos]][out]->download(s);
-        shards.push_back(std::move(s));
-      }
-      results.push_back(assemble_from_shards(shards, type, p.mesh, spec));
+      results.push_back(download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
     }
+    // The donated state shards are consumed by the run (aliased to these outputs).
+    for (size_t j = 0; j < state.size(); ++j)
+      state[j] = std::make_shared<const std::vector<std::unique_ptr<DeviceBuffer>>>(
+          per_position(p.state_outputs[j]));
     return results;
   }
 
  private:
+  // The host tensor of `type` from one buffer per mesh position (a replicated one: position 0).
+  Tensor download_shards(const std::vector<std::unique_ptr<DeviceBuffer>>& shards,
+                         const TensorType& type, const PartitionSpec& spec) const {
+    const SpmdProgram& p = program();
+    if (spec.is_replicated()) {  // every device holds the whole tensor: read one
+      Tensor t(type.dtype, type.shape);
+      shards[0]->download(t);
+      return t;
+    }
+    Shape piece = shard_shape(p.mesh, spec, type.shape);
+    std::vector<Tensor> host;
+    for (const auto& b : shards) {
+      Tensor s(type.dtype, piece);
+      b->download(s);
+      host.push_back(std::move(s));
+    }
+    return assemble_from_shards(host, type, p.mesh, spec);
+  }
+
   std::vector<std::unique_ptr<DeviceBuffer>> upload_shards(const Tensor& value,
                                                            const PartitionSpec& spec) const {
     const SpmdProgram& p = program();
@@ -217,16 +260,20 @@ class PjrtSpmdBackend final : public Backend {
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
     check_compile_request(pjrt_facts(), device, graph, options);
-    check(options.state.empty(),
-          "pjrt: state is not supported with a mesh yet (" + sharding_.mesh.to_string() + ")");
+    check(!replicas_ || options.state.empty(),
+          "pjrt: state is not supported with replicated data parallelism (" +
+              sharding_.mesh.to_string() + "); use an SPMD mesh");
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
     auto program = std::make_shared<SpmdProgram>();
     SpmdProgram& p = *program;
     p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
     check_program_memory(pjrt_facts(), options, p);
     p.mesh = sharding_.mesh;
+    std::vector<std::pair<std::string, size_t>> state;
+    for (size_t j = 0; j < p.state.size(); ++j)
+      state.emplace_back(p.state[j].name, p.state_outputs[j]);
     Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
-                            : annotate(p.graph, io_specs_of(graph), sharding_);
+                            : annotate(p.graph, io_specs_of(graph), sharding_, state);
     if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0
       for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
       for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
@@ -237,15 +284,27 @@ class PjrtSpmdBackend final : public Backend {
       throw Error("pjrt: internal error: compiled graph has an unknown argument '" + name + "'");
     };
     p.param_specs.resize(p.params.size());
-    for (int32_t id : p.graph.inputs())
-      p.args.push_back({false, index_of(p.inputs, p.graph.node(id).name), a.arg_specs[id]});
+    p.state_specs.resize(p.state.size());
+    std::map<int32_t, size_t> aliases;  // state input node -> its bound output (donated)
+    for (int32_t id : p.graph.inputs()) {
+      const std::string& name = p.graph.node(id).name;
+      size_t s = 0;
+      while (s < p.state.size() && p.state[s].name != name) ++s;
+      if (s < p.state.size()) {
+        p.args.push_back({SpmdProgram::Kind::State, s, a.arg_specs[id]});
+        p.state_specs[s] = a.arg_specs[id];
+        aliases[id] = p.state_outputs[s];
+      } else {
+        p.args.push_back({SpmdProgram::Kind::Input, index_of(p.inputs, name), a.arg_specs[id]});
+      }
+    }
     for (int32_t id : p.graph.params()) {
       size_t i = index_of(p.params, p.graph.node(id).name);
-      p.args.push_back({true, i, a.arg_specs[id]});
+      p.args.push_back({SpmdProgram::Kind::Param, i, a.arg_specs[id]});
       p.param_specs[i] = a.arg_specs[id];
     }
     p.result_specs = a.result_specs;
-    lower::Emitter emitter(p.graph);
+    lower::Emitter emitter(p.graph, aliases);
     emitter.set_spmd(a.spmd);
     p.stablehlo = emitter.run();
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
@@ -322,8 +381,15 @@ std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
 std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
                                        const CompileOptions& options) {
   PipelineResult compiled = run_pjrt_pipeline(graph, options);
-  Annotated a = annotate(compiled.graph, io_specs_of(graph), sharding);
-  lower::Emitter emitter(compiled.graph);
+  IoSpecs io = io_specs_of(graph, options.state);
+  std::vector<std::pair<std::string, size_t>> state;
+  std::map<int32_t, size_t> aliases;
+  for (size_t j = 0; j < io.state.size(); ++j) {
+    state.emplace_back(io.state[j].name, io.state_outputs[j]);
+    aliases[compiled.graph.find(io.state[j].name)] = io.state_outputs[j];
+  }
+  Annotated a = annotate(compiled.graph, io_specs_of(graph), sharding, state);
+  lower::Emitter emitter(compiled.graph, aliases);
   emitter.set_spmd(a.spmd);
   return emitter.run();
 }

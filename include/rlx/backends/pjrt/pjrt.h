@@ -104,9 +104,12 @@ std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 /// partition p -> mesh.devices()[p]. Compile takes any pjrt device (the mesh decides where
 /// the program runs) and throws rlx::Error for a bad sharding (validate_sharding, naming the
 /// tensor), a name in `sharding` that is not an input / param / output of the graph, a mesh
-/// device the plugin does not have, or state (CompileOptions::state is not supported with a
-/// mesh yet). Runs split each host input by its sharding and upload one shard per device;
+/// device the plugin does not have, or a state whose output is given another spec than its
+/// input. Runs split each host input by its sharding and upload one shard per device;
 /// set_param uploads a param's shards once; outputs are downloaded per device and assembled.
+/// State (CompileOptions::state) is sharded by its input's spec (`sharding.inputs`; its bound
+/// output gets the same spec): set_state splits and uploads it, each run donates the shards
+/// (tf.aliasing_output) and keeps the bound output's, get_state downloads and assembles them.
 /// `plugin_path` as make_pjrt_backend.
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
                                                 std::string plugin_path = "");
@@ -121,7 +124,7 @@ std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
 /// num_replicas = N, num_partitions = 1 and the device assignment. Only correct for graphs
 /// whose rows are independent (no reduction over the batch); there are no collectives in the
 /// IR yet. Throws rlx::Error for an empty or repeated device list, a scalar input or output,
-/// a device the plugin lacks, or state.
+/// a device the plugin lacks, or state (an SPMD mesh supports it).
 std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
                                                       std::string plugin_path = "");
 
