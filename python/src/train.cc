@@ -175,7 +175,8 @@ void bind_graph_builders(py::module_& m) {
       .def(
           "softmax_cross_entropy_loss",
           [](const GraphPtr& g, const PyValue& logits, const PyValue& labels) {
-            return PyValue{g, train::softmax_cross_entropy_loss(*g, own(g, logits), own(g, labels))};
+            return PyValue{g,
+                           train::softmax_cross_entropy_loss(*g, own(g, logits), own(g, labels))};
           },
           py::arg("logits"), py::arg("labels"),
           "Mean softmax cross-entropy with integer labels: logits [N, C] float, labels [N] "
@@ -189,7 +190,9 @@ void bind_graph_builders(py::module_& m) {
           "mean((pred - target)^2) over all elements; pred and target of one float type.")
       .def(
           "step_key",
-          [](const GraphPtr& g, int64_t stream) { return PyValue{g, train::step_key(*g, stream)}; },
+          [](const GraphPtr& g, int64_t stream) {
+            return PyValue{g, train::step_key(*g, stream)};
+          },
           py::arg("stream") = 0,
           "The i32[2] key of this training step's draws for `stream` (adds the f32[] input "
           "'train.step' on first use; Trainer feeds it).")
@@ -316,8 +319,8 @@ void bind_safetensors(py::module_& m) {
                   py::repr(tensors).cast<std::string>());
         std::vector<std::pair<std::string, Tensor>> list;
         for (auto [k, v] : py::reinterpret_borrow<py::dict>(tensors)) {
-          check(py::isinstance<py::str>(k), "save_safetensors: names must be strings, got " +
-                                                py::repr(k).cast<std::string>());
+          check(py::isinstance<py::str>(k),
+                "save_safetensors: names must be strings, got " + py::repr(k).cast<std::string>());
           auto name = k.cast<std::string>();
           list.emplace_back(name, to_tensor(v, std::nullopt, "save_safetensors: '" + name + "'"));
         }
