@@ -433,8 +433,8 @@ class SGD(Optimizer):
     """torch.optim.SGD (dampening 0) / optax.sgd with L2 weight decay:
     g' = g + weight_decay p; b = momentum b + g'; d = g' + momentum b if nesterov else b;
     p = p - lr d. Note the C++ default momentum 0.9 (torch's is 0). Slot 'momentum' unless
-    momentum == 0. Error (at Trainer construction) for momentum outside [0, 1), negative
-    weight_decay or nesterov without momentum."""
+    momentum == 0. Error ("sgd: momentum = 1.500000 must be in [0, 1)") for momentum outside
+    [0, 1), negative weight_decay or nesterov without momentum."""
     def __init__(self, momentum: float = 0.9, nesterov: bool = False,
                  weight_decay: float = 0.0) -> None: ...
     @property
@@ -451,7 +451,8 @@ class SGD(Optimizer):
 class AdamW(Optimizer):
     """torch.optim.AdamW / optax.adamw: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
     p = p - lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay p), t = 1 on the first
-    step. Slots 'm' and 'v'. Error for betas outside [0, 1), eps <= 0, negative weight_decay."""
+    step. Slots 'm' and 'v'. Error ("adamw: eps must be > 0") for betas outside [0, 1),
+    eps <= 0 or negative weight_decay."""
     def __init__(self, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.01) -> None: ...
     @property

@@ -342,10 +342,10 @@ def test_trainer_errors():
         rlx.Trainer(g, wrt, rlx.AdamW(), params, session=3)
     with pytest.raises(rlx.Error, match="expected a dict"):
         rlx.Trainer(g, wrt, rlx.AdamW(), [1, 2])
-    with pytest.raises(rlx.Error, match="momentum"):
-        rlx.Trainer(g, wrt, rlx.SGD(momentum=1.5), params)
-    with pytest.raises(rlx.Error, match="eps"):
-        rlx.Trainer(g, wrt, rlx.AdamW(eps=0.0), params)
+    with pytest.raises(rlx.Error, match=r"sgd: momentum = 1.500000 must be in \[0, 1\)"):
+        rlx.SGD(momentum=1.5)
+    with pytest.raises(rlx.Error, match="adamw: eps must be > 0"):
+        rlx.AdamW(eps=0.0)
 
     tr = rlx.Trainer(g, wrt, rlx.AdamW(), params)
     (b,) = batches(rng, 1)
