@@ -13,6 +13,10 @@ import numpy as np
 import pytest
 
 import rlx
+from pjrt_plugin import pjrt_devices
+
+# The CPU backend, plus the XLA CPU plugin's pjrt:0 when it is installed.
+DEVICES = ["cpu"] + pjrt_devices()
 
 # ---------------------------------------------------------------------------------------------
 # A 2-layer MLP (tanh hidden layer, softmax cross-entropy) and its NumPy reference.
@@ -104,8 +108,11 @@ def sgd_update(momentum, nesterov, wd):
     return update
 
 
-def run_rlx(opt, params, data, lr):
-    tr = rlx.Trainer(mlp_graph(), ["w1", "b1", "w2", "b2"], opt, params)
+def run_rlx(opt, params, data, lr, device="cpu"):
+    # precision="f32": pjrt's default is auto-mixed-bf16 (bf16 matmul operands), off by 4e-4
+    # in the first loss already; the CPU backend's default is f32 anyway.
+    tr = rlx.Trainer(mlp_graph(), ["w1", "b1", "w2", "b2"], opt, params, session=device,
+                     precision="f32")
     losses = [float(tr.step(b, lr)[0]) for b in data]
     return tr, losses
 
@@ -117,11 +124,12 @@ def run_rlx(opt, params, data, lr):
 ATOL = 1e-5
 
 
-def test_adamw_matches_numpy_reference():
+@pytest.mark.parametrize("device", DEVICES)
+def test_adamw_matches_numpy_reference(device):
     rng = np.random.default_rng(0)
     params, data = init_params(rng), batches(rng, 20)
     hp = dict(beta1=0.8, beta2=0.95, eps=1e-6, weight_decay=0.05)
-    tr, losses = run_rlx(rlx.AdamW(**hp), params, data, 1e-2)
+    tr, losses = run_rlx(rlx.AdamW(**hp), params, data, 1e-2, device)
     zeros2 = lambda v: (np.zeros_like(v), np.zeros_like(v))  # noqa: E731
     ref_p, ref_s, ref_losses = ref_train(
         params, data, 1e-2, adamw_update(0.8, 0.95, 1e-6, 0.05), zeros2)
@@ -148,13 +156,14 @@ def test_adamw_defaults_match_cpp():
     assert repr(rlx.SGD(momentum=0.5)) == "rlx.SGD(momentum=0.5, nesterov=False, weight_decay=0.0)"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("momentum,nesterov,wd", [(0.0, False, 0.0), (0.9, False, 0.01),
                                                   (0.8, True, 0.001)])
-def test_sgd_matches_numpy_reference(momentum, nesterov, wd):
+def test_sgd_matches_numpy_reference(momentum, nesterov, wd, device):
     rng = np.random.default_rng(1)
     params, data = init_params(rng), batches(rng, 20)
     opt = rlx.SGD(momentum=momentum, nesterov=nesterov, weight_decay=wd)
-    tr, losses = run_rlx(opt, params, data, 0.05)
+    tr, losses = run_rlx(opt, params, data, 0.05, device)
     ref_p, ref_s, ref_losses = ref_train(params, data, 0.05, sgd_update(momentum, nesterov, wd),
                                          np.zeros_like)
     np.testing.assert_allclose(losses, ref_losses, rtol=0, atol=ATOL)
