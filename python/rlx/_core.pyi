@@ -245,6 +245,23 @@ class Graph:
     def scan(self, body: Graph, init: Sequence[Value], xs: Sequence[Value],
              consts: Sequence[Value] = ..., length: int | None = None, reverse: bool = False,
              unroll: int = 1) -> list[Value]: ...
+    # training builders (include/rlx/train/loss.h, dropout.h; bound in python/src/train.cc)
+    def softmax_cross_entropy_loss(self, logits: Value, labels: Value) -> Value:
+        """Mean softmax cross-entropy with integer labels (optax ..._with_integer_labels then
+        mean; F.cross_entropy): logits [N, C] float, labels [N] integer -> rank-0 float.
+        Labels outside [0, C) are caught by Trainer.step on the host. Error for other ranks /
+        dtypes or differing batch sizes."""
+    def mse_loss(self, pred: Value, target: Value) -> Value:
+        """mean((pred - target)^2) over all elements -> rank-0 float. pred and target must have
+        the same float dtype and shape (no broadcasting); else Error."""
+    def step_key(self, stream: int = 0) -> Value:
+        """i32[2] key of this train step's draws for `stream` (one per dropout site):
+        fold_in(fold_in(key(seed), step), stream); adds the f32[] input 'train.step', which
+        Trainer feeds. `seed` is the Trainer's `seed` compile option."""
+    def dropout(self, x: Value, rate: float, key: Value) -> Value:
+        """Inverted dropout: each element of float x kept with probability 1 - rate and scaled
+        by 1 / (1 - rate), else 0 (flax's mask for the same key). rate 0 returns x. Error for
+        rate outside [0, 1), non-float x or a key that is not i32[2]."""
 
 class Executable:
     """A graph compiled for one device."""
@@ -421,6 +438,113 @@ def jvp(graph: Graph, primals: Sequence[str]) -> Graph: ...
 def hvp(graph: Graph, wrt: Sequence[str], loss: int | Value = 0) -> Graph: ...
 def vmap(graph: Graph, in_axes: Sequence[int | None], out_axes: Sequence[int | None] | None,
          batch_size: int, param_axes: Mapping[str, int] | None = None) -> Graph: ...
+# training (include/rlx/train/*.h; python/src/train.cc)
+class Optimizer:
+    """An optimizer as a graph update: SGD or AdamW. Its state slots have the param's dtype and
+    shape and start at zero."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def slots(self) -> list[str]: ...
+
+class SGD(Optimizer):
+    """torch.optim.SGD (dampening 0) / optax.sgd with L2 weight decay:
+    g' = g + weight_decay p; b = momentum b + g'; d = g' + momentum b if nesterov else b;
+    p = p - lr d. Note the C++ default momentum 0.9 (torch's is 0). Slot 'momentum' unless
+    momentum == 0. Error ("sgd: momentum = 1.500000 must be in [0, 1)") for momentum outside
+    [0, 1), negative weight_decay or nesterov without momentum."""
+    def __init__(self, momentum: float = 0.9, nesterov: bool = False,
+                 weight_decay: float = 0.0) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def slots(self) -> list[str]: ...
+    @property
+    def momentum(self) -> float: ...
+    @property
+    def nesterov(self) -> bool: ...
+    @property
+    def weight_decay(self) -> float: ...
+
+class AdamW(Optimizer):
+    """torch.optim.AdamW / optax.adamw: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+    p = p - lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay p), t = 1 on the first
+    step. Slots 'm' and 'v'. Error ("adamw: eps must be > 0") for betas outside [0, 1),
+    eps <= 0 or negative weight_decay."""
+    def __init__(self, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.01) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def slots(self) -> list[str]: ...
+    @property
+    def beta1(self) -> float: ...
+    @property
+    def beta2(self) -> float: ...
+    @property
+    def eps(self) -> float: ...
+    @property
+    def weight_decay(self) -> float: ...
+
+class Trainer:
+    """Trains the leaves `wrt` (inputs or params of `loss_graph`, output 0 a rank-0 float loss)
+    with `optimizer`; the train step (build_train_step) is compiled once by `session` (an
+    rlx.Session or a device string) with the keyword compile options of Session.compile (but
+    dump_stages; `seed` keys dropout). `params` must hold every param of loss_graph and every
+    trained leaf with exactly its declared dtype and shape (numpy arrays keep their dtype; lists
+    and scalars take the declared one); extra names are ignored. Errors: "Trainer: missing
+    initial value for 'w1'", "Trainer: 'w1' expected f32[64,128], got f32[64,10]",
+    build_train_step's and the compiler's. The Trainer copies the values."""
+    def __init__(self, loss_graph: Graph, wrt: Sequence[str], optimizer: Optimizer,
+                 params: Mapping[str, npt.ArrayLike], session: Session | str = "cpu", *,
+                 precision: str = ..., dispatch: str = ..., dce: bool = ...,
+                 fold_constants: bool = ..., seed: int = ..., memory_limit: int | str = ...,
+                 quantized_params: dict[str, str | tuple[str, int]] = ...) -> None: ...
+    def step(self, batch: Mapping[str, npt.ArrayLike], lr: float) -> list[Array]:
+        """One update on `batch` (every non-trained input of loss_graph, e.g. x and labels)
+        with learning rate `lr`, run without the GIL. Returns loss_graph's outputs (loss first)
+        computed with the params before the update. Errors (nothing updated): a label outside
+        [0, C) of a softmax_cross_entropy_loss ("Trainer::step: input 'y': label 12 at index 3
+        is outside [0, 10)"), missing / unknown / mistyped inputs (the executable's messages)."""
+    @property
+    def params(self) -> dict[str, Array]:
+        """Copies of every param and trained leaf, by name (save_safetensors takes it)."""
+    def param(self, name: str) -> Array:
+        """A copy of one param or trained leaf; Error "Trainer::param: no param 'x'"."""
+    def state(self, param: str, slot: str) -> Array:
+        """A copy of `param`'s optimizer state `slot` ('m', 'v', 'momentum'); Error if none."""
+    @property
+    def num_steps(self) -> int: ...
+    @property
+    def step_graph(self) -> Graph: ...
+    @property
+    def wrt(self) -> list[str]: ...
+    @property
+    def optimizer(self) -> Optimizer: ...
+
+def build_train_step(loss_graph: Graph, wrt: Sequence[str], optimizer: Optimizer) -> Graph:
+    """The step graph Trainer compiles: loss_graph's leaves, f32[] inputs 'train.step' (t) and
+    'train.lr', one param '<p>.<slot>' per trained leaf and slot; outputs: loss_graph's outputs,
+    the new value of each wrt leaf, then the new state (leaf-major, slot order)."""
+def initialize(init: str, shape: Sequence[int], dtype: DTypeLike = "f32", seed: int = 0) -> Array:
+    """A float array drawn with 'glorot_uniform' | 'glorot_normal' | 'he_uniform' | 'he_normal'
+    | 'zeros' (torch.nn.init xavier_* / kaiming_* definitions; dense weights are [in, out],
+    conv weights [O, I, k...]) from rlx's mt19937_64 generator seeded with `seed`. Error for a
+    non-float dtype, an unknown init or a rank < 2 shape with the Glorot / He kinds."""
+# safetensors files (include/rlx/io/safetensors.h)
+def load_safetensors(path: str) -> dict[str, Array]:
+    """Every tensor of a safetensors file by name, in file order, as read-only arrays over the
+    memory-mapped file (np.array(a) for a writable copy). F32/F16/BF16/F64/I8/U8/I32/I64/BOOL;
+    BF16 needs ml_dtypes. Error naming the file for a missing or malformed file, and the tensor
+    for a dtype rlx lacks ("tensor 'x' has dtype I16, which rlx does not support")."""
+def save_safetensors(path: str, tensors: Mapping[str, npt.ArrayLike],
+                     metadata: Mapping[str, str] | None = None) -> None:
+    """Writes `tensors` (dict order; f32, f16, bf16 via ml_dtypes, f64, i8, u8, i32, i64, bool)
+    and optional metadata as a safetensors file, atomically (the old file stays on failure).
+    Error for another numpy dtype ("save_safetensors: 'x': unsupported numpy dtype uint16"),
+    a non-str name or metadata, or an I/O failure (path and errno text)."""
+def safetensors_metadata(path: str) -> dict[str, str]:
+    """The '__metadata__' strings of a safetensors file ({} when it has none)."""
 # training demo (include/rlx/train/digits.h)
 def train_demo(model: str = "mlp", epochs: int = 0, seed: int = 0, data: str = "",
                batch_size: int = 32, lr: float = 0.0, threads: int = 1) -> dict[str, Any]: ...

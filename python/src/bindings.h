@@ -4,10 +4,13 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <string>
 
 namespace rlx {
 class Executable;
-}
+class Session;
+struct CompileOptions;
+}  // namespace rlx
 
 namespace rlx::py_bind {
 
@@ -21,7 +24,8 @@ void bind_dlpack(pybind11::module_& m);
 void bind_models(pybind11::module_& m);
 /// grad, value_and_grad, vjp, jvp, hvp, vmap graph transforms (autodiff.cc).
 void bind_autodiff(pybind11::module_& m);
-/// train_demo and default_digits_path (train.cc).
+/// Trainer, SGD, AdamW, the loss / dropout builders on Graph, initialize, load_safetensors,
+/// save_safetensors, train_demo and default_digits_path (train.cc).
 void bind_train(pybind11::module_& m);
 /// _OnnxModel and _OnnxSession, the ONNX importer (onnx.cc).
 void bind_onnx(pybind11::module_& m);
@@ -32,5 +36,13 @@ void bind_sharding(pybind11::module_& m);
 
 /// An rlx.Executable over `exe` (runtime.cc), for bindings that compile outside a Session.
 pybind11::object wrap_executable(std::shared_ptr<Executable> exe);
+
+/// The Session of an rlx.Session object (runtime.cc); rlx::Error if `session` is not one.
+Session& session_of(const pybind11::handle& session);
+/// CompileOptions from the keyword options Session.compile takes (but dump_stages), over
+/// `session`'s precision default (runtime.cc). Errors ("<what>: unknown option 'x' (options:
+/// ...)") start with `what`.
+CompileOptions compile_options_of(const pybind11::handle& session, const pybind11::kwargs& kw,
+                                  const std::string& what);
 
 }  // namespace rlx::py_bind

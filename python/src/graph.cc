@@ -12,31 +12,18 @@
 #include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/random.h"
+#include "value.h"
 
 namespace rlx::py_bind {
 
 namespace {
 
-using GraphPtr = std::shared_ptr<Graph>;
 using Ints = std::vector<int64_t>;
-
-// A value of a Python-owned graph: keeps the graph alive and checks that operands match.
-struct PyValue {
-  GraphPtr g;
-  Value v;
-  const TensorType& type() const { return g->type(v); }
-};
 
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(static_cast<size_t>(s.rank()));
   for (int i = 0; i < s.rank(); ++i) t[static_cast<size_t>(i)] = s[i];
   return t;
-}
-
-Value own(const GraphPtr& g, const PyValue& pv) {
-  check(pv.g == g, "value " + g->node(pv.v).name + " belongs to graph '" + pv.g->name() +
-                       "', not to graph '" + g->name() + "'");
-  return pv.v;
 }
 
 // A Python operand next to value `like`: a Value of the same graph, a Python scalar (a "weak"

@@ -120,13 +120,17 @@ std::map<std::string, QuantizedParamBinding> to_quantized_params(const py::handl
   return out;
 }
 
-PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
+// compile()'s keyword options (kCompileOptions; without dump_stages unless `dump_ok`) as
+// CompileOptions on top of the session's precision. Errors start with `what`.
+CompileOptions options_of(const PySession& ps, const py::kwargs& kw, const std::string& what,
+                          bool dump_ok) {
   for (auto [k, v] : kw) {
     auto key = k.cast<std::string>();
-    if (kCompileOptions.count(key) == 0) {
+    if (kCompileOptions.count(key) == 0 || (!dump_ok && key == "dump_stages")) {
       std::string all;
-      for (const auto& o : kCompileOptions) all += (all.empty() ? "" : ", ") + o;
-      throw Error("compile: unknown option '" + key + "' (options: " + all + ")");
+      for (const auto& o : kCompileOptions)
+        if (dump_ok || o != "dump_stages") all += (all.empty() ? "" : ", ") + o;
+      throw Error(what + ": unknown option '" + key + "' (options: " + all + ")");
     }
   }
   CompileOptions o;
@@ -159,6 +163,11 @@ PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
   }
   if (kw.contains("quantized_params"))
     o.quantized_params = to_quantized_params(kw["quantized_params"]);
+  return o;
+}
+
+PyExecutable compile(PySession& ps, const Graph& g, const py::kwargs& kw) {
+  CompileOptions o = options_of(ps, kw, "compile", true);
   bool dump = kw.contains("dump_stages") && kw["dump_stages"].cast<bool>();
   PyExecutable pe;
   {
@@ -195,6 +204,19 @@ TensorMap eval_feeds(const Graph& g, const py::dict& inputs, const py::dict& par
 }
 
 }  // namespace
+
+Session& session_of(const py::handle& session) {
+  check(py::isinstance<PySession>(session),
+        "expected an rlx.Session, got " + py::repr(session).cast<std::string>());
+  return *session.cast<PySession&>().session;
+}
+
+CompileOptions compile_options_of(const py::handle& session, const py::kwargs& kw,
+                                  const std::string& what) {
+  check(py::isinstance<PySession>(session),
+        what + ": expected an rlx.Session, got " + py::repr(session).cast<std::string>());
+  return options_of(session.cast<const PySession&>(), kw, what, false);
+}
 
 py::object wrap_executable(std::shared_ptr<Executable> exe) {
   PyExecutable pe;
