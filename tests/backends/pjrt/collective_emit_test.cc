@@ -48,9 +48,13 @@ TEST(EmitCollectives, GoldenText) {
     %2 = "stablehlo.constant"() {value = dense<"0x00008040"> : tensor<4x6xf32>} : () -> tensor<4x6xf32>
     %3 = "stablehlo.divide"(%1, %2) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
     %4 = "stablehlo.all_reduce"(%3) ({
-    ^bb0(%lhs4: tensor<f32>, %rhs4: tensor<f32>):
-      %red4 = "stablehlo.maximum"(%lhs4, %rhs4) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      "stablehlo.return"(%red4) : (tensor<f32>) -> ()
+    ^bb0(%red4_lhs: tensor<f32>, %red4_rhs: tensor<f32>):
+      %red4_0 = "stablehlo.maximum"(%red4_lhs, %red4_rhs) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %red4_1 = "stablehlo.compare"(%red4_rhs, %red4_rhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %red4_2 = "stablehlo.compare"(%red4_lhs, %red4_lhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %red4_3 = "stablehlo.select"(%red4_1, %red4_rhs, %red4_0) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+      %red4_4 = "stablehlo.select"(%red4_2, %red4_lhs, %red4_3) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%red4_4) : (tensor<f32>) -> ()
     }) {channel_handle = #stablehlo.channel_handle<handle = 3, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x6xf32>
     %5 = "stablehlo.all_gather"(%4) {all_gather_dim = 1 : i64, channel_handle = #stablehlo.channel_handle<handle = 4, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x12xf32>
     %6 = "stablehlo.reduce_scatter"(%5) ({
