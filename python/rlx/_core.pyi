@@ -494,9 +494,21 @@ class Trainer:
     trained leaf with exactly its declared dtype and shape (numpy arrays keep their dtype; lists
     and scalars take the declared one); extra names are ignored. Errors: "Trainer: missing
     initial value for 'w1'", "Trainer: 'w1' expected f32[64,128], got f32[64,10]",
-    build_train_step's and the compiler's. The Trainer copies the values."""
+    build_train_step's and the compiler's. The Trainer copies the values.
+
+    mesh: the step runs as one SPMD program over an rlx.Mesh of pjrt devices (jax.jit with
+    in/out shardings); `batch_shardings` gives batch inputs a spec (rlx.P('data'): data
+    parallel, XLA all-reduces the gradients), `param_shardings` gives params one (absent:
+    replicated; FSDP / Megatron-style when a weight dim is split); optimizer state is sharded
+    like its param. Sharding errors name the tensor, its shape, the spec and the mesh.
+    resident (default): params and optimizer state stay in the executable between steps (on the
+    device for pjrt); params / param / state read them back."""
     def __init__(self, loss_graph: Graph, wrt: Sequence[str], optimizer: Optimizer,
                  params: Mapping[str, npt.ArrayLike], session: Session | str = "cpu", *,
+                 mesh: Mesh | None = None,
+                 batch_shardings: Mapping[str, PartitionSpec | None] | None = None,
+                 param_shardings: Mapping[str, PartitionSpec | None] | None = None,
+                 resident: bool = True,
                  precision: str = ..., dispatch: str = ..., dce: bool = ...,
                  fold_constants: bool = ..., seed: int = ..., memory_limit: int | str = ...,
                  quantized_params: dict[str, str | tuple[str, int]] = ...) -> None: ...

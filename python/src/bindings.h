@@ -3,8 +3,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <map>
 #include <memory>
 #include <string>
+
+#include "rlx/backends/pjrt/sharding.h"
 
 namespace rlx {
 class Executable;
@@ -44,5 +47,10 @@ Session& session_of(const pybind11::handle& session);
 /// ...)") start with `what`.
 CompileOptions compile_options_of(const pybind11::handle& session, const pybind11::kwargs& kw,
                                   const std::string& what);
+
+/// PartitionSpecs by tensor name from a dict of name -> rlx.P(...) or None (replicated)
+/// (sharding.cc); rlx::Error naming `what` and the key on anything else.
+std::map<std::string, pjrt::PartitionSpec> specs_of(const pybind11::dict& d,
+                                                    const std::string& what);
 
 }  // namespace rlx::py_bind

@@ -34,25 +34,6 @@ std::vector<std::string> dim_of(const py::handle& d) {
               py::repr(d).cast<std::string>());
 }
 
-std::map<std::string, PartitionSpec> specs_of(const py::dict& d, const std::string& what) {
-  std::map<std::string, PartitionSpec> out;
-  for (auto [k, v] : d) {
-    if (!py::isinstance<py::str>(k))
-      throw Error(what + ": keys must be tensor names (str), got " +
-                  py::repr(k).cast<std::string>());
-    if (v.is_none()) {
-      out[k.cast<std::string>()] = PartitionSpec();
-    } else {
-      if (!py::isinstance<PartitionSpec>(v))
-        throw Error(what + "['" + k.cast<std::string>() +
-                    "'] must be a PartitionSpec (rlx.P(...)) or None, got " +
-                    py::repr(v).cast<std::string>());
-      out[k.cast<std::string>()] = v.cast<PartitionSpec>();
-    }
-  }
-  return out;
-}
-
 // out_shardings: a dict by output name, or a list / tuple with one entry per graph output
 // (jax's positional form).
 pjrt::ShardingConfig config_of(const Graph& g, const Mesh& mesh, const py::dict& inputs,
@@ -84,6 +65,25 @@ CompileOptions options_of(const std::optional<std::string>& precision) {
 }
 
 }  // namespace
+
+std::map<std::string, PartitionSpec> specs_of(const py::dict& d, const std::string& what) {
+  std::map<std::string, PartitionSpec> out;
+  for (auto [k, v] : d) {
+    if (!py::isinstance<py::str>(k))
+      throw Error(what + ": keys must be tensor names (str), got " +
+                  py::repr(k).cast<std::string>());
+    if (v.is_none()) {
+      out[k.cast<std::string>()] = PartitionSpec();
+    } else {
+      if (!py::isinstance<PartitionSpec>(v))
+        throw Error(what + "['" + k.cast<std::string>() +
+                    "'] must be a PartitionSpec (rlx.P(...)) or None, got " +
+                    py::repr(v).cast<std::string>());
+      out[k.cast<std::string>()] = v.cast<PartitionSpec>();
+    }
+  }
+  return out;
+}
 
 void bind_sharding(py::module_& m) {
   py::class_<Mesh>(m, "Mesh",

@@ -209,32 +209,59 @@ void bind_trainer(py::module_& m) {
   py::class_<PyTrainer, std::unique_ptr<PyTrainer>>(
       m, "Trainer",
       "Trains the leaves `wrt` of a loss graph with an optimizer, compiled once "
-      "(train/trainer.h); params and optimizer state live in the Trainer between steps.")
+      "(train/trainer.h); params and optimizer state live in the Trainer (resident: in its "
+      "executable) between steps.")
       .def(py::init([](const Graph& loss_graph, const std::vector<std::string>& wrt,
                        std::shared_ptr<Optimizer> optimizer, const py::object& params,
-                       const py::object& session, const py::kwargs& kw) {
+                       const py::object& session, const std::optional<pjrt::Mesh>& mesh,
+                       const std::optional<py::dict>& batch_shardings,
+                       const std::optional<py::dict>& param_shardings, bool resident,
+                       const py::kwargs& kw) {
              check(optimizer != nullptr, "Trainer: optimizer must be rlx.SGD or rlx.AdamW");
+             check(mesh || (!batch_shardings && !param_shardings),
+                   "Trainer: batch_shardings / param_shardings need a mesh (mesh=rlx.Mesh(...))");
              auto pt = std::make_unique<PyTrainer>();
              pt->session = py::isinstance<py::str>(session)
                                ? py::module_::import("rlx._core").attr("Session")(session)
                                : session;
-             CompileOptions options = compile_options_of(pt->session, kw, "Trainer");
+             train::TrainerOptions options;
+             options.compile = compile_options_of(pt->session, kw, "Trainer");
+             options.resident = resident;
              Session& s = session_of(pt->session);
+             std::optional<train::MeshTraining> on_mesh;
+             if (mesh) {
+               on_mesh = train::MeshTraining{*mesh, {}, {}, ""};
+               if (batch_shardings) on_mesh->batch = specs_of(*batch_shardings, "batch_shardings");
+               if (param_shardings) on_mesh->params = specs_of(*param_shardings, "param_shardings");
+             }
              pt->optimizer = std::move(optimizer);
              pt->wrt = wrt;
              pt->leaf_dtypes = leaf_dtypes(loss_graph);
              TensorMap initial = tensor_map(params, pt->leaf_dtypes, "Trainer: initial value");
              {
                py::gil_scoped_release nogil;
-               pt->trainer = std::make_unique<train::Trainer>(s, loss_graph, wrt, *pt->optimizer,
-                                                              initial, options);
+               pt->trainer = on_mesh
+                                 ? std::make_unique<train::Trainer>(
+                                       *on_mesh, loss_graph, wrt, *pt->optimizer, initial, options)
+                                 : std::make_unique<train::Trainer>(
+                                       s, loss_graph, wrt, *pt->optimizer, initial, options);
              }
              for (const auto& [name, dtype] : leaf_dtypes(pt->trainer->step_graph()))
                pt->leaf_dtypes.emplace(name, dtype);
              return pt;
            }),
            py::arg("loss_graph"), py::arg("wrt"), py::arg("optimizer"), py::arg("params"),
-           py::arg("session") = "cpu")
+           py::arg("session") = "cpu", py::kw_only(), py::arg("mesh") = py::none(),
+           py::arg("batch_shardings") = py::none(), py::arg("param_shardings") = py::none(),
+           py::arg("resident") = true,
+           "mesh: train as one SPMD program over an rlx.Mesh of pjrt devices (jax.jit with "
+           "in/out shardings; the session then only parses the compile options): "
+           "batch_shardings maps batch inputs to rlx.P(...) (e.g. P('data'): data parallel, "
+           "gradients all-reduced by XLA), param_shardings maps params to specs (absent: "
+           "replicated; optimizer state is sharded like its param). resident: params and "
+           "optimizer state stay in the executable between steps (on the device for pjrt) and "
+           "are read back by params / param / state. Other keywords are Session.compile's "
+           "options.")
       .def(
           "step",
           [](PyTrainer& pt, const py::object& batch, double lr) {

@@ -156,6 +156,53 @@ def test_adamw_defaults_match_cpp():
     assert repr(rlx.SGD(momentum=0.5)) == "rlx.SGD(momentum=0.5, nesterov=False, weight_decay=0.0)"
 
 
+# Training on a 4-device mesh of the XLA CPU plugin (data parallel, model-sharded, 2x2) against
+# the same float64 reference on the full batch: XLA's partitioner inserts the collectives, so
+# only float reassociation separates them (same ATOL).
+MESH_CASES = {
+    "data": ({"data": 4}, {"x": rlx.P("data"), "y": rlx.P("data")}, {}),
+    "model": ({"model": 4}, {}, {"w1": rlx.P(None, "model"), "b1": rlx.P("model")}),
+    "2x2": ({"data": 2, "model": 2}, {"x": rlx.P("data"), "y": rlx.P("data")},
+            {"w1": rlx.P(None, "model"), "b1": rlx.P("model")}),
+}
+
+
+@pytest.mark.skipif(not pjrt_devices(), reason="no PJRT plugin (pip install lammps-jax-pjrt-cpu)")
+@pytest.mark.parametrize("case", sorted(MESH_CASES))
+@pytest.mark.parametrize("resident", [True, False])
+def test_adamw_on_a_mesh_matches_numpy_reference(case, resident):
+    axes, batch_specs, param_specs = MESH_CASES[case]
+    rng = np.random.default_rng(1)
+    params, data = init_params(rng), batches(rng, 10)
+    tr = rlx.Trainer(mlp_graph(), ["w1", "b1", "w2", "b2"], rlx.AdamW(weight_decay=0.05),
+                     params, mesh=rlx.Mesh(axes), batch_shardings=batch_specs,
+                     param_shardings=param_specs, resident=resident, precision="f32")
+    losses = [float(tr.step(b, 1e-2)[0]) for b in data]
+    zeros2 = lambda v: (np.zeros_like(v), np.zeros_like(v))  # noqa: E731
+    ref_p, ref_s, ref_losses = ref_train(
+        params, data, 1e-2, adamw_update(0.9, 0.999, 1e-8, 0.05), zeros2)
+    np.testing.assert_allclose(losses, ref_losses, rtol=0, atol=ATOL)
+    for k in params:
+        np.testing.assert_allclose(tr.param(k), ref_p[k], rtol=0, atol=ATOL, err_msg=k)
+        np.testing.assert_allclose(tr.state(k, "m"), ref_s[k][0], rtol=0, atol=ATOL, err_msg=k)
+    assert max(np.abs(tr.param(k) - params[k]).max() for k in params) > 0.05
+
+
+@pytest.mark.skipif(not pjrt_devices(), reason="no PJRT plugin (pip install lammps-jax-pjrt-cpu)")
+def test_mesh_trainer_errors():
+    rng = np.random.default_rng(2)
+    params = init_params(rng)
+    wrt = ["w1", "b1", "w2", "b2"]
+    with pytest.raises(rlx.Error, match=r"dim 0 of size 16 is not divisible by 3"):
+        rlx.Trainer(mlp_graph(), wrt, rlx.AdamW(), params, mesh=rlx.Mesh({"data": 3}),
+                    batch_shardings={"x": rlx.P("data")})
+    with pytest.raises(rlx.Error, match=r"need a mesh"):
+        rlx.Trainer(mlp_graph(), wrt, rlx.AdamW(), params, batch_shardings={"x": rlx.P("data")})
+    with pytest.raises(rlx.Error, match=r"must be a PartitionSpec"):
+        rlx.Trainer(mlp_graph(), wrt, rlx.AdamW(), params, mesh=rlx.Mesh({"data": 4}),
+                    batch_shardings={"x": "data"})
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("momentum,nesterov,wd", [(0.0, False, 0.0), (0.9, False, 0.01),
                                                   (0.8, True, 0.001)])
