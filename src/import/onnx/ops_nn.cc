@@ -90,6 +90,9 @@ Window window_of(NodeContext& c, const Shape& x, const std::vector<int64_t>& ker
 // or of a pool (any rank).
 std::vector<int64_t> kernel_of(NodeContext& c, const Shape& x, std::optional<Shape> weight) {
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  if (weight)
+    c.require(weight->rank() >= 3, "weight " + weight->to_string() +
+                                       " must have rank >= 3 ([out, in / group, kernel...])");
   if (kernel.empty() && weight) kernel.assign(weight->dims().begin() + 2, weight->dims().end());
   c.require(!kernel.empty(), "kernel_shape is required");
   c.require(static_cast<int>(kernel.size()) + 2 == x.rank(),
