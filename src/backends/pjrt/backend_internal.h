@@ -2,8 +2,11 @@
 // share: the backend's facts, its pipeline and its kernel report.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
 
+#include "pjrt_client.h"
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend_core.h"
 
@@ -15,5 +18,19 @@ BackendFacts pjrt_facts();
 PipelineResult run_pjrt_pipeline(const Graph& graph, const CompileOptions& options);
 /// Every computing node of `g` as part of the one XLA executable compiled from `stablehlo`.
 KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo);
+
+/// A backend's client, created at its first compile and kept for the backend's lifetime:
+/// the plugin `plugin_path`, or ("" ) the one plugin_path_from_env() names; rlx::Error saying
+/// how to set one when there is none.
+class LazyClient {
+ public:
+  explicit LazyClient(std::string plugin_path) : plugin_path_(std::move(plugin_path)) {}
+  std::shared_ptr<const Client> get();
+
+ private:
+  std::string plugin_path_;
+  std::mutex mu_;
+  std::shared_ptr<const Client> client_;
+};
 
 }  // namespace rlx::pjrt

@@ -139,7 +139,7 @@ namespace {
 
 class PjrtBackend final : public Backend {
  public:
-  explicit PjrtBackend(std::string plugin_path) : plugin_path_(std::move(plugin_path)) {}
+  explicit PjrtBackend(std::string plugin_path) : client_(std::move(plugin_path)) {}
 
   std::string name() const override { return "pjrt"; }
   DeviceKind device_kind() const override { return DeviceKind::Pjrt; }
@@ -184,7 +184,7 @@ class PjrtBackend final : public Backend {
     p.stablehlo = emit_stablehlo(p.graph, aliases);
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
 
-    std::shared_ptr<const Client> client = this->client();
+    std::shared_ptr<const Client> client = client_.get();
     check(static_cast<size_t>(device.index) < client->devices().size(),
           "pjrt: device '" + device.to_string() + "' does not exist: plugin '" +
               client->plugin().path + "' has " + std::to_string(client->devices().size()) +
@@ -201,27 +201,7 @@ class PjrtBackend final : public Backend {
   }
 
  private:
-  // The client, created at the first compile and kept for the backend's lifetime.
-  std::shared_ptr<const Client> client() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (client_) return client_;
-    std::string path = plugin_path_;
-    if (path.empty()) {
-      std::optional<std::string> env = plugin_path_from_env();
-      if (!env)
-        throw Error(
-            "pjrt: no PJRT plugin: set RLX_PJRT_PLUGIN to a plugin .so (e.g. the "
-            "pjrt_c_api_cpu_plugin.so of the PyPI package lammps-jax-pjrt-cpu), or "
-            "TPU_LIBRARY_PATH / LIBTPU_PATH to libtpu");
-      path = *env;
-    }
-    client_ = std::make_shared<Client>(Plugin::load(path));
-    return client_;
-  }
-
-  std::string plugin_path_;
-  std::mutex mu_;
-  std::shared_ptr<const Client> client_;
+  LazyClient client_;
 };
 
 // Registers the PJRT backend at static initialization (the library is linked whole); it loads
@@ -232,6 +212,23 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+std::shared_ptr<const Client> LazyClient::get() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (client_) return client_;
+  std::string path = plugin_path_;
+  if (path.empty()) {
+    std::optional<std::string> env = plugin_path_from_env();
+    if (!env)
+      throw Error(
+          "pjrt: no PJRT plugin: set RLX_PJRT_PLUGIN to a plugin .so (e.g. the "
+          "pjrt_c_api_cpu_plugin.so of the PyPI package lammps-jax-pjrt-cpu), or "
+          "TPU_LIBRARY_PATH / LIBTPU_PATH to libtpu");
+    path = *env;
+  }
+  client_ = std::make_shared<Client>(Plugin::load(path));
+  return client_;
+}
 
 std::optional<std::string> plugin_path_from_env() {
   for (const char* var : {"RLX_PJRT_PLUGIN", "TPU_LIBRARY_PATH", "LIBTPU_PATH"}) {

@@ -249,7 +249,7 @@ class PjrtSpmdBackend final : public Backend {
   // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
   // of an SPMD program.
   PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false)
-      : sharding_(std::move(sharding)), plugin_path_(std::move(plugin_path)), replicas_(replicas) {
+      : sharding_(std::move(sharding)), client_(std::move(plugin_path)), replicas_(replicas) {
     check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
   }
 
@@ -309,7 +309,7 @@ class PjrtSpmdBackend final : public Backend {
     p.stablehlo = emitter.run();
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
 
-    std::shared_ptr<const Client> client = this->client();
+    std::shared_ptr<const Client> client = client_.get();
     std::vector<int64_t> ids;
     for (int d : p.mesh.devices()) {
       check(static_cast<size_t>(d) < client->devices().size(),
@@ -339,28 +339,9 @@ class PjrtSpmdBackend final : public Backend {
   }
 
  private:
-  std::shared_ptr<const Client> client() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (client_) return client_;
-    std::string path = plugin_path_;
-    if (path.empty()) {
-      std::optional<std::string> env = plugin_path_from_env();
-      if (!env)
-        throw Error(
-            "pjrt: no PJRT plugin: set RLX_PJRT_PLUGIN to a plugin .so (e.g. the "
-            "pjrt_c_api_cpu_plugin.so of the PyPI package lammps-jax-pjrt-cpu), or "
-            "TPU_LIBRARY_PATH / LIBTPU_PATH to libtpu");
-      path = *env;
-    }
-    client_ = std::make_shared<Client>(Plugin::load(path));
-    return client_;
-  }
-
   ShardingConfig sharding_;
-  std::string plugin_path_;
+  LazyClient client_;
   bool replicas_ = false;
-  std::mutex mu_;
-  std::shared_ptr<const Client> client_;
 };
 
 }  // namespace
