@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/collective_layouts.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/ir/graph.h"
@@ -19,21 +20,8 @@
 namespace rlx {
 namespace {
 
-// A layout: the devices of the run and the participant attributes.
-struct Layout {
-  const char* name;
-  int64_t devices;
-  ReplicaGroups groups;  // empty: one group of all, sized by axis_size
-};
-
-std::vector<Layout> layouts() {
-  return {{"one", 1, {{0}}},
-          {"pair", 2, {{0, 1}}},
-          {"four", 4, {{0, 1, 2, 3}}},
-          {"all_by_axis_size", 4, {}},
-          {"pairs_adjacent", 4, {{0, 1}, {2, 3}}},
-          {"pairs_strided", 4, {{0, 2}, {1, 3}}}};
-}
+using testing::Layout;
+using testing::layouts;
 
 // The groups a layout means (one group of all devices when it names none).
 ReplicaGroups groups_of(const Layout& l) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/collective_layouts.h"
 #include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/evaluator.h"
@@ -19,20 +20,8 @@
 namespace rlx {
 namespace {
 
-struct Layout {
-  const char* name;
-  int64_t devices;
-  ReplicaGroups groups;  // empty: one group of all, sized by axis_size
-};
-
-std::vector<Layout> layouts() {
-  return {{"one", 1, {{0}}},
-          {"pair", 2, {{0, 1}}},
-          {"four", 4, {{0, 1, 2, 3}}},
-          {"all_by_axis_size", 4, {}},
-          {"pairs_adjacent", 4, {{0, 1}, {2, 3}}},
-          {"pairs_strided", 4, {{0, 2}, {1, 3}}}};
-}
+using testing::Layout;
+using testing::layouts;
 
 AttrMap attrs(const Layout& l, AttrMap op) {
   AttrMap a = collective_attrs(l.groups, "i", l.groups.empty() ? l.devices : 0);
