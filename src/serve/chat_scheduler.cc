@@ -238,6 +238,9 @@ void ChatScheduler::prefill(Slot& slot, std::shared_ptr<ChatTicket::Shared> job)
   const size_t before = slot.gen->ids().size();
   const bool done = slot.gen->push(next, r.tokens >= ctx_);
   r.generated = static_cast<int64_t>(slot.gen->ids().size() - before);
+  // The step is reported (metrics, observers) before the request is finished: a client that
+  // reads /metrics after its reply must see the step that produced it.
+  report(r);
   if (done) {
     finish(slot, "");
   } else {
@@ -246,7 +249,6 @@ void ChatScheduler::prefill(Slot& slot, std::shared_ptr<ChatTicket::Shared> job)
     std::lock_guard<std::mutex> lock(mu_);
     shared->completion_tokens = static_cast<int64_t>(slot.gen->ids().size());
   }
-  report(r);
 }
 
 void ChatScheduler::decode() {
@@ -293,6 +295,7 @@ void ChatScheduler::decode() {
     return;
   }
   const std::vector<int64_t> held = model_.positions(n);
+  std::vector<Slot*> done_slots;  // finished after the step is reported (see prefill)
   for (int64_t i = 0; i < b; ++i) {
     const int64_t s = rows[static_cast<size_t>(i)];
     Slot& slot = slots_[static_cast<size_t>(s)];
@@ -302,7 +305,7 @@ void ChatScheduler::decode() {
     const bool done = slot.gen->push(next, held[static_cast<size_t>(s)] >= ctx_);
     r.generated += static_cast<int64_t>(slot.gen->ids().size() - before);
     if (done) {
-      finish(slot, "");
+      done_slots.push_back(&slot);
       continue;
     }
     sampler_.accept(s, next);
@@ -311,6 +314,7 @@ void ChatScheduler::decode() {
     slot.job->completion_tokens = static_cast<int64_t>(slot.gen->ids().size());
   }
   report(r);
+  for (Slot* slot : done_slots) finish(*slot, "");
 }
 
 void ChatScheduler::loop() {

@@ -673,6 +673,32 @@ TEST(ChatSchedulerTest, ConcurrentRequestsEqualGenerateAlone) {
             std::string::npos);
 }
 
+// The steps that produced a request's tokens are reported to the observers (the server's
+// metrics) before the request completes: a client that reads /metrics right after its reply
+// sees them. A slow observer makes the old order (complete, then report) fail every time.
+TEST(ChatSchedulerTest, StepsAreReportedBeforeTheirRequestsComplete) {
+  const std::string path = rlx::testing::write(rlx::testing::tiny_chat_file(), "chat_obs.gguf");
+  auto scheduler = tiny_chat(path, 2);
+  std::atomic<int64_t> generated{0}, prefills{0};
+  scheduler->add_step_observer([&](const ChatStepReport& r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    generated += r.generated;
+    if (r.prefill) ++prefills;
+  });
+  for (int max_tokens : {1, 4}) {  // finished by the prefill step, then by a decode step
+    models::GenerateOptions o = request_options(0);
+    o.max_tokens = max_tokens;
+    const int64_t before = generated.load();
+    ChatTicket t = scheduler->submit({{1, 2, 3}, o});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (ChatUpdate u = t.wait(deadline); !u.finished; u = t.wait(deadline))
+      ASSERT_FALSE(u.timed_out);
+    EXPECT_EQ(t.completion_tokens(), max_tokens);
+    EXPECT_EQ(generated.load() - before, max_tokens) << "max_tokens " << max_tokens;
+  }
+  EXPECT_EQ(prefills.load(), 2);
+}
+
 // A server with an embedding model and a chat model: each endpoint family answers for its own
 // kind only, /v1/models lists both, and the metrics have the chat families.
 TEST_F(ServeTest, ChatAndEmbeddingModelsSideBySide) {

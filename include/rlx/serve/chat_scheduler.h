@@ -130,7 +130,9 @@ class ChatScheduler : public Scheduler {
   /// Requests waiting for a slot.
   int64_t waiting() const;
   void stop() override;
-  /// Adds a function the loop calls after each step (thread-safe callers only).
+  /// Adds a function the loop calls after each step, before the requests that step finished
+  /// are completed (so a client that reads metrics after its reply sees the step).
+  /// Thread-safe callers only.
   void add_step_observer(std::function<void(const ChatStepReport&)> observer);
 
  private:
