@@ -5,6 +5,10 @@ sdy.sharding), and a 2-layer MLP under every sharding and in both forms on the X
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -154,3 +158,48 @@ def test_replicated_data_parallel_equals_one_device():
         exe.set_param(k, f[k])
     np.testing.assert_allclose(exe.run(x=f["x"]), want, rtol=1e-5, atol=1e-5)
     assert "mhlo.num_replicas = 4" in exe.kernel_report()
+
+
+# jax 0.4.38 with jax_use_shardy_partitioner, in a child process (it needs 4 host devices, set
+# through XLA_FLAGS before jax starts): the signature of the same MLP under the mixed 2x2
+# sharding.
+JAX_SHARDY_MLP = r'''
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+jax.config.update("jax_platforms", "cpu")
+jax.config.update("jax_use_shardy_partitioner", True)
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+s = lambda *p: NamedSharding(mesh, P(*p))
+def f(x, w1, b1, w2, b2):
+    return jax.nn.relu(x @ w1 + b1) @ w2 + b2
+args = [jnp.zeros(t, jnp.float32) for t in [(8, 16), (16, 32), (32,), (32, 4), (4,)]]
+print(jax.jit(f, in_shardings=(s("data"), s(None, "model"), s("model"), s("model", None), s()),
+              out_shardings=s("data", None)).lower(*args).as_text())
+'''
+
+
+def shardings_of_main(text):
+    """The sdy.sharding of each @main argument, then of each result, and the sdy.mesh line."""
+    sig = next(line for line in text.splitlines() if "func.func public @main(" in line)
+    args, results = sig.split(") -> (")
+    find = lambda part: re.findall(r"sdy\.sharding = (#sdy\.sharding<[^>]*>)", part)
+    mesh = re.search(r"sdy\.mesh @mesh = <[^>]*>", text).group(0)
+    return find(args), find(results), mesh
+
+
+def test_shardy_form_matches_jax():
+    """rlx's Shardy texts (mesh and every argument / result sharding) equal jax's."""
+    pytest.importorskip("jax")
+    run = subprocess.run([sys.executable, "-c", JAX_SHARDY_MLP], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    g, mesh = mlp(), rlx.Mesh({"data": 2, "model": 2})
+    ours = rlx.stablehlo_sharded(
+        g, mesh, in_shardings={"x": P("data")},
+        param_shardings={"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None)},
+        out_shardings=[P("data", None)], precision="always-f32", sharding_form="shardy")
+    want = shardings_of_main(run.stdout)
+    assert len(want[0]) == 5 and len(want[1]) == 1, run.stdout
+    assert shardings_of_main(ours) == want
