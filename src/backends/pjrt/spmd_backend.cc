@@ -1,6 +1,7 @@
 // The SPMD pjrt backend: one graph compiled by XLA's SPMD partitioner over a device mesh, with
-// the shardings of its inputs, params and outputs given as mhlo.sharding annotations; host
-// tensors are split across the devices on the way in and assembled on the way out.
+// the shardings of its inputs, params and outputs given as Shardy (sdy.sharding) or GSPMD
+// (mhlo.sharding) annotations, the form chosen or detected per client; host tensors are split
+// across the devices on the way in and assembled on the way out.
 #include <algorithm>
 #include <cstdint>
 #include <map>

@@ -253,6 +253,7 @@ ShardingConfig train_sharding(const Graph& step, ShardingForm form) {
 // prints the current text; RLX_WRITE_GOLDEN=DIR writes it to DIR/<file>.
 TEST(PjrtShardingForm, GoldenMlpTrainStepModules) {
   Graph step = train_step();
+  std::vector<std::string> bodies;  // each module after @main's signature
   for (auto [form, file] : {std::pair{ShardingForm::Gspmd, "mlp_train_step.gspmd.mlir"},
                             std::pair{ShardingForm::Shardy, "mlp_train_step.shardy.mlir"}}) {
     std::string got = lower_to_stablehlo_sharded(step, train_sharding(step, form), f32_options());
@@ -270,7 +271,9 @@ TEST(PjrtShardingForm, GoldenMlpTrainStepModules) {
     size_t count = 0;
     for (size_t p = sig.find(attr); p != std::string::npos; p = sig.find(attr, p + 1)) ++count;
     EXPECT_EQ(count, step.inputs().size() + step.params().size() + step.outputs().size()) << sig;
+    bodies.push_back(got.substr(got.find('\n', at)));
   }
+  EXPECT_EQ(bodies[0], bodies[1]);  // the form changes the annotations only
 }
 
 // One step of the sharded program in each form equals one device's (loss, the four new params
