@@ -58,6 +58,14 @@ pjrt::ShardingConfig config_of(const Graph& g, const Mesh& mesh, const py::dict&
           specs_of(outs, "out_shardings")};
 }
 
+// sharding_form=: None (RLX_PJRT_SHARDING, else detected), "auto", "gspmd" or "shardy".
+pjrt::ShardingForm form_of(const std::optional<std::string>& form) {
+  if (!form || *form == "auto") return pjrt::ShardingForm::Auto;
+  if (*form == "gspmd") return pjrt::ShardingForm::Gspmd;
+  if (*form == "shardy") return pjrt::ShardingForm::Shardy;
+  throw Error("sharding_form must be 'auto', 'gspmd' or 'shardy', got '" + *form + "'");
+}
+
 CompileOptions options_of(const std::optional<std::string>& precision) {
   CompileOptions o;
   if (precision) o.precision = to_precision(*precision);
@@ -154,8 +162,10 @@ void bind_sharding(py::module_& m) {
       "compile_sharded",
       [](const Graph& g, const Mesh& mesh, const py::dict& in_shardings,
          const py::dict& param_shardings, const py::object& out_shardings,
-         const std::optional<std::string>& precision, const std::optional<std::string>& plugin) {
+         const std::optional<std::string>& precision, const std::optional<std::string>& plugin,
+         const std::optional<std::string>& sharding_form) {
         pjrt::ShardingConfig c = config_of(g, mesh, in_shardings, param_shardings, out_shardings);
+        c.form = form_of(sharding_form);
         CompileOptions o = options_of(precision);
         std::shared_ptr<Executable> exe;
         {
@@ -168,10 +178,13 @@ void bind_sharding(py::module_& m) {
       py::arg("graph"), py::arg("mesh"), py::arg("in_shardings") = py::dict(),
       py::arg("param_shardings") = py::dict(), py::arg("out_shardings") = py::none(),
       py::arg("precision") = py::none(), py::arg("plugin") = py::none(),
+      py::arg("sharding_form") = py::none(),
       "Compiles `graph` as one SPMD program over `mesh` on the pjrt backend (jax.jit with "
       "NamedSharding(mesh, spec) in/out shardings): dicts of tensor name -> PartitionSpec "
       "(out_shardings may be a list, one per output); tensors not named are replicated. Runs take "
-      "and return whole numpy arrays.");
+      "and return whole numpy arrays. sharding_form: 'gspmd' (mhlo.sharding), 'shardy' "
+      "(sdy.sharding) or 'auto'/None (RLX_PJRT_SHARDING, else Shardy with a fallback to GSPMD "
+      "when the plugin rejects it); the kernel report names the form used.");
 
   m.def(
       "compile_replicated",
@@ -196,16 +209,19 @@ void bind_sharding(py::module_& m) {
       "stablehlo_sharded",
       [](const Graph& g, const Mesh& mesh, const py::dict& in_shardings,
          const py::dict& param_shardings, const py::object& out_shardings,
-         const std::optional<std::string>& precision) {
-        return pjrt::lower_to_stablehlo_sharded(
-            g, config_of(g, mesh, in_shardings, param_shardings, out_shardings),
-            options_of(precision));
+         const std::optional<std::string>& precision,
+         const std::optional<std::string>& sharding_form) {
+        pjrt::ShardingConfig c = config_of(g, mesh, in_shardings, param_shardings, out_shardings);
+        c.form = form_of(sharding_form);
+        return pjrt::lower_to_stablehlo_sharded(g, c, options_of(precision));
       },
       py::arg("graph"), py::arg("mesh"), py::arg("in_shardings") = py::dict(),
       py::arg("param_shardings") = py::dict(), py::arg("out_shardings") = py::none(),
-      py::arg("precision") = py::none(),
-      "The StableHLO module compile_sharded would compile (mhlo.sharding on @main's arguments "
-      "and results); needs no plugin.");
+      py::arg("precision") = py::none(), py::arg("sharding_form") = py::none(),
+      "The StableHLO module compile_sharded would compile, with the shardings on @main's "
+      "arguments and results in `sharding_form` ('gspmd': mhlo.sharding; 'shardy': sdy.mesh "
+      "and sdy.sharding; 'auto'/None: RLX_PJRT_SHARDING, else Shardy, the form tried first); "
+      "needs no plugin.");
 }
 
 }  // namespace rlx::py_bind

@@ -1,8 +1,13 @@
 """Meshes, PartitionSpecs and SPMD compiles from Python (rlx.Mesh, rlx.P, rlx.compile_sharded):
-validation errors, the emitted shardings, and a 2-layer MLP under every sharding on the XLA CPU
-plugin's 4 devices against one device (f32: within 1e-5 + 1e-5 * |ref|)."""
+validation errors, the emitted shardings in both forms (GSPMD's mhlo.sharding, Shardy's
+sdy.sharding), and a 2-layer MLP under every sharding and in both forms on the XLA CPU plugin's
+4 devices against one device (f32: within 1e-5 + 1e-5 * |ref|)."""
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -61,14 +66,33 @@ def test_emitted_module_carries_the_shardings():
     g, mesh = mlp(), rlx.Mesh({"data": 2, "model": 2})
     text = rlx.stablehlo_sharded(g, mesh, in_shardings={"x": P("data")},
                                  param_shardings={"w1": P(None, "model")},
-                                 out_shardings=[P("data")], precision="always-f32")
+                                 out_shardings=[P("data")], precision="always-f32",
+                                 sharding_form="gspmd")
     assert "mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32" in text
+    assert "sdy." not in text
     assert ('%arg0: tensor<8x16xf32> {mhlo.sharding = '
             '"{devices=[2,1,2]<=[4] last_tile_dim_replicate}"}') in text
     assert ('tensor<16x32xf32> {mhlo.sharding = '
             '"{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"}') in text
     assert ('-> (tensor<8x4xf32> {mhlo.sharding = '
             '"{devices=[2,1,2]<=[4] last_tile_dim_replicate}"})') in text
+
+
+def test_emitted_module_in_shardy_form():
+    g, mesh = mlp(), rlx.Mesh({"data": 2, "model": 2})
+    text = rlx.stablehlo_sharded(g, mesh, in_shardings={"x": P("data")},
+                                 param_shardings={"w1": P(None, "model")},
+                                 out_shardings=[P("data")], precision="always-f32",
+                                 sharding_form="shardy")
+    assert "mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32" in text
+    assert '  sdy.mesh @mesh = <["data"=2, "model"=2]>\n' in text
+    assert '%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}' in text
+    assert 'tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>}' in text
+    assert 'tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}' in text
+    assert '-> (tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>})' in text
+    assert "mhlo.sharding" not in text
+    with pytest.raises(rlx.Error, match="sharding_form must be 'auto', 'gspmd' or 'shardy'"):
+        rlx.stablehlo_sharded(g, mesh, sharding_form="sdy")
 
 
 @needs_plugin
@@ -92,8 +116,9 @@ SHARDINGS = {
 
 
 @needs_plugin
+@pytest.mark.parametrize("form", ["gspmd", "shardy"])
 @pytest.mark.parametrize("name", list(SHARDINGS))
-def test_mlp_sharded_equals_one_device(name):
+def test_mlp_sharded_equals_one_device(name, form):
     if len(rlx.pjrt_devices()) < 4:
         pytest.skip("needs 4 pjrt devices")
     g, f = mlp(), feeds(1)
@@ -103,12 +128,14 @@ def test_mlp_sharded_equals_one_device(name):
     want = one.run(x=f["x"])
     axes, ins, params, outs = SHARDINGS[name]
     exe = rlx.compile_sharded(g, rlx.Mesh(axes), in_shardings=ins, param_shardings=params,
-                              out_shardings=outs, precision="always-f32")
+                              out_shardings=outs, precision="always-f32", sharding_form=form)
     for k in ("w1", "b1", "w2", "b2"):
         exe.set_param(k, f[k])
     got = exe.run(x=f["x"])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert "mhlo.num_partitions = 4" in exe.kernel_report()
+    report = exe.kernel_report()
+    assert "mhlo.num_partitions = 4" in report
+    assert ("shardings in Shardy form" if form == "shardy" else "shardings in GSPMD form") in report
 
 
 @needs_plugin
@@ -131,3 +158,48 @@ def test_replicated_data_parallel_equals_one_device():
         exe.set_param(k, f[k])
     np.testing.assert_allclose(exe.run(x=f["x"]), want, rtol=1e-5, atol=1e-5)
     assert "mhlo.num_replicas = 4" in exe.kernel_report()
+
+
+# jax 0.4.38 with jax_use_shardy_partitioner, in a child process (it needs 4 host devices, set
+# through XLA_FLAGS before jax starts): the signature of the same MLP under the mixed 2x2
+# sharding.
+JAX_SHARDY_MLP = r'''
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+jax.config.update("jax_platforms", "cpu")
+jax.config.update("jax_use_shardy_partitioner", True)
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+s = lambda *p: NamedSharding(mesh, P(*p))
+def f(x, w1, b1, w2, b2):
+    return jax.nn.relu(x @ w1 + b1) @ w2 + b2
+args = [jnp.zeros(t, jnp.float32) for t in [(8, 16), (16, 32), (32,), (32, 4), (4,)]]
+print(jax.jit(f, in_shardings=(s("data"), s(None, "model"), s("model"), s("model", None), s()),
+              out_shardings=s("data", None)).lower(*args).as_text())
+'''
+
+
+def shardings_of_main(text):
+    """The sdy.sharding of each @main argument, then of each result, and the sdy.mesh line."""
+    sig = next(line for line in text.splitlines() if "func.func public @main(" in line)
+    args, results = sig.split(") -> (")
+    find = lambda part: re.findall(r"sdy\.sharding = (#sdy\.sharding<[^>]*>)", part)
+    mesh = re.search(r"sdy\.mesh @mesh = <[^>]*>", text).group(0)
+    return find(args), find(results), mesh
+
+
+def test_shardy_form_matches_jax():
+    """rlx's Shardy texts (mesh and every argument / result sharding) equal jax's."""
+    pytest.importorskip("jax")
+    run = subprocess.run([sys.executable, "-c", JAX_SHARDY_MLP], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    g, mesh = mlp(), rlx.Mesh({"data": 2, "model": 2})
+    ours = rlx.stablehlo_sharded(
+        g, mesh, in_shardings={"x": P("data")},
+        param_shardings={"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None)},
+        out_shardings=[P("data", None)], precision="always-f32", sharding_form="shardy")
+    want = shardings_of_main(run.stdout)
+    assert len(want[0]) == 5 and len(want[1]) == 1, run.stdout
+    assert shardings_of_main(ours) == want

@@ -2,6 +2,8 @@
 // share: the backend's facts, its pipeline and its kernel report.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,8 +18,24 @@ namespace rlx::pjrt {
 BackendFacts pjrt_facts();
 /// The standard pipeline for the pjrt backend: legalize to native_ops(), DCE, fold, CSE, AMP.
 PipelineResult run_pjrt_pipeline(const Graph& graph, const CompileOptions& options);
-/// Every computing node of `g` as part of the one XLA executable compiled from `stablehlo`.
-KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo);
+/// Every computing node of `g` as part of the one XLA executable compiled from `stablehlo`;
+/// `note` follows "compiled from StableHLO" in the program text (e.g. " (SPMD over Mesh(...),
+/// shardings in Shardy form)").
+KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo,
+                              const std::string& note = "");
+
+/// The sharding form an SPMD compile asks for: `configured` (ShardingConfig::form) unless it is
+/// Auto, else sharding_form_from_env() (RLX_PJRT_SHARDING; throws for a bad value).
+ShardingForm requested_sharding_form(ShardingForm configured);
+
+/// Runs `compile(form)` for an SPMD program and returns the form that compiled. `requested`
+/// Gspmd or Shardy: that form only. Auto: the form recorded in `accepted` (a client's
+/// accepted_sharding_form()) when there is one; else Shardy first and, when it throws
+/// rlx::Error (the plugin rejects the Shardy module or option), Gspmd; the form that
+/// compiled is recorded in `accepted`. When both fail: rlx::Error with the Gspmd error, the
+/// Shardy error appended; nothing is recorded.
+ShardingForm compile_in_sharding_form(ShardingForm requested, std::atomic<ShardingForm>& accepted,
+                                      const std::function<void(ShardingForm)>& compile);
 
 /// A backend's client, created at its first compile and kept for the backend's lifetime:
 /// the plugin `plugin_path`, or ("" ) the one plugin_path_from_env() names; rlx::Error saying

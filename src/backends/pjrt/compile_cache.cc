@@ -150,10 +150,10 @@ std::string compiler_identity(const Client& client) {
 }
 
 std::string compile_cache_key(const Client& client, const std::string& module,
-                              const std::string& options) {
+                              const std::string& options, const std::string& sharding_form) {
   return "rlx pjrt compile cache key v" + std::to_string(kCacheFormatVersion) + "\n" +
-         compiler_identity(client) + "compile_options " + hex(options) + "\nmodule " +
-         std::to_string(module.size()) + "\n" + module;
+         compiler_identity(client) + "sharding_form " + sharding_form + "\ncompile_options " +
+         hex(options) + "\nmodule " + std::to_string(module.size()) + "\n" + module;
 }
 
 fs::path compile_cache_entry_path(const fs::path& dir, std::string_view key) {
@@ -205,11 +205,12 @@ std::optional<std::string_view> decode_cache_entry(std::string_view entry, std::
 
 std::unique_ptr<LoadedProgram> load_or_compile(std::shared_ptr<const Client> client,
                                                const std::string& module,
-                                               const std::string& options) {
+                                               const std::string& options,
+                                               const std::string& sharding_form) {
   std::optional<std::string> dir = compile_cache_dir();
   if (!dir) return std::make_unique<LoadedProgram>(client, module, options);
   Counters& c = counters();
-  const std::string key = compile_cache_key(*client, module, options);
+  const std::string key = compile_cache_key(*client, module, options, sharding_form);
   const fs::path path = compile_cache_entry_path(*dir, key);
   std::optional<std::string> entry;
   try {

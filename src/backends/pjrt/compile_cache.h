@@ -15,7 +15,7 @@ namespace rlx::pjrt {
 
 /// Version of the entry layout and of the key text below; an entry of another version is
 /// rejected (recompiled and replaced). Bump it when either changes.
-inline constexpr uint32_t kCacheFormatVersion = 1;
+inline constexpr uint32_t kCacheFormatVersion = 2;
 /// The first 8 bytes of every entry.
 inline constexpr std::string_view kCacheMagic{"RLXPJRT\0", 8};
 /// Bytes before the key: magic, u32 format version, u32 zero, u64 key size, u64 payload size,
@@ -28,11 +28,13 @@ inline constexpr size_t kCacheHeaderSize = 40;
 /// XLA's compilation). One "name value" line each.
 std::string compiler_identity(const Client& client);
 
-/// The full key text: a versioned first line, compiler_identity(client), the compile options
-/// bytes (hex) and the module text (StableHLO, which carries any shardings as attributes).
-/// Two compiles with equal keys produce interchangeable executables.
+/// The full key text: a versioned first line, compiler_identity(client), the sharding form
+/// (`sharding_form`: "none" for a program without shardings, "gspmd", "shardy"), the compile
+/// options bytes (hex) and the module text (StableHLO, which carries any shardings as
+/// attributes). Two compiles with equal keys produce interchangeable executables.
 std::string compile_cache_key(const Client& client, const std::string& module,
-                              const std::string& options);
+                              const std::string& options,
+                              const std::string& sharding_form = "none");
 
 /// 64-bit FNV-1a of `bytes` (file names and the payload checksum).
 uint64_t fnv1a64(std::string_view bytes);
@@ -56,9 +58,10 @@ std::optional<std::string_view> decode_cache_entry(std::string_view entry, std::
 /// partial entry). A corrupt, truncated or mismatched entry, or one the plugin fails to load,
 /// is reported on stderr ("rlx: warning: pjrt compile cache: ..."), recompiled and replaced;
 /// cache I/O failures only warn. Compile errors propagate as from LoadedProgram. Updates the
-/// counters of compile_cache_stats().
+/// counters of compile_cache_stats(). `sharding_form` goes into the key (compile_cache_key).
 std::unique_ptr<LoadedProgram> load_or_compile(
     std::shared_ptr<const Client> client, const std::string& module,
-    const std::string& options = minimal_compile_options());
+    const std::string& options = minimal_compile_options(),
+    const std::string& sharding_form = "none");
 
 }  // namespace rlx::pjrt

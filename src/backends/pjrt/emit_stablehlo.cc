@@ -85,6 +85,8 @@ std::string Emitter::run() {
     head << " attributes {mhlo.num_partitions = " << spmd_->num_partitions
          << " : i32, mhlo.num_replicas = " << spmd_->num_replicas << " : i32}";
   head << " {\n";
+  if (spmd_)
+    for (const std::string& line : spmd_->preamble) head << "  " << line << "\n";
   head << "  func.func public @main(";
   int arg = 0;
   for (const std::vector<int32_t>& leaves : {g_.inputs(), g_.params()}) {
@@ -96,8 +98,7 @@ std::string Emitter::run() {
         attrs = "tf.aliasing_output = " + std::to_string(it->second) + " : i32";
       if (spmd_)
         if (auto it = spmd_->args.find(id); it != spmd_->args.end())
-          attrs +=
-              (attrs.empty() ? "" : ", ") + std::string("mhlo.sharding = \"") + it->second + "\"";
+          attrs += (attrs.empty() ? "" : ", ") + it->second;
       if (!attrs.empty()) head << " {" << attrs << "}";
       names_[static_cast<size_t>(id)] = {name};
       ++arg;
@@ -106,8 +107,7 @@ std::string Emitter::run() {
   head << ") -> (";
   for (size_t i = 0; i < g_.outputs().size(); ++i) {
     head << (i ? ", " : "") << tensor_type(g_.type(g_.outputs()[i]));
-    if (spmd_ && i < spmd_->results.size())
-      head << " {mhlo.sharding = \"" << spmd_->results[i] << "\"}";
+    if (spmd_ && i < spmd_->results.size()) head << " {" << spmd_->results[i] << "}";
   }
   head << ") {\n";
   for (int32_t id = 0; id < static_cast<int32_t>(g_.nodes().size()); ++id) {

@@ -123,7 +123,8 @@ PipelineResult run_pjrt_pipeline(const Graph& graph, const CompileOptions& optio
 }
 
 // How each node runs: every computing node is part of the one XLA executable.
-KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo) {
+KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo,
+                              const std::string& note) {
   KernelReport r;
   r.backend = "pjrt";
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
@@ -131,7 +132,7 @@ KernelReport kernel_report_of(const Graph& g, const std::string& stablehlo) {
     if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) continue;
     r.nodes.push_back({id, n.op, "xla", n.results[0].dtype, true, ""});
   }
-  r.program = "pjrt: one XLA executable compiled from StableHLO:\n" + stablehlo;
+  r.program = "pjrt: one XLA executable compiled from StableHLO" + note + ":\n" + stablehlo;
   return r;
 }
 

@@ -298,7 +298,7 @@ void put_bytes(std::string& out, int field, const std::string& bytes) {
 
 }  // namespace
 
-std::string spmd_compile_options(const std::vector<int64_t>& device_ids) {
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids, bool shardy) {
   // xla.DeviceAssignmentProto { replica_count (1), computation_count (2),
   //   repeated ComputationDevice computation_devices (3) { repeated int64 replica_device_ids
   //   (1), packed } }: one computation (partition) per device, one replica each.
@@ -313,12 +313,14 @@ std::string spmd_compile_options(const std::vector<int64_t>& device_ids) {
     put_bytes(assignment, 3, computation);
   }
   // xla.ExecutableBuildOptionsProto { num_replicas (4), num_partitions (5),
-  //   use_spmd_partitioning (6), device_assignment (9) }.
+  //   use_spmd_partitioning (6), device_assignment (9), use_shardy_partitioner (19) } (field
+  //   numbers from the xla.proto descriptor embedded in the XLA CPU plugin).
   std::string build;
   put_int(build, 4, 1);
   put_int(build, 5, device_ids.size());
   put_int(build, 6, 1);
   put_bytes(build, 9, assignment);
+  if (shardy) put_int(build, 19, 1);
   std::string options;  // xla.CompileOptionsProto { executable_build_options (3) }
   put_bytes(options, 3, build);
   return options;

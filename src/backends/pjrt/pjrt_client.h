@@ -2,6 +2,7 @@
 // executables and device buffers. Every PJRT_Error becomes an rlx::Error with the plugin's text.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,7 +53,12 @@ class Client : public std::enable_shared_from_this<Client> {
   /// Copies `t` (row-major) to `device`; the host data may be reused when this returns.
   std::unique_ptr<DeviceBuffer> upload(const Tensor& t, capi::PJRT_Device* device) const;
 
+  /// The sharding form this client's plugin compiled under ShardingForm::Auto (Gspmd or
+  /// Shardy), recorded by the first such SPMD compile; Auto while unknown.
+  std::atomic<ShardingForm>& accepted_sharding_form() const { return accepted_sharding_form_; }
+
  private:
+  mutable std::atomic<ShardingForm> accepted_sharding_form_{ShardingForm::Auto};
   std::shared_ptr<const Plugin> plugin_;
   capi::PJRT_Client* client_ = nullptr;
   std::vector<capi::PJRT_Device*> devices_;
@@ -122,8 +128,9 @@ class LoadedProgram {
 
 /// The serialized xla.CompileOptionsProto of an SPMD compile: one replica, one partition per
 /// entry of `device_ids` (PJRT global device ids, partition p on device_ids[p]),
-/// use_spmd_partitioning on and that device assignment.
-std::string spmd_compile_options(const std::vector<int64_t>& device_ids);
+/// use_spmd_partitioning on and that device assignment; `shardy`: use_shardy_partitioner on
+/// too (for a module whose shardings are in Shardy form).
+std::string spmd_compile_options(const std::vector<int64_t>& device_ids, bool shardy = false);
 
 /// The serialized xla.CompileOptionsProto of replicated data parallelism: one replica per
 /// entry of `device_ids` (replica r on device_ids[r]), one partition, no SPMD partitioning.

@@ -2,6 +2,7 @@
 // sharded tensors (rlx/backends/pjrt/sharding.h).
 #include "rlx/backends/pjrt/sharding.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -228,6 +229,54 @@ std::string hlo_sharding(const Mesh& mesh, const PartitionSpec& spec, const Shap
   }
   if (t.replicas > 1) out += " last_tile_dim_replicate";
   return out + "}";
+}
+
+const char* sharding_form_name(ShardingForm form) {
+  switch (form) {
+    case ShardingForm::Gspmd:
+      return "gspmd";
+    case ShardingForm::Shardy:
+      return "shardy";
+    case ShardingForm::Auto:
+      break;
+  }
+  return "auto";
+}
+
+ShardingForm sharding_form_from_env() {
+  const char* env = std::getenv("RLX_PJRT_SHARDING");
+  std::string v = env != nullptr ? env : "";
+  if (v.empty() || v == "auto") return ShardingForm::Auto;
+  if (v == "gspmd") return ShardingForm::Gspmd;
+  if (v == "shardy") return ShardingForm::Shardy;
+  throw Error("RLX_PJRT_SHARDING must be 'gspmd', 'shardy' or 'auto', got '" + v + "'");
+}
+
+std::string sdy_mesh(const Mesh& mesh) {
+  for (const auto& [name, size] : mesh.axes())
+    for (char c : name)
+      check(c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20,
+            "sharding: mesh axis '" + name + "' of " + mesh.to_string() +
+                " cannot be written in Shardy form (no quotes, backslashes or control characters "
+                "in axis names)");
+  std::string out = "sdy.mesh @mesh = <[";
+  for (size_t i = 0; i < mesh.axes().size(); ++i)
+    out +=
+        (i ? ", \"" : "\"") + mesh.axes()[i].first + "\"=" + std::to_string(mesh.axes()[i].second);
+  return out + "]>";
+}
+
+std::string sdy_sharding(const PartitionSpec& spec, const Shape& shape) {
+  std::string out = "#sdy.sharding<@mesh, [";
+  for (int d = 0; d < shape.rank(); ++d) {
+    out += d ? ", {" : "{";
+    if (static_cast<size_t>(d) < spec.dims.size()) {
+      const std::vector<std::string>& axes = spec.dims[static_cast<size_t>(d)];
+      for (size_t i = 0; i < axes.size(); ++i) out += (i ? ", \"" : "\"") + axes[i] + "\"";
+    }
+    out += "}";
+  }
+  return out + "]>";
 }
 
 std::vector<Tensor> split_by_sharding(const Tensor& t, const Mesh& mesh,

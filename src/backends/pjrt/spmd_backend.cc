@@ -1,6 +1,7 @@
 // The SPMD pjrt backend: one graph compiled by XLA's SPMD partitioner over a device mesh, with
-// the shardings of its inputs, params and outputs given as mhlo.sharding annotations; host
-// tensors are split across the devices on the way in and assembled on the way out.
+// the shardings of its inputs, params and outputs given as Shardy (sdy.sharding) or GSPMD
+// (mhlo.sharding) annotations, the form chosen or detected per client; host tensors are split
+// across the devices on the way in and assembled on the way out.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -19,10 +20,31 @@ namespace {
 
 // The sharding of every argument and result of one compiled graph, checked.
 struct Annotated {
-  lower::Emitter::Spmd spmd;
   std::map<int32_t, PartitionSpec> arg_specs;  // input / param node id -> spec
   std::vector<PartitionSpec> result_specs;     // per graph output
+  int64_t num_partitions = 1, num_replicas = 1;
+  bool replicated_data_parallel = false;  // no sharding attributes (num_replicas)
 };
+
+// The emitter's annotations of `a` for graph `g` on `mesh`, written in `form` (Gspmd or
+// Shardy): mhlo.sharding strings, or sdy.mesh and sdy.sharding attributes.
+lower::Emitter::Spmd spmd_annotations(const Graph& g, const Annotated& a, const Mesh& mesh,
+                                      ShardingForm form) {
+  lower::Emitter::Spmd spmd;
+  spmd.num_partitions = a.num_partitions;
+  spmd.num_replicas = a.num_replicas;
+  if (a.replicated_data_parallel) return spmd;
+  auto attribute = [&](const PartitionSpec& spec, const Shape& shape) {
+    if (form == ShardingForm::Shardy) return "sdy.sharding = " + sdy_sharding(spec, shape);
+    return "mhlo.sharding = \"" + hlo_sharding(mesh, spec, shape) + "\"";
+  };
+  if (form == ShardingForm::Shardy) spmd.preamble.push_back(sdy_mesh(mesh));
+  for (const auto& [id, spec] : a.arg_specs)
+    spmd.args[id] = attribute(spec, g.node(id).results[0].shape);
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    spmd.results.push_back(attribute(a.result_specs[i], g.type(g.outputs()[i]).shape));
+  return spmd;
+}
 
 std::string names_of(const std::vector<IoSpec>& specs) {
   std::string out;
@@ -48,7 +70,7 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
       check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
                                      "' (" + kind + "s: " + names_of(*specs) + ")");
   Annotated a;
-  a.spmd.num_partitions = config.mesh.size();
+  a.num_partitions = config.mesh.size();
   auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
                      const Shape& shape, const std::string& what) {
     auto it = m.find(name);
@@ -61,9 +83,7 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
        {std::tuple{&inputs, &config.inputs, "input"}, std::tuple{&params, &config.params, "param"}})
     for (int32_t id : *leaves) {
       const Node& n = g.node(id);
-      PartitionSpec spec = spec_of(*map, n.name, n.results[0].shape, what);
-      a.spmd.args[id] = hlo_sharding(config.mesh, spec, n.results[0].shape);
-      a.arg_specs[id] = spec;
+      a.arg_specs[id] = spec_of(*map, n.name, n.results[0].shape, what);
     }
   a.result_specs.resize(g.outputs().size());
   for (size_t i = 0; i < io.outputs.size(); ++i) {
@@ -84,9 +104,6 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
                   out_name + "' is " + named->second.to_string() + " (a state keeps one sharding)");
     a.result_specs[out] = spec;
   }
-  for (size_t i = 0; i < g.outputs().size(); ++i)
-    a.spmd.results.push_back(
-        hlo_sharding(config.mesh, a.result_specs[i], g.type(g.outputs()[i]).shape));
   return a;
 }
 
@@ -95,7 +112,8 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
 // shardings, only mhlo.num_replicas.
 Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
   Annotated a;
-  a.spmd.num_replicas = replicas;
+  a.num_replicas = replicas;
+  a.replicated_data_parallel = true;
   for (const IoSpec& s : io.inputs)
     check(s.type.shape.rank() >= 1, "replicated data parallelism: input '" + s.name +
                                         "' is a scalar; every input is split along dim 0");
@@ -304,10 +322,7 @@ class PjrtSpmdBackend final : public Backend {
       p.param_specs[i] = a.arg_specs[id];
     }
     p.result_specs = a.result_specs;
-    lower::Emitter emitter(p.graph, aliases);
-    emitter.set_spmd(a.spmd);
-    p.stablehlo = emitter.run();
-    p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
+    const ShardingForm requested = requested_sharding_form(sharding_.form);  // before a plugin
 
     std::shared_ptr<const Client> client = client_.get();
     std::vector<int64_t> ids;
@@ -319,9 +334,29 @@ class PjrtSpmdBackend final : public Backend {
       p.device_of_position.push_back(client->devices()[static_cast<size_t>(d)]);
       ids.push_back(client->describe_device(static_cast<size_t>(d)).id);
     }
-    p.loaded = load_or_compile(  // the persistent compile cache; the options carry the devices
-        client, p.stablehlo,
-        replicas_ ? replicated_compile_options(ids) : spmd_compile_options(ids));
+    // The module in one sharding form, compiled through the persistent compile cache (the
+    // options carry the devices; the key names the form).
+    auto compile_as = [&](ShardingForm form) {
+      lower::Emitter emitter(p.graph, aliases);
+      emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
+      p.stablehlo = emitter.run();
+      p.loaded =
+          load_or_compile(client, p.stablehlo,
+                          replicas_ ? replicated_compile_options(ids)
+                                    : spmd_compile_options(ids, form == ShardingForm::Shardy),
+                          replicas_ ? "none" : sharding_form_name(form));
+    };
+    std::string note;
+    if (replicas_) {
+      compile_as(ShardingForm::Gspmd);  // no sharding attributes: the form plays no part
+      note = " (replicated over " + std::to_string(p.mesh.size()) + " devices)";
+    } else {
+      ShardingForm form =
+          compile_in_sharding_form(requested, client->accepted_sharding_form(), compile_as);
+      note = " (SPMD over " + p.mesh.to_string() + ", shardings in " +
+             (form == ShardingForm::Shardy ? "Shardy" : "GSPMD") + " form)";
+    }
+    p.kernel_report = kernel_report_of(p.graph, p.stablehlo, note);
     // Execute takes one argument list per addressable device of the executable, in its order.
     for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
       int64_t pos = 0;
@@ -345,6 +380,38 @@ class PjrtSpmdBackend final : public Backend {
 };
 
 }  // namespace
+
+ShardingForm requested_sharding_form(ShardingForm configured) {
+  return configured != ShardingForm::Auto ? configured : sharding_form_from_env();
+}
+
+ShardingForm compile_in_sharding_form(ShardingForm requested, std::atomic<ShardingForm>& accepted,
+                                      const std::function<void(ShardingForm)>& compile) {
+  if (requested != ShardingForm::Auto) {
+    compile(requested);
+    return requested;
+  }
+  if (ShardingForm known = accepted.load(); known != ShardingForm::Auto) {
+    compile(known);
+    return known;
+  }
+  std::string shardy_error;
+  try {
+    compile(ShardingForm::Shardy);
+    accepted.store(ShardingForm::Shardy);
+    return ShardingForm::Shardy;
+  } catch (const Error& e) {
+    shardy_error = e.what();
+  }
+  try {
+    compile(ShardingForm::Gspmd);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) +
+                "\n(the Shardy form, tried first, failed too: " + shardy_error + ")");
+  }
+  accepted.store(ShardingForm::Gspmd);
+  return ShardingForm::Gspmd;
+}
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
   return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path));
@@ -370,8 +437,11 @@ std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig&
     aliases[compiled.graph.find(io.state[j].name)] = io.state_outputs[j];
   }
   Annotated a = annotate(compiled.graph, io_specs_of(graph), sharding, state);
+  // Auto (no plugin to ask): the form the backend tries first.
+  ShardingForm form = requested_sharding_form(sharding.form);
+  if (form == ShardingForm::Auto) form = ShardingForm::Shardy;
   lower::Emitter emitter(compiled.graph, aliases);
-  emitter.set_spmd(a.spmd);
+  emitter.set_spmd(spmd_annotations(compiled.graph, a, sharding.mesh, form));
   return emitter.run();
 }
 

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/scoped_env.h"
 #include "pjrt_client.h"
 #include "pjrt_test_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
@@ -18,6 +19,7 @@
 namespace rlx::pjrt {
 namespace {
 
+using rlx::testing::ScopedEnv;
 using testing::all_close;
 using testing::f32_options;
 using testing::Tolerance;
@@ -46,7 +48,23 @@ Tensor iota_f32(Shape shape, double scale) {
   return t;
 }
 
-TEST(PjrtMeshState, AccumulatorOn2x2EqualsOneDevice) {
+// The mesh runs below are repeated in both sharding forms (ShardingConfig::form, or
+// RLX_PJRT_SHARDING for the Trainer, which leaves the form to Auto).
+class PjrtMeshForm : public ::testing::TestWithParam<ShardingForm> {
+ protected:
+  bool shardy() const { return GetParam() == ShardingForm::Shardy; }
+  // What the kernel report says of this form.
+  std::string form_note() const {
+    return shardy() ? "shardings in Shardy form" : "shardings in GSPMD form";
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Forms, PjrtMeshForm,
+                         ::testing::Values(ShardingForm::Gspmd, ShardingForm::Shardy),
+                         [](const ::testing::TestParamInfo<ShardingForm>& info) {
+                           return std::string(sharding_form_name(info.param));
+                         });
+
+TEST_P(PjrtMeshForm, AccumulatorOn2x2EqualsOneDevice) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (!have_devices(4)) GTEST_SKIP() << "needs a plugin with 4 devices";
   Graph g = accumulator();
@@ -57,10 +75,12 @@ TEST(PjrtMeshState, AccumulatorOn2x2EqualsOneDevice) {
   Mesh mesh({{"data", 2}, {"model", 2}});
   for (const PartitionSpec& spec :
        {PartitionSpec({"data", "model"}), PartitionSpec({"", "model"}), PartitionSpec()}) {
-    ShardingConfig config{mesh, {{"acc", spec}, {"x", PartitionSpec({"data", ""})}}, {}, {}};
+    ShardingConfig config{
+        mesh, {{"acc", spec}, {"x", PartitionSpec({"data", ""})}}, {}, {}, GetParam()};
     auto sharded = make_pjrt_spmd_backend(config, testing::test_plugin())
                        ->compile(g, o, Device::parse("pjrt:0"));
     ASSERT_EQ(sharded->state().size(), 2u);
+    EXPECT_NE(sharded->kernels().program.find(form_note()), std::string::npos);
     // The state argument is donated to (aliased with) its bound output, with its sharding.
     EXPECT_NE(sharded->kernels().program.find("tf.aliasing_output = 1 : i32"), std::string::npos);
     single->reset_state();
@@ -89,7 +109,7 @@ TEST(PjrtMeshState, AccumulatorOn2x2EqualsOneDevice) {
 
 // Each device's state shard is donated: the module gives the state argument its sharding and
 // the alias, and the plugin deletes every input shard buffer of the run.
-TEST(PjrtMeshState, StateShardsAreDonatedPerDevice) {
+TEST_P(PjrtMeshForm, StateShardsAreDonatedPerDevice) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (!have_devices(4)) GTEST_SKIP() << "needs a plugin with 4 devices";
   Graph g = accumulator();
@@ -100,17 +120,20 @@ TEST(PjrtMeshState, StateShardsAreDonatedPerDevice) {
       mesh,
       {{"acc", PartitionSpec({"data", "model"})}, {"x", PartitionSpec({"data", "model"})}},
       {},
-      {}};
+      {},
+      GetParam()};
   const std::string module = lower_to_stablehlo_sharded(g, config, o);
-  EXPECT_NE(module.find("%arg0: tensor<4x8xf32> {tf.aliasing_output = 1 : i32, mhlo.sharding = "
-                        "\"{devices=[2,2]<=[4]}\"}"),
+  EXPECT_NE(module.find(shardy() ? "%arg0: tensor<4x8xf32> {tf.aliasing_output = 1 : i32, "
+                                   "sdy.sharding = #sdy.sharding<@mesh, [{\"data\"}, {\"model\"}]>}"
+                                 : "%arg0: tensor<4x8xf32> {tf.aliasing_output = 1 : i32, "
+                                   "mhlo.sharding = \"{devices=[2,2]<=[4]}\"}"),
             std::string::npos)
       << module;
   // The plugin honours it: run the module by hand and look at the argument buffers.
   auto client = std::make_shared<Client>(Plugin::load(testing::test_plugin()));
   std::vector<int64_t> ids;
   for (size_t d = 0; d < 4; ++d) ids.push_back(client->describe_device(d).id);
-  LoadedProgram program(client, module, spmd_compile_options(ids));
+  LoadedProgram program(client, module, spmd_compile_options(ids, shardy()));
   std::vector<capi::PJRT_Device*> devices = program.addressable_devices();
   ASSERT_EQ(devices.size(), 4u);
   std::vector<std::unique_ptr<DeviceBuffer>> acc, n, x;
@@ -226,10 +249,13 @@ TrainRun single_device(int steps, bool resident = true) {
   return train_steps(t, steps);
 }
 
-TrainRun on_mesh(const train::MeshTraining& mesh, int steps, bool resident = true) {
+// `form_note`: what the step's kernel report must say of its sharding form ("": not checked).
+TrainRun on_mesh(const train::MeshTraining& mesh, int steps, bool resident = true,
+                 const std::string& form_note = "") {
   train::Trainer t(mesh, mlp_loss(), kWrt, train::AdamW(), mlp_init(),
                    train::TrainerOptions{f32_options(), resident});
   EXPECT_EQ(t.resident(), resident);
+  EXPECT_NE(t.executable().kernels().program.find(form_note), std::string::npos) << form_note;
   return train_steps(t, steps);
 }
 
@@ -261,21 +287,26 @@ void expect_same_run(const TrainRun& got, const TrainRun& want, Tolerance tol,
 // move an update by a sizeable fraction of lr. Measured: at most 2.4e-7 (docs/training.md).
 constexpr Tolerance kDataParallelTol{2e-5, 2e-5};
 
-TEST(PjrtMeshTrain, DataParallel200AdamWStepsEqualOneDevice) {
+TEST_P(PjrtMeshForm, DataParallel200AdamWStepsEqualOneDevice) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (!have_devices(4)) GTEST_SKIP() << "needs a plugin with 4 devices";
+  ScopedEnv env;
+  env.set("RLX_PJRT_SHARDING", sharding_form_name(GetParam()));
   TrainRun want = single_device(200);
   EXPECT_LT(want.losses.back(), 0.5 * want.losses.front());  // it learns
   train::MeshTraining dp{Mesh({{"data", 4}}),
                          {{"x", PartitionSpec({"data"})}, {"labels", PartitionSpec({"data"})}},
                          {},
                          testing::test_plugin()};
-  expect_same_run(on_mesh(dp, 200), want, kDataParallelTol, "data parallel 4, 200 steps");
+  expect_same_run(on_mesh(dp, 200, true, form_note()), want, kDataParallelTol,
+                  "data parallel 4, 200 steps");
 }
 
-TEST(PjrtMeshTrain, ModelShardedAndMixedEqualOneDevice) {
+TEST_P(PjrtMeshForm, ModelShardedAndMixedEqualOneDevice) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (!have_devices(4)) GTEST_SKIP() << "needs a plugin with 4 devices";
+  ScopedEnv env;
+  env.set("RLX_PJRT_SHARDING", sharding_form_name(GetParam()));
   constexpr int kSteps = 40;
   TrainRun want = single_device(kSteps);
   // FSDP-style: every weight split along the model axis (its optimizer state too): XLA
@@ -289,17 +320,20 @@ TEST(PjrtMeshTrain, ModelShardedAndMixedEqualOneDevice) {
                                                    {"w2", PartitionSpec({"model", ""})}};
   std::map<std::string, PartitionSpec> batch = {{"x", PartitionSpec({"data"})},
                                                 {"labels", PartitionSpec({"data"})}};
-  expect_same_run(on_mesh({Mesh({{"model", 4}}), {}, fsdp, testing::test_plugin()}, kSteps), want,
-                  kDataParallelTol, "fsdp model 4");
-  expect_same_run(on_mesh({Mesh({{"model", 4}}), {}, megatron, testing::test_plugin()}, kSteps),
-                  want, kDataParallelTol, "megatron model 4");
+  const std::string note = form_note();
   expect_same_run(
-      on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, fsdp, testing::test_plugin()}, kSteps),
-      want, kDataParallelTol, "mixed 2x2 (batch x fsdp)");
+      on_mesh({Mesh({{"model", 4}}), {}, fsdp, testing::test_plugin()}, kSteps, true, note), want,
+      kDataParallelTol, "fsdp model 4");
+  expect_same_run(
+      on_mesh({Mesh({{"model", 4}}), {}, megatron, testing::test_plugin()}, kSteps, true, note),
+      want, kDataParallelTol, "megatron model 4");
+  expect_same_run(on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, fsdp, testing::test_plugin()},
+                          kSteps, true, note),
+                  want, kDataParallelTol, "mixed 2x2 (batch x fsdp)");
   // Host copies per step (the old way) on the mesh give the same run.
   expect_same_run(
       on_mesh({Mesh({{"data", 2}, {"model", 2}}), batch, megatron, testing::test_plugin()}, kSteps,
-              /*resident=*/false),
+              /*resident=*/false, note),
       want, kDataParallelTol, "mixed 2x2 (batch x megatron), host state");
 }
 

@@ -150,8 +150,11 @@ TensorMap random_feeds(const Graph& g, uint64_t seed) {
   return m;
 }
 
-std::vector<Tensor> run_on(Backend& backend, const Graph& g, const TensorMap& feeds) {
+// `program`: set to the executable's kernel-report program text.
+std::vector<Tensor> run_on(Backend& backend, const Graph& g, const TensorMap& feeds,
+                           std::string* program = nullptr) {
   std::unique_ptr<Executable> exe = backend.compile(g, f32_options(), Device{DeviceKind::Pjrt, 0});
+  if (program != nullptr) *program = exe->kernels().program;
   TensorMap inputs;
   for (int32_t id : g.params()) exe->set_param(g.node(id).name, feeds.at(g.node(id).name));
   for (int32_t id : g.inputs()) inputs.emplace(g.node(id).name, feeds.at(g.node(id).name));
@@ -199,7 +202,30 @@ std::vector<Case> mlp_cases(const Graph& g) {
 // (partial sums then an all-reduce), so float sums are reassociated: a few ulp of the terms.
 constexpr Tolerance kShardedTol{1e-5, 1e-5};
 
-TEST(PjrtSpmd, MlpEverySharding) {
+// The SPMD runs below are repeated in both sharding forms (GSPMD's mhlo.sharding, Shardy's
+// sdy.sharding): each must equal one device.
+class PjrtSpmdForm : public ::testing::TestWithParam<ShardingForm> {
+ protected:
+  // `config` in this test's form.
+  ShardingConfig in_form(ShardingConfig config) const {
+    config.form = GetParam();
+    return config;
+  }
+  // The kernel report's `program` names this test's form.
+  void expect_form(const std::string& program) const {
+    EXPECT_NE(program.find(GetParam() == ShardingForm::Shardy ? "shardings in Shardy form"
+                                                              : "shardings in GSPMD form"),
+              std::string::npos)
+        << program.substr(0, 300);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Forms, PjrtSpmdForm,
+                         ::testing::Values(ShardingForm::Gspmd, ShardingForm::Shardy),
+                         [](const ::testing::TestParamInfo<ShardingForm>& info) {
+                           return std::string(sharding_form_name(info.param));
+                         });
+
+TEST_P(PjrtSpmdForm, MlpEverySharding) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (describe_plugin(testing::test_plugin()).devices.size() < 4)
     GTEST_SKIP() << "needs a plugin with 4 devices";
@@ -207,11 +233,14 @@ TEST(PjrtSpmd, MlpEverySharding) {
   TensorMap feeds = random_feeds(g, 3);
   std::vector<Tensor> want = run_on(*testing::test_backend(), g, feeds);
   for (const Case& c : mlp_cases(g)) {
-    auto backend = make_pjrt_spmd_backend(c.config, testing::test_plugin());
-    std::vector<Tensor> got = run_on(*backend, g, feeds);
+    auto backend = make_pjrt_spmd_backend(in_form(c.config), testing::test_plugin());
+    std::string program;
+    std::vector<Tensor> got = run_on(*backend, g, feeds, &program);
+    expect_form(program);
     double err = 0;
     EXPECT_TRUE(all_close(got[0], want[0], kShardedTol, &err)) << c.name;
-    std::cout << "[ mlp ] " << c.name << " max |err| = " << err << "\n";
+    std::cout << "[ mlp " << sharding_form_name(GetParam()) << " ] " << c.name
+              << " max |err| = " << err << "\n";
   }
 }
 
@@ -226,7 +255,7 @@ TEST(PjrtSpmd, WrongAssemblyWouldBeCaught) {
   EXPECT_FALSE(all_close(wrong, t, kShardedTol));
 }
 
-TEST(PjrtSpmd, EncoderLayerEverySharding) {
+TEST_P(PjrtSpmdForm, EncoderLayerEverySharding) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (describe_plugin(testing::test_plugin()).devices.size() < 4)
     GTEST_SKIP() << "needs a plugin with 4 devices";
@@ -263,11 +292,14 @@ TEST(PjrtSpmd, EncoderLayerEverySharding) {
         {{y, PartitionSpec({"", "seq"})}}}},
   };
   for (const Case& c : cases) {
-    auto backend = make_pjrt_spmd_backend(c.config, testing::test_plugin());
-    std::vector<Tensor> got = run_on(*backend, g, feeds);
+    auto backend = make_pjrt_spmd_backend(in_form(c.config), testing::test_plugin());
+    std::string program;
+    std::vector<Tensor> got = run_on(*backend, g, feeds, &program);
+    expect_form(program);
     double err = 0;
     EXPECT_TRUE(all_close(got[0], want[0], testing::kF32LayerTol, &err)) << c.name;
-    std::cout << "[ encoder ] " << c.name << " max |err| = " << err << "\n";
+    std::cout << "[ encoder " << sharding_form_name(GetParam()) << " ] " << c.name
+              << " max |err| = " << err << "\n";
   }
 }
 
@@ -370,6 +402,7 @@ TEST(PjrtSpmd, ReplicatedDataParallelMlp) {
             std::string::npos)
       << program;
   EXPECT_EQ(program.find("mhlo.sharding"), std::string::npos) << program;
+  EXPECT_EQ(program.find("sdy."), std::string::npos) << program;
   for (int32_t id : one.params()) exe->set_param(one.node(id).name, feeds.at(one.node(id).name));
   std::vector<Tensor> got = exe->run({{"x", feeds.at("x")}});
   EXPECT_TRUE(all_close(got[0], want[0], kShardedTol));
@@ -388,7 +421,8 @@ TEST(PjrtSpmd, GoldenModuleCarriesTheShardings) {
   ShardingConfig c{kMesh2x2,
                    {{"x", PartitionSpec({"data"})}},
                    {{"w", PartitionSpec({"", "model"})}},
-                   {{output_name(g), PartitionSpec({"data", "model"})}}};
+                   {{output_name(g), PartitionSpec({"data", "model"})}},
+                   ShardingForm::Gspmd};
   std::string got = lower_to_stablehlo_sharded(g, c, f32_options());
   const char* want =
       R"(module @dense attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
@@ -400,9 +434,31 @@ TEST(PjrtSpmd, GoldenModuleCarriesTheShardings) {
 )";
   if (std::getenv("RLX_PRINT_GOLDEN") != nullptr) std::cout << got;
   EXPECT_EQ(got, want);
+  // The Shardy form, as jax 0.4.38 writes it with jax_use_shardy_partitioner (less its
+  // jax.result_info).
+  c.form = ShardingForm::Shardy;
+  std::string shardy = lower_to_stablehlo_sharded(g, c, f32_options());
+  const char* want_shardy =
+      R"(module @dense attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["data"=2, "model"=2]>
+  func.func public @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}, %arg1: tensor<16x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>}) -> (tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {"model"}]>}) {
+    %0 = "stablehlo.dot_general"(%arg0, %arg1) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    return %0 : tensor<8x4xf32>
+  }
+}
+)";
+  if (std::getenv("RLX_PRINT_GOLDEN") != nullptr) std::cout << shardy;
+  EXPECT_EQ(shardy, want_shardy);
   // Nothing named: every argument and result replicated.
-  std::string replicated = lower_to_stablehlo_sharded(g, ShardingConfig{kMesh2x2, {}, {}, {}});
+  std::string replicated =
+      lower_to_stablehlo_sharded(g, ShardingConfig{kMesh2x2, {}, {}, {}, ShardingForm::Gspmd});
   EXPECT_NE(replicated.find("%arg0: tensor<8x16xf32> {mhlo.sharding = \"{replicated}\"}"),
+            std::string::npos)
+      << replicated;
+  replicated =
+      lower_to_stablehlo_sharded(g, ShardingConfig{kMesh2x2, {}, {}, {}, ShardingForm::Shardy});
+  EXPECT_NE(replicated.find("%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, "
+                            "{}]>}"),
             std::string::npos)
       << replicated;
 }
@@ -417,8 +473,9 @@ std::string main_signature(const std::string& module) {
 // params (all four dims of the 2x2 mesh named once per tensor).
 TEST(PjrtSpmd, GoldenSignaturesOfTheMlpAndEncoder) {
   Graph g = mlp();
-  std::string mlp_sig =
-      main_signature(lower_to_stablehlo_sharded(g, mlp_cases(g)[3].config, f32_options()));
+  ShardingConfig mixed = mlp_cases(g)[3].config;
+  mixed.form = ShardingForm::Gspmd;
+  std::string mlp_sig = main_signature(lower_to_stablehlo_sharded(g, mixed, f32_options()));
   EXPECT_EQ(mlp_sig,
             "  func.func public @main("
             "%arg0: tensor<8x16xf32> {mhlo.sharding = \"{devices=[2,1,2]<=[4] "
@@ -432,13 +489,23 @@ TEST(PjrtSpmd, GoldenSignaturesOfTheMlpAndEncoder) {
             "%arg4: tensor<4xf32> {mhlo.sharding = \"{replicated}\"}) -> "
             "(tensor<8x4xf32> {mhlo.sharding = \"{devices=[2,1,2]<=[4] "
             "last_tile_dim_replicate}\"}) {");
+  mixed.form = ShardingForm::Shardy;
+  EXPECT_EQ(main_signature(lower_to_stablehlo_sharded(g, mixed, f32_options())),
+            "  func.func public @main("
+            "%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"data\"}, {}]>}, "
+            "%arg1: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {\"model\"}]>}, "
+            "%arg2: tensor<32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"model\"}]>}, "
+            "%arg3: tensor<32x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"model\"}, {}]>}, "
+            "%arg4: tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) -> "
+            "(tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"data\"}, {}]>}) {");
   models::EncoderBlockConfig cfg;
   Graph enc = models::build_encoder_block(cfg);
   ShardingConfig c{Mesh({{"model", 4}}),
                    {},
                    {{"attention.q.weight", PartitionSpec({"", "model"})},
                     {"ffn.out.weight", PartitionSpec({"model", ""})}},
-                   {}};
+                   {},
+                   ShardingForm::Gspmd};
   std::string sig = main_signature(lower_to_stablehlo_sharded(enc, c, f32_options()));
   EXPECT_NE(sig.find("tensor<2x16x64xf32> {mhlo.sharding = \"{replicated}\"}"), std::string::npos)
       << sig;

@@ -98,17 +98,21 @@ std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 
 /// A pjrt backend that compiles every graph as one SPMD program over `sharding.mesh` (XLA's
 /// SPMD partitioner, as jax.jit with in/out shardings): @main's arguments and results carry
-/// `mhlo.sharding` (hlo_sharding of each tensor's PartitionSpec; tensors not named in
-/// `sharding` are replicated), the module `mhlo.num_partitions` = mesh size, and the compile
+/// each tensor's PartitionSpec (tensors not named in `sharding` are replicated) in the form
+/// `sharding.form` chooses (ShardingForm: `sdy.sharding` with an `sdy.mesh` and the compile
+/// option use_shardy_partitioner, or `mhlo.sharding`; Auto: RLX_PJRT_SHARDING, else Shardy
+/// with a fallback to GSPMD when the plugin rejects it, remembered per client; the kernel
+/// report names the form used), the module `mhlo.num_partitions` = mesh size, and the compile
 /// options num_partitions = mesh size, use_spmd_partitioning and the device assignment
 /// partition p -> mesh.devices()[p]. Compile takes any pjrt device (the mesh decides where
 /// the program runs) and throws rlx::Error for a bad sharding (validate_sharding, naming the
 /// tensor), a name in `sharding` that is not an input / param / output of the graph, a mesh
-/// device the plugin does not have, or a state whose output is given another spec than its
-/// input. Runs split each host input by its sharding and upload one shard per device;
-/// set_param uploads a param's shards once; outputs are downloaded per device and assembled.
-/// State (CompileOptions::state) is sharded by its input's spec (`sharding.inputs`; its bound
-/// output gets the same spec): set_state splits and uploads it, each run donates the shards
+/// device the plugin does not have, a state whose output is given another spec than its
+/// input, a bad RLX_PJRT_SHARDING value, or the plugin's compile error (under Auto: the GSPMD
+/// one with the Shardy one appended). Runs split each host input by its sharding and upload one
+/// shard per device; set_param uploads a param's shards once; outputs are downloaded per device and
+/// assembled. State (CompileOptions::state) is sharded by its input's spec (`sharding.inputs`; its
+/// bound output gets the same spec): set_state splits and uploads it, each run donates the shards
 /// (tf.aliasing_output) and keeps the bound output's, get_state downloads and assembles them.
 /// `plugin_path` as make_pjrt_backend.
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
@@ -129,8 +133,10 @@ std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
                                                       std::string plugin_path = "");
 
 /// The SPMD module make_pjrt_spmd_backend(sharding) would compile for `graph` under exactly
-/// `options` (lower_to_stablehlo with the sharding annotations). Needs no plugin; throws
-/// rlx::Error as that backend's compile does for a bad sharding.
+/// `options` (lower_to_stablehlo with the sharding annotations), in the form `sharding.form`
+/// or RLX_PJRT_SHARDING names; Auto (no plugin to ask) writes Shardy, the form tried first.
+/// Needs no plugin; throws rlx::Error as that backend's compile does for a bad sharding or a
+/// bad RLX_PJRT_SHARDING.
 std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
                                        const CompileOptions& options = {});
 

@@ -57,13 +57,31 @@ struct PartitionSpec {
   std::string to_string() const;
 };
 
+/// How the shardings are written into the SPMD module (docs/pjrt.md, "Sharding forms").
+/// Gspmd: XLA's `mhlo.sharding = "{devices=...}"` strings (hlo_sharding) with the GSPMD
+/// partitioner; Shardy: an `sdy.mesh` and `sdy.sharding = #sdy.sharding<@mesh, ...>` attributes
+/// (sdy_sharding) with the compile option use_shardy_partitioner, as jax emits them under
+/// `jax_use_shardy_partitioner`; Auto: RLX_PJRT_SHARDING when it names a form, else Shardy
+/// first, falling back to Gspmd (remembered per client) when the plugin rejects the Shardy
+/// module.
+enum class ShardingForm : uint8_t { Auto, Gspmd, Shardy };
+
+/// "auto", "gspmd", "shardy".
+const char* sharding_form_name(ShardingForm form);
+
+/// The form RLX_PJRT_SHARDING asks for: "gspmd", "shardy", or "auto" / unset / "" (Auto).
+/// Throws rlx::Error naming the variable and the accepted values for anything else.
+ShardingForm sharding_form_from_env();
+
 /// The shardings of one SPMD compile: a mesh and a PartitionSpec per graph input, param and
 /// output by name (jax's in_shardings / out_shardings as NamedSharding(mesh, spec)). A tensor
 /// that is not named is replicated on every device. Outputs are named as the graph names
-/// them (Executable::outputs()).
+/// them (Executable::outputs()). `form` chooses how the module writes them (ShardingForm); a
+/// form other than Auto overrides RLX_PJRT_SHARDING.
 struct ShardingConfig {
   Mesh mesh;
   std::map<std::string, PartitionSpec> inputs, params, outputs;
+  ShardingForm form = ShardingForm::Auto;
 };
 
 /// Checks `spec` for tensor `what` (e.g. "input 'x'") of `shape` on `mesh`; throws rlx::Error
@@ -81,6 +99,19 @@ Shape shard_shape(const Mesh& mesh, const PartitionSpec& spec, const Shape& shap
 /// order), or with the unused axes as a trailing replicated dim, "{devices=[2,1,2]0,2,1,3
 /// last_tile_dim_replicate}". Partition p is mesh position p. `spec` must be valid.
 std::string hlo_sharding(const Mesh& mesh, const PartitionSpec& spec, const Shape& shape);
+
+/// The Shardy mesh declaration of `mesh`, named @mesh: `sdy.mesh @mesh = <["data"=2,
+/// "model"=2]>`. The axes' device order is always the iota: mesh position p is partition p,
+/// and the compile options' device assignment maps partition p to mesh.devices()[p] (jax
+/// writes no device_ids either).
+std::string sdy_mesh(const Mesh& mesh);
+
+/// The Shardy sharding of `spec` on a tensor of `shape` over the mesh @mesh (sdy_mesh; the
+/// value of an `sdy.sharding` attribute): one closed dim sharding per tensor dim, its axes
+/// major to minor: `#sdy.sharding<@mesh, [{"data"}, {}]>`, `#sdy.sharding<@mesh, [{"data",
+/// "model"}]>`, `#sdy.sharding<@mesh, []>` for a scalar. Axes no dim uses replicate
+/// implicitly. `spec` must be valid (validate_sharding).
+std::string sdy_sharding(const PartitionSpec& spec, const Shape& shape);
 
 /// Splits host tensor `t` by `spec`: element p is mesh position p's shard (a copy, shape
 /// shard_shape). Replicated dims are copied whole to every position.

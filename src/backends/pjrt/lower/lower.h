@@ -47,13 +47,16 @@ class Emitter {
   explicit Emitter(const Graph& g, std::map<int32_t, size_t> aliases = {})
       : g_(g), names_(g.nodes().size()), aliases_(std::move(aliases)) {}
 
-  /// SPMD annotations (docs/pjrt.md, "Devices, meshes and sharding"): `mhlo.sharding` on the
-  /// arguments of the input / param nodes in `args` (node id -> HloSharding text) and on every
-  /// result (`results`, one per graph output), and the module attributes `mhlo.num_partitions`
-  /// / `mhlo.num_replicas`.
+  /// SPMD annotations (docs/pjrt.md, "Devices, meshes and sharding"): a sharding attribute on
+  /// the arguments of the input / param nodes in `args` (node id -> the attribute, e.g.
+  /// `mhlo.sharding = "{replicated}"` or `sdy.sharding = #sdy.sharding<@mesh, [{}]>`) and on
+  /// every result (`results`, one per graph output), the module attributes
+  /// `mhlo.num_partitions` / `mhlo.num_replicas`, and `preamble`: module-level lines written
+  /// before @main (Shardy's `sdy.mesh`).
   struct Spmd {
     std::map<int32_t, std::string> args;
     std::vector<std::string> results;
+    std::vector<std::string> preamble;
     int64_t num_partitions = 1, num_replicas = 1;
   };
   void set_spmd(Spmd spmd) { spmd_ = std::move(spmd); }
