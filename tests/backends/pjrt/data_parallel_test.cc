@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ std::vector<Tensor> run_on(const std::string& device, const Graph& g, const Tens
   Session session(Device::parse(device));
   std::shared_ptr<Executable> exe = session.compile(g, f32_options());
   EXPECT_EQ(exe->device().to_string(), Device::parse(device).to_string());
+  if (Device::parse(device).is_set()) {  // one SPMD program over the set, batch split
+    const int64_t n = backend_for(DeviceKind::Pjrt)->batch_multiple(Device::parse(device));
+    EXPECT_NE(exe->kernel_report().find("mhlo.num_partitions = " + std::to_string(n)),
+              std::string::npos);
+  }
   for (int32_t id : g.params()) exe->set_param(g.node(id).name, feeds.at(g.node(id).name));
   return exe->run({{"x", feeds.at("x")}});
 }
@@ -151,13 +157,17 @@ TEST(PjrtDataParallel, MiniLMEmbeddingsOnADeviceSetEqualOneDeviceAndTheCpu) {
   };
   const Tensor cpu = embed("cpu", texts), one = embed("pjrt:0", texts);
   const testing::Tolerance parity{2e-4, 0};
-  EXPECT_TRUE(all_close(one, cpu, parity));
+  double err = 0;
+  EXPECT_TRUE(all_close(one, cpu, parity, &err));
+  std::cout << "pjrt:0 vs cpu: max |diff| " << err << "\n";
   for (const char* device : {"pjrt:0-3", "pjrt:all", "pjrt:1,3"}) {
     SCOPED_TRACE(device);
     const Tensor got = embed(device, texts);
     EXPECT_EQ(got.shape(), cpu.shape());
-    EXPECT_TRUE(all_close(got, one, parity));
-    EXPECT_TRUE(all_close(got, cpu, parity));
+    EXPECT_TRUE(all_close(got, one, parity, &err));
+    std::cout << device << " vs pjrt:0: max |diff| " << err;
+    EXPECT_TRUE(all_close(got, cpu, parity, &err));
+    std::cout << ", vs cpu: " << err << "\n";
   }
   const std::vector<std::string> three(texts.begin(), texts.begin() + 3);
   const Tensor got = embed("pjrt:0-2", three), want = embed("cpu", three);
