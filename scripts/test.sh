@@ -26,5 +26,7 @@ bash scripts/sanitize.sh asan rlx_cpu_tests rlx_runtime_tests rlx_io_tests rlx_m
 bash scripts/sanitize.sh tsan
 # The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
 bash scripts/check_install.sh build
-# The Python package from the build tree (the same module `pip install .` builds).
-PYTHONPATH="$PWD/build/python" python3 -m pytest python/tests -q -p no:cacheprovider
+# The Python package from the build tree (the same module `pip install .` builds); its pjrt
+# compiles cache into the build tree, as CTest's do, not into ~/.cache.
+RLX_CACHE_DIR="$PWD/build/test-cache" PYTHONPATH="$PWD/build/python" \
+  python3 -m pytest python/tests -q -p no:cacheprovider

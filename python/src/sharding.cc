@@ -135,6 +135,31 @@ void bind_sharding(py::module_& m) {
       .def("__repr__", &PartitionSpec::to_string);
 
   m.def(
+      "compile_cache_info",
+      [] {
+        const pjrt::CompileCacheInfo info = pjrt::compile_cache_info();
+        py::dict d;
+        d["dir"] = info.dir ? py::cast(*info.dir) : py::none();
+        d["entries"] = info.entries;
+        d["bytes"] = info.bytes;
+        d["max_bytes"] = info.max_bytes;
+        d["hits"] = info.stats.hits;
+        d["misses"] = info.stats.misses;
+        d["stores"] = info.stats.stores;
+        d["rejected"] = info.stats.rejected;
+        d["errors"] = info.stats.errors;
+        d["evicted"] = info.stats.evicted;
+        return d;
+      },
+      "The persistent PJRT compile cache: a dict of dir (RLX_CACHE_DIR/pjrt or "
+      "~/.cache/rlx/pjrt; None when the cache is off), entries and bytes on disk now, max_bytes "
+      "(RLX_CACHE_MAX_BYTES, default 1 GiB), and this process's hits, misses, stores, rejected, "
+      "errors and evicted.");
+  m.def("clear_compile_cache", &pjrt::clear_compile_cache,
+        "Removes every entry of the persistent PJRT compile cache (compile_cache_info()['dir']) "
+        "and returns how many; 0 when the cache is off. Safe while other processes use it.");
+
+  m.def(
       "pjrt_devices",
       [](const std::optional<std::string>& plugin) {
         std::optional<std::string> path = plugin ? plugin : pjrt::plugin_path_from_env();

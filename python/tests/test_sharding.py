@@ -203,3 +203,53 @@ def test_shardy_form_matches_jax():
     want = shardings_of_main(run.stdout)
     assert len(want[0]) == 5 and len(want[1]) == 1, run.stdout
     assert shardings_of_main(ours) == want
+@needs_plugin
+def test_session_on_a_device_set_equals_one_device():
+    """Data parallelism from a device string: rlx.Session("pjrt:0-3") (and "pjrt:all",
+    "pjrt:2,0") splits the batch over those devices and equals pjrt:0."""
+    if len(rlx.pjrt_devices()) < 4:
+        pytest.skip("needs 4 pjrt devices")
+    f = feeds(3)
+
+    def run(device):
+        exe = rlx.Session(device, precision="always-f32").compile(mlp())
+        for k in ("w1", "b1", "w2", "b2"):
+            exe.set_param(k, f[k])
+        assert exe.device == device
+        return exe.run(x=f["x"])
+
+    want = run("pjrt:0")
+    for device in ("pjrt:0-3", "pjrt:all", "pjrt:2,0"):
+        np.testing.assert_allclose(run(device), want, rtol=1e-5, atol=1e-5)
+    g = rlx.Graph("odd")
+    g.outputs(g.input("x", (3, 2)) * 2.0)
+    with pytest.raises(rlx.Error, match=r"input 'x' \[3,2\] has batch 3, not a multiple of 4"):
+        rlx.Session("pjrt:0-3").compile(g)
+    with pytest.raises(rlx.Error, match=r"unknown device 'pjrt:3-1': the range 3-1 is empty"):
+        rlx.Session("pjrt:3-1")
+
+
+@needs_plugin
+def test_compile_cache_info_and_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RLX_CACHE_MAX_BYTES", "64M")
+    info = rlx.compile_cache_info()
+    assert info["dir"] == str(tmp_path / "pjrt")
+    assert (info["entries"], info["bytes"], info["max_bytes"]) == (0, 0, 64 << 20)
+    before = rlx.compile_cache_info()
+    exe = rlx.Session("pjrt:0", precision="always-f32").compile(mlp())
+    info = rlx.compile_cache_info()
+    files = list((tmp_path / "pjrt").glob("*.xla"))
+    assert info["entries"] == len(files) == 1
+    assert info["bytes"] == files[0].stat().st_size
+    assert info["misses"] - before["misses"] == 1 and info["stores"] - before["stores"] == 1
+    # A new Session compiles again (its own in-memory cache is empty): the disk entry hits.
+    rlx.Session("pjrt:0", precision="always-f32").compile(mlp())
+    assert rlx.compile_cache_info()["hits"] - before["hits"] == 1
+    assert exe.device == "pjrt:0"
+    assert rlx.clear_compile_cache() == 1
+    assert rlx.compile_cache_info()["entries"] == 0
+    assert not list((tmp_path / "pjrt").glob("*.xla"))
+    monkeypatch.setenv("RLX_CACHE_DIR", "off")
+    assert rlx.compile_cache_info()["dir"] is None
+    assert rlx.clear_compile_cache() == 0

@@ -126,6 +126,7 @@ struct SentenceEmbedder::Impl {
   std::map<std::string, Tensor> weights;       // graph param name -> tensor (views or transposed)
   std::map<std::string, QuantFormat> formats;  // quantized Linear weights' formats
   Session session;
+  int64_t batch_multiple = 0;  // Backend::batch_multiple of the device, once known
   // Executables whose params are set. Weak, so an executable the cache evicted is not kept
   // alive, and a new one at a reused address is not mistaken for it.
   std::map<const Executable*, std::weak_ptr<Executable>> bound;
@@ -476,6 +477,9 @@ struct SentenceEmbedder::Impl {
           enc[static_cast<size_t>(order[static_cast<size_t>(start)])].ids.size());
       int64_t seq = bucketed_length(longest, options.bucket, max_length);
       int64_t batch = padded_batch_size(count, options.batch_size);
+      // A data-parallel device set (pjrt:0-3) splits the batch evenly over its devices.
+      if (batch_multiple == 0) batch_multiple = session.backend().batch_multiple(session.device());
+      batch = (batch + batch_multiple - 1) / batch_multiple * batch_multiple;
       Tensor ids(DType::i32, Shape{batch, seq}), mask(DType::i32, Shape{batch, seq}),
           types(DType::i32, Shape{batch, seq});
       int32_t* pid = ids.data_as<int32_t>();

@@ -383,6 +383,10 @@ TEST_F(SessionCache, ConcurrentWaitersShareAFailedCompile) {
   EXPECT_EQ(fake.compiles - before, 2);
 }
 
+constexpr const char* kDeviceForms =
+    "expected cpu, cuda, cuda:N, pjrt or pjrt:N, or a pjrt device set pjrt:A-B, pjrt:I,J,... or "
+    "pjrt:all";
+
 TEST(Devices, ParseAndPrint) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());
   EXPECT_EQ(Device::parse("cpu:0"), Device::cpu());
@@ -394,10 +398,55 @@ TEST(Devices, ParseAndPrint) {
   EXPECT_EQ(Device::cpu().to_string(), "cpu");
   for (const char* bad : {"", "gpu", "CPU", "cpu:1", "cuda:", "cuda:-1", "cuda:x", "cuda:1:2",
                           "cuda:1 ", " cpu", "pjrt:99999999999"}) {
-    EXPECT_EQ(
-        error_of([&] { Device::parse(bad); }),
-        "unknown device '" + std::string(bad) + "'; expected cpu, cuda, cuda:N, pjrt or pjrt:N");
+    EXPECT_EQ(error_of([&] { Device::parse(bad); }),
+              "unknown device '" + std::string(bad) + "'; " + kDeviceForms);
   }
+}
+
+// Data-parallel pjrt device sets: ranges, lists, all; a set of one is that device.
+TEST(Devices, PjrtDeviceSets) {
+  Device range = Device::parse("pjrt:0-3");
+  EXPECT_EQ(range.kind, DeviceKind::Pjrt);
+  EXPECT_EQ(range.index, 0);
+  EXPECT_EQ(range.devices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(range.is_set());
+  EXPECT_EQ(range.to_string(), "pjrt:0-3");
+  EXPECT_EQ(Device::parse("pjrt:0,2").devices, (std::vector<int>{0, 2}));
+  EXPECT_EQ(Device::parse("pjrt:0,2").to_string(), "pjrt:0,2");
+  EXPECT_EQ(Device::parse("pjrt:3,1").devices, (std::vector<int>{3, 1}));  // mesh order kept
+  EXPECT_EQ(Device::parse("pjrt:3,1").index, 3);
+  EXPECT_EQ(Device::parse("pjrt:4-5,0").devices, (std::vector<int>{4, 5, 0}));
+  EXPECT_EQ(Device::parse("pjrt:1,2,3").to_string(), "pjrt:1-3");  // one canonical form
+  EXPECT_EQ(Device::parse("pjrt:1,2,3"), Device::parse("pjrt:1-3"));
+  Device all = Device::parse("pjrt:all");
+  EXPECT_TRUE(all.all_devices);
+  EXPECT_TRUE(all.is_set());
+  EXPECT_EQ(all.to_string(), "pjrt:all");
+  EXPECT_EQ(Device::parse("pjrt:2-2"), (Device{DeviceKind::Pjrt, 2}));
+  EXPECT_FALSE(Device::parse("pjrt:2-2").is_set());
+  for (const std::string text : {"pjrt:0-3", "pjrt:0,2", "pjrt:all", "pjrt:7,1-2"})
+    EXPECT_EQ(Device::parse(Device::parse(text).to_string()), Device::parse(text)) << text;
+  // The existing forms are unchanged.
+  EXPECT_FALSE(Device::parse("pjrt:1").is_set());
+  EXPECT_EQ(Device::parse("pjrt").to_string(), "pjrt:0");
+}
+
+TEST(Devices, BadDeviceSetsNameTheTextAndTheForms) {
+  for (const char* bad :
+       {"pjrt:", "pjrt:0-", "pjrt:-3", "pjrt:0--1", "pjrt:a-b", "pjrt:0,", "pjrt:,0", "pjrt:0,,1",
+        "pjrt:All", "pjrt:all,0", "pjrt:0-3 ", "cuda:0-3", "cuda:all", "cpu:0,1", "cpu:all"})
+    EXPECT_EQ(error_of([&] { Device::parse(bad); }),
+              "unknown device '" + std::string(bad) + "'; " + kDeviceForms);
+  EXPECT_EQ(error_of([] { Device::parse("pjrt:3-1"); }),
+            "unknown device 'pjrt:3-1': the range 3-1 is empty; " + std::string(kDeviceForms));
+  EXPECT_EQ(
+      error_of([] { Device::parse("pjrt:0,1,0"); }),
+      "unknown device 'pjrt:0,1,0': device pjrt:0 is listed twice; " + std::string(kDeviceForms));
+  EXPECT_EQ(
+      error_of([] { Device::parse("pjrt:0-2,2"); }),
+      "unknown device 'pjrt:0-2,2': device pjrt:2 is listed twice; " + std::string(kDeviceForms));
+  EXPECT_EQ(error_of([] { Device::parse("pjrt:0-99999"); }),
+            "unknown device 'pjrt:0-99999': more than 4096 devices; " + std::string(kDeviceForms));
 }
 
 TEST(Devices, BackendRegistry) {

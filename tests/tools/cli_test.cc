@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <ios>
@@ -331,6 +332,72 @@ TEST(Cli, ServeOptionAndModelErrors) {
                (tmp.path() / "none").string());
   expect_error(run_rlx({"serve", "--model", dir, "--host", "203.0.113.9", "--port", "0"}), 1,
                "rlx serve: cannot listen on 203.0.113.9:0");
+}
+
+// `rlx embed --device pjrt:all` (and other device sets): the batch split over the plugin's
+// devices gives the CPU's embeddings within the MiniLM parity bound (2e-4); bad sets are errors.
+TEST(Cli, EmbedOnAPjrtDeviceSetEqualsTheCpu) {
+  std::string plugin = RLX_PJRT_DEFAULT_PLUGIN;
+  if (const char* env = std::getenv("RLX_PJRT_PLUGIN"); env != nullptr && *env != '\0')
+    plugin = env;
+  if (plugin.empty()) GTEST_SKIP() << "no PJRT plugin: set RLX_PJRT_PLUGIN";
+  TempDir tmp;
+  const std::string dir = write_tiny_bert(tmp.path() / "m");
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"RLX_PJRT_PLUGIN", plugin}, {"RLX_CACHE_DIR", tmp.file("cache")}, {"RLX_PRECISION", ""}};
+  const std::vector<std::string> texts = {"a man eats", "a dog", "the quick brown fox"};
+  auto embed = [&](const std::string& device) {
+    std::vector<std::string> args = {"embed", "--model", dir, "--device", device, "--verbose"};
+    args.insert(args.end(), texts.begin(), texts.end());
+    Result r = run_rlx(args, "", env);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_HAS(r.err, "device " + device + ",");
+    return nlohmann::json::parse(r.out)["embeddings"];
+  };
+  const nlohmann::json cpu = embed("cpu");
+  ASSERT_EQ(cpu.size(), texts.size());
+  for (const char* device : {"pjrt:all", "pjrt:0-1", "pjrt:3,0,2"}) {
+    SCOPED_TRACE(device);
+    const nlohmann::json got = embed(device);
+    ASSERT_EQ(got.size(), cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      ASSERT_EQ(got[i].size(), cpu[i].size());
+      for (size_t k = 0; k < cpu[i].size(); ++k)
+        EXPECT_NEAR(got[i][k].get<double>(), cpu[i][k].get<double>(), 2e-4) << i << "," << k;
+    }
+  }
+  expect_error(run_rlx({"embed", "--model", dir, "--device", "pjrt:3-1", "x"}, "", env), 1,
+               "unknown device 'pjrt:3-1': the range 3-1 is empty; expected cpu, cuda, cuda:N, "
+               "pjrt or pjrt:N, or a pjrt device set pjrt:A-B, pjrt:I,J,... or pjrt:all");
+  expect_error(run_rlx({"embed", "--model", dir, "--device", "pjrt:0-4095", "x"}, "", env), 1,
+               "pjrt: device set 'pjrt:0-4095' names pjrt:");
+  EXPECT_HAS(run_rlx({"embed", "--help"}).out, "pjrt:all");
+  EXPECT_HAS(run_rlx({"devices", "--help"}).out, "pjrt:0-3");
+}
+
+TEST(Cli, CacheInfoAndClear) {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"RLX_CACHE_DIR", tmp.path().string()}, {"RLX_CACHE_MAX_BYTES", "2M"}};
+  tmp.write("pjrt/0123456789abcdef.xla", std::string(10, 'x'));
+  tmp.write("pjrt/fedcba9876543210.xla", std::string(5, 'x'));
+  Result r = run_rlx({"cache"}, "", env);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "dir        " + tmp.file("pjrt") +
+                       "\nentries    2\nbytes      15 (0.0 MiB)\n"
+                       "max bytes  2097152 (2.0 MiB, RLX_CACHE_MAX_BYTES)\n");
+  r = run_rlx({"cache", "clear"}, "", env);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "removed 2 entries from " + tmp.file("pjrt") + "\n");
+  EXPECT_HAS(run_rlx({"cache", "info"}, "", env).out, "entries    0\n");
+  EXPECT_EQ(run_rlx({"cache", "clear"}, "", env).out,
+            "removed 0 entries from " + tmp.file("pjrt") + "\n");
+  EXPECT_HAS(run_rlx({"cache"}, "", {{"RLX_CACHE_DIR", "off"}}).out,
+             "dir        off (RLX_CACHE_DIR is empty or off)\n");
+  expect_error(run_rlx({"cache", "purge"}, "", env), 2, "purge");
+  expect_error(run_rlx({"cache"}, "",
+                       {{"RLX_CACHE_DIR", tmp.path().string()}, {"RLX_CACHE_MAX_BYTES", "lots"}}),
+               1, "RLX_CACHE_MAX_BYTES: expected a positive byte count");
 }
 
 TEST(Cli, Version) {

@@ -173,14 +173,39 @@ int run_ops(bool markdown) {
   return 0;
 }
 
-// "cpu, pjrt[:N]": the device forms of the backends registered in this binary, for --help.
+// "cpu, pjrt[:N]": the device forms of the backends registered in this binary, for --help;
+// pjrt adds its data-parallel device sets.
 std::string device_forms() {
   std::string out;
   for (const Device& d : available_devices()) {
     if (!out.empty()) out += ", ";
     out += std::string(device_kind_name(d.kind)) + (d.kind == DeviceKind::Cpu ? "" : "[:N]");
+    if (d.kind == DeviceKind::Pjrt)
+      out +=
+          ", or a pjrt device set pjrt:A-B, pjrt:I,J,... or pjrt:all (the batch split over "
+          "those devices)";
   }
   return out;
+}
+
+// `rlx cache [info|clear]`: the persistent PJRT compile cache.
+int run_cache(const std::string& action) {
+  if (action == "clear") {
+    const std::optional<std::string> dir = pjrt::compile_cache_dir();
+    const int64_t removed = pjrt::clear_compile_cache();
+    std::printf("removed %lld entr%s from %s\n", static_cast<long long>(removed),
+                removed == 1 ? "y" : "ies", dir ? dir->c_str() : "(cache off)");
+    return 0;
+  }
+  const pjrt::CompileCacheInfo info = pjrt::compile_cache_info();
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  std::printf("dir        %s\n",
+              info.dir ? info.dir->c_str() : "off (RLX_CACHE_DIR is empty or off)");
+  std::printf("entries    %lld\n", static_cast<long long>(info.entries));
+  std::printf("bytes      %lld (%.1f MiB)\n", static_cast<long long>(info.bytes), mib(info.bytes));
+  std::printf("max bytes  %lld (%.1f MiB, RLX_CACHE_MAX_BYTES)\n",
+              static_cast<long long>(info.max_bytes), mib(info.max_bytes));
+  return 0;
 }
 
 // The names of app's subcommands, in the order they were added.
@@ -355,7 +380,17 @@ int run(int argc, char** argv) {
   auto* generate = tools::add_generate_command(app, gen_args);
   auto* chat = tools::add_chat_command(app, chat_args);
 
-  auto* devices = app.add_subcommand("devices", "List the devices rlx can run on");
+  auto* devices = app.add_subcommand(
+      "devices",
+      "List the devices rlx can run on (any pjrt:N below, or a set of them: pjrt:0-3, pjrt:0,2, "
+      "pjrt:all, data parallelism over those devices)");
+
+  std::string cache_action = "info";
+  auto* cache = app.add_subcommand(
+      "cache", "The PJRT compile cache (RLX_CACHE_DIR, default ~/.cache/rlx/pjrt): info or clear");
+  cache->add_option("action", cache_action, "info (directory, entries, bytes, cap) or clear")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"info", "clear"}));
 
   train::DigitsDemoOptions train_args;
   auto* train_demo = tools::add_train_demo_command(app, train_args);
@@ -429,6 +464,7 @@ int run(int argc, char** argv) {
     if (*generate) return tools::run_generate(gen_args);
     if (*chat) return tools::run_chat(chat_args);
     if (*devices) return tools::run_devices();
+    if (*cache) return run_cache(cache_action);
     if (*run_cmd) return tools::run_onnx_run(run_args);
     if (*info) return tools::run_onnx_info(info_path);
     if (*train_demo) return tools::run_train_demo(train_args);

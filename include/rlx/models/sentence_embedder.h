@@ -38,7 +38,9 @@ struct EmbedderOptions {
   /// else always-f32 on every device (not the backend's own default, auto-mixed-bf16 for
   /// pjrt), as sentence-transformers computes in f32. Resolved once, at construction.
   std::optional<PrecisionPolicy> precision;
-  /// Sequences per executable call; batches are padded up to a power of two <= this.
+  /// Sequences per executable call; batches are padded up to a power of two <= this, then up
+  /// to a multiple of the device count of a data-parallel device set ("pjrt:0-3": each device
+  /// embeds an equal part; Backend::batch_multiple).
   int64_t batch_size = 32;
   /// Truncation length in tokens incl. [CLS]/[SEP]; 0: the model's max_seq_length
   /// (sentence_bert_config.json), else its limit. A positive value replaces max_seq_length (as

@@ -1,6 +1,7 @@
 // Backend interface, compile options and the backend registry.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -97,6 +98,13 @@ class Backend {
   /// memory_limit.h).
   virtual std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                               const Device& device) = 0;
+  /// The number dim 0 of every input and output of a graph compiled for `device` must be a
+  /// multiple of: the device count of a data-parallel device set (Device::is_set(), pjrt; the
+  /// batch is split evenly over them), else 1. Callers that pad their batch (the sentence
+  /// embedder) pad it to a multiple of this. The pjrt backend loads its plugin for a set (to
+  /// count pjrt:all and check the devices); throws rlx::Error as its compile does for a plugin
+  /// it cannot load or a device the plugin does not have.
+  virtual int64_t batch_multiple(const Device& /*device*/) { return 1; }
 };
 
 /// Registers `backend` for its device kind, replacing any earlier one (built-in backends

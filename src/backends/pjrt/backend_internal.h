@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "pjrt_client.h"
 #include "rlx/opt/pipeline.h"
@@ -50,5 +51,18 @@ class LazyClient {
   std::mutex mu_;
   std::shared_ptr<const Client> client_;
 };
+
+/// The pjrt devices of data-parallel device set `device` (Device::is_set()): its list, or for
+/// pjrt:all every addressable device of `client`. Throws rlx::Error naming the set, the device
+/// and the plugin's device count for a device the plugin does not have.
+std::vector<int> data_parallel_devices(const Device& device, const Client& client);
+
+/// The pjrt backend's compile for a data-parallel device set: one SPMD program over a mesh
+/// ("batch": the set's devices in order) with dim 0 of every input and output split over it
+/// (P('batch'); scalars replicated) and the params replicated. Throws rlx::Error as
+/// data_parallel_devices, and naming the input or output, its shape, batch and the device count
+/// when its batch is not a multiple of the count (no padding: a graph may reduce over the batch).
+std::unique_ptr<Executable> compile_data_parallel(const Graph& graph, const CompileOptions& options,
+                                                  const Device& device, LazyClient& client);
 
 }  // namespace rlx::pjrt

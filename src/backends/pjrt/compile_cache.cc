@@ -4,15 +4,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
+#include "rlx/runtime/memory_limit.h"
 
 namespace rlx::pjrt {
 namespace {
@@ -20,8 +23,21 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Counters {
-  std::atomic<int64_t> hits{0}, misses{0}, stores{0}, rejected{0}, errors{0};
+  std::atomic<int64_t> hits{0}, misses{0}, stores{0}, rejected{0}, errors{0}, evicted{0};
 };
+
+// Temporaries older than this are a dead writer's: eviction and clear remove them.
+constexpr auto kStaleTemporary = std::chrono::hours(1);
+
+bool is_entry(const fs::path& p) { return p.extension() == ".xla"; }
+bool is_temporary(const fs::path& p) {
+  return p.filename().string().find(".xla.tmp.") != std::string::npos;
+}
+bool is_stale(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_time_type t = fs::last_write_time(p, ec);
+  return !ec && fs::file_time_type::clock::now() - t > kStaleTemporary;
+}
 Counters& counters() {
   static Counters c;
   return c;
@@ -106,7 +122,93 @@ void write_entry_atomically(const fs::path& path, std::string_view bytes) {
 
 CompileCacheStats compile_cache_stats() {
   const Counters& c = counters();
-  return {c.hits.load(), c.misses.load(), c.stores.load(), c.rejected.load(), c.errors.load()};
+  return {c.hits.load(),     c.misses.load(), c.stores.load(),
+          c.rejected.load(), c.errors.load(), c.evicted.load()};
+}
+
+int64_t compile_cache_max_bytes() {
+  const char* v = std::getenv("RLX_CACHE_MAX_BYTES");
+  if (v == nullptr || *v == '\0') return int64_t{1} << 30;
+  return parse_memory_size(v, "RLX_CACHE_MAX_BYTES");
+}
+
+int64_t evict_compile_cache(const fs::path& dir, int64_t max_bytes, const fs::path& keep) {
+  struct Entry {
+    fs::file_time_type used;
+    int64_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::error_code e;
+    if (is_temporary(p)) {
+      if (is_stale(p)) fs::remove(p, e);
+      continue;
+    }
+    if (!is_entry(p)) continue;
+    const uintmax_t size = fs::file_size(p, e);
+    const fs::file_time_type used = fs::last_write_time(p, e);
+    if (e) continue;  // removed meanwhile
+    total += static_cast<int64_t>(size);
+    if (p != keep) entries.push_back({used, static_cast<int64_t>(size), p});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.used != b.used ? a.used < b.used : a.path < b.path;
+  });
+  int64_t removed = 0;
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    std::error_code rm;
+    if (fs::remove(e.path, rm)) ++removed;
+    if (!rm) total -= e.bytes;  // gone either way (or another process removed it)
+  }
+  counters().evicted += removed;
+  return removed;
+}
+
+CompileCacheInfo compile_cache_info() {
+  CompileCacheInfo info;
+  info.dir = compile_cache_dir();
+  info.max_bytes = compile_cache_max_bytes();
+  info.stats = compile_cache_stats();
+  if (!info.dir) return info;
+  std::error_code ec;
+  if (!fs::exists(*info.dir, ec)) return info;
+  for (fs::directory_iterator it(*info.dir, ec), end; it != end; it.increment(ec)) {
+    if (ec) break;
+    if (!is_entry(it->path())) continue;
+    std::error_code e;
+    const uintmax_t size = fs::file_size(it->path(), e);
+    if (e) continue;  // removed meanwhile
+    ++info.entries;
+    info.bytes += static_cast<int64_t>(size);
+  }
+  if (ec) throw Error("pjrt compile cache: cannot read '" + *info.dir + "': " + ec.message());
+  return info;
+}
+
+int64_t clear_compile_cache() {
+  std::optional<std::string> dir = compile_cache_dir();
+  std::error_code ec;
+  if (!dir || !fs::exists(*dir, ec)) return 0;
+  std::vector<fs::path> doomed;
+  for (fs::directory_iterator it(*dir, ec), end; it != end; it.increment(ec)) {
+    if (ec) break;
+    const fs::path& p = it->path();
+    if (is_entry(p) || (is_temporary(p) && is_stale(p))) doomed.push_back(p);
+  }
+  if (ec) throw Error("pjrt compile cache: cannot read '" + *dir + "': " + ec.message());
+  int64_t removed = 0;
+  for (const fs::path& p : doomed) {
+    std::error_code rm;
+    const bool gone = fs::remove(p, rm);
+    if (rm) throw Error("pjrt compile cache: cannot remove '" + p.string() + "': " + rm.message());
+    if (gone && is_entry(p)) ++removed;
+  }
+  return removed;
 }
 
 std::optional<std::string> compile_cache_dir() {
@@ -209,6 +311,7 @@ std::unique_ptr<LoadedProgram> load_or_compile(std::shared_ptr<const Client> cli
                                                const std::string& sharding_form) {
   std::optional<std::string> dir = compile_cache_dir();
   if (!dir) return std::make_unique<LoadedProgram>(client, module, options);
+  const int64_t max_bytes = compile_cache_max_bytes();  // a malformed value fails the compile
   Counters& c = counters();
   const std::string key = compile_cache_key(*client, module, options, sharding_form);
   const fs::path path = compile_cache_entry_path(*dir, key);
@@ -225,6 +328,8 @@ std::unique_ptr<LoadedProgram> load_or_compile(std::shared_ptr<const Client> cli
       try {
         std::unique_ptr<LoadedProgram> loaded = LoadedProgram::deserialize(client, *payload);
         ++c.hits;
+        std::error_code ec;  // the LRU order of eviction; a failed touch only ages the entry
+        fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
         return loaded;
       } catch (const Error& e) {
         why = e.what();
@@ -238,6 +343,7 @@ std::unique_ptr<LoadedProgram> load_or_compile(std::shared_ptr<const Client> cli
   try {
     write_entry_atomically(path, encode_cache_entry(key, program->serialize()));
     ++c.stores;
+    evict_compile_cache(*dir, max_bytes, path);
   } catch (const std::exception& e) {
     ++c.errors;
     warn(std::string("cannot store '") + path.string() + "': " + e.what());

@@ -52,10 +52,22 @@ std::string encode_cache_entry(std::string_view key, std::string_view payload);
 std::optional<std::string_view> decode_cache_entry(std::string_view entry, std::string_view key,
                                                    std::string* why);
 
+/// Keeps the entries ("*.xla") of `dir` at most `max_bytes` in total: removes the least recently
+/// used first (oldest modification time; load_or_compile touches an entry on a hit), never
+/// `keep` (the entry just written). Also removes temporaries ("*.tmp.*") older than an hour,
+/// left by a writer that died. Entries that vanish meanwhile (another process evicting) are
+/// skipped. A reader that already opened a removed entry still reads it whole (POSIX unlink
+/// semantics), so no lock is needed. Returns the number of entries removed; I/O errors are
+/// skipped, not thrown.
+int64_t evict_compile_cache(const std::filesystem::path& dir, int64_t max_bytes,
+                            const std::filesystem::path& keep = {});
+
 /// The executable of `module` compiled with `options` on `client`: loaded from the cache
 /// directory (compile_cache_dir() in pjrt.h) when it holds an intact entry for this key, else
 /// compiled and stored there (written to a temporary file and renamed, so readers never see a
-/// partial entry). A corrupt, truncated or mismatched entry, or one the plugin fails to load,
+/// partial entry; then evict_compile_cache to compile_cache_max_bytes()). A hit touches the entry
+/// (its modification time, the LRU order). A corrupt, truncated or mismatched entry, or one the
+/// plugin fails to load,
 /// is reported on stderr ("rlx: warning: pjrt compile cache: ..."), recompiled and replaced;
 /// cache I/O failures only warn. Compile errors propagate as from LoadedProgram. Updates the
 /// counters of compile_cache_stats(). `sharding_form` goes into the key (compile_cache_key).

@@ -146,8 +146,14 @@ class PjrtBackend final : public Backend {
   DeviceKind device_kind() const override { return DeviceKind::Pjrt; }
   std::set<OpKind> supported_ops() const override { return native_ops(); }
 
+  int64_t batch_multiple(const Device& device) override {
+    if (!device.is_set()) return 1;
+    return static_cast<int64_t>(data_parallel_devices(device, *client_.get()).size());
+  }
+
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
+    if (device.is_set()) return compile_data_parallel(graph, options, device, client_);
     check_compile_request(pjrt_facts(), device, graph, options);
     // Legalize and optimize first: an unsupported graph fails before any plugin is needed.
     PipelineResult compiled = run_pjrt_pipeline(graph, options);

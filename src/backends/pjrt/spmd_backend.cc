@@ -262,6 +262,108 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
   }
 };
 
+// Compiles `graph` as one program over `sharding.mesh`: an SPMD program (XLA's partitioner), or
+// with `replicas` one replica's program run on every device (jax.pmap-style). The body of both
+// mesh backends and of the pjrt backend's device sets.
+std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOptions& options,
+                                            const Device& device, const ShardingConfig& sharding,
+                                            bool replicas, LazyClient& lazy_client) {
+  check_compile_request(pjrt_facts(), device, graph, options);
+  check(!replicas || options.state.empty(),
+        "pjrt: state is not supported with replicated data parallelism (" +
+            sharding.mesh.to_string() + "); use an SPMD mesh");
+  PipelineResult compiled = run_pjrt_pipeline(graph, options);
+  auto program = std::make_shared<SpmdProgram>();
+  SpmdProgram& p = *program;
+  p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
+  check_program_memory(pjrt_facts(), options, p);
+  p.mesh = sharding.mesh;
+  std::vector<std::pair<std::string, size_t>> state;
+  for (size_t j = 0; j < p.state.size(); ++j)
+    state.emplace_back(p.state[j].name, p.state_outputs[j]);
+  Annotated a = replicas ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
+                          : annotate(p.graph, io_specs_of(graph), sharding, state);
+  if (replicas) {  // the graph is one replica's program: runs take and give N times dim 0
+    for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
+    for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
+  }
+  auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].name == name) return i;
+    throw Error("pjrt: internal error: compiled graph has an unknown argument '" + name + "'");
+  };
+  p.param_specs.resize(p.params.size());
+  p.state_specs.resize(p.state.size());
+  std::map<int32_t, size_t> aliases;  // state input node -> its bound output (donated)
+  for (int32_t id : p.graph.inputs()) {
+    const std::string& name = p.graph.node(id).name;
+    size_t s = 0;
+    while (s < p.state.size() && p.state[s].name != name) ++s;
+    if (s < p.state.size()) {
+      p.args.push_back({SpmdProgram::Kind::State, s, a.arg_specs[id]});
+      p.state_specs[s] = a.arg_specs[id];
+      aliases[id] = p.state_outputs[s];
+    } else {
+      p.args.push_back({SpmdProgram::Kind::Input, index_of(p.inputs, name), a.arg_specs[id]});
+    }
+  }
+  for (int32_t id : p.graph.params()) {
+    size_t i = index_of(p.params, p.graph.node(id).name);
+    p.args.push_back({SpmdProgram::Kind::Param, i, a.arg_specs[id]});
+    p.param_specs[i] = a.arg_specs[id];
+  }
+  p.result_specs = a.result_specs;
+  const ShardingForm requested = requested_sharding_form(sharding.form);  // before a plugin
+
+  std::shared_ptr<const Client> client = lazy_client.get();
+  std::vector<int64_t> ids;
+  for (int d : p.mesh.devices()) {
+    check(static_cast<size_t>(d) < client->devices().size(),
+          "pjrt: the mesh uses device pjrt:" + std::to_string(d) + ", but plugin '" +
+              client->plugin().path + "' has " + std::to_string(client->devices().size()) +
+              " addressable device(s)");
+    p.device_of_position.push_back(client->devices()[static_cast<size_t>(d)]);
+    ids.push_back(client->describe_device(static_cast<size_t>(d)).id);
+  }
+  // The module in one sharding form, compiled through the persistent compile cache (the
+  // options carry the devices; the key names the form).
+  auto compile_as = [&](ShardingForm form) {
+    lower::Emitter emitter(p.graph, aliases);
+    emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
+    p.stablehlo = emitter.run();
+    p.loaded =
+        load_or_compile(client, p.stablehlo,
+                        replicas ? replicated_compile_options(ids)
+                                  : spmd_compile_options(ids, form == ShardingForm::Shardy),
+                        replicas ? "none" : sharding_form_name(form));
+  };
+  std::string note;
+  if (replicas) {
+    compile_as(ShardingForm::Gspmd);  // no sharding attributes: the form plays no part
+    note = " (replicated over " + std::to_string(p.mesh.size()) + " devices)";
+  } else {
+    ShardingForm form =
+        compile_in_sharding_form(requested, client->accepted_sharding_form(), compile_as);
+    note = " (SPMD over " + p.mesh.to_string() + ", shardings in " +
+           (form == ShardingForm::Shardy ? "Shardy" : "GSPMD") + " form)";
+  }
+  p.kernel_report = kernel_report_of(p.graph, p.stablehlo, note);
+  // Execute takes one argument list per addressable device of the executable, in its order.
+  for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
+    int64_t pos = 0;
+    while (pos < p.mesh.size() && p.device_of_position[static_cast<size_t>(pos)] != d) ++pos;
+    check(pos < p.mesh.size(),
+          "pjrt: internal error: the executable runs on a device "
+          "outside the mesh");
+    p.position_of_slot.push_back(pos);
+  }
+  check(static_cast<int64_t>(p.position_of_slot.size()) == p.mesh.size(),
+        "pjrt: the SPMD executable runs on " + std::to_string(p.position_of_slot.size()) +
+            " devices, the mesh has " + std::to_string(p.mesh.size()));
+  ParamBindings<ShardedParam> params(p.params.size());
+  return std::make_unique<SpmdExecutable>(std::move(program), std::move(params));
+}
+
 class PjrtSpmdBackend final : public Backend {
  public:
   // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
@@ -277,100 +379,7 @@ class PjrtSpmdBackend final : public Backend {
 
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
-    check_compile_request(pjrt_facts(), device, graph, options);
-    check(!replicas_ || options.state.empty(),
-          "pjrt: state is not supported with replicated data parallelism (" +
-              sharding_.mesh.to_string() + "); use an SPMD mesh");
-    PipelineResult compiled = run_pjrt_pipeline(graph, options);
-    auto program = std::make_shared<SpmdProgram>();
-    SpmdProgram& p = *program;
-    p.init(graph, std::move(compiled), device, options.quantized_params, options.state);
-    check_program_memory(pjrt_facts(), options, p);
-    p.mesh = sharding_.mesh;
-    std::vector<std::pair<std::string, size_t>> state;
-    for (size_t j = 0; j < p.state.size(); ++j)
-      state.emplace_back(p.state[j].name, p.state_outputs[j]);
-    Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
-                            : annotate(p.graph, io_specs_of(graph), sharding_, state);
-    if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0
-      for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
-      for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
-    }
-    auto index_of = [](const std::vector<IoSpec>& specs, const std::string& name) {
-      for (size_t i = 0; i < specs.size(); ++i)
-        if (specs[i].name == name) return i;
-      throw Error("pjrt: internal error: compiled graph has an unknown argument '" + name + "'");
-    };
-    p.param_specs.resize(p.params.size());
-    p.state_specs.resize(p.state.size());
-    std::map<int32_t, size_t> aliases;  // state input node -> its bound output (donated)
-    for (int32_t id : p.graph.inputs()) {
-      const std::string& name = p.graph.node(id).name;
-      size_t s = 0;
-      while (s < p.state.size() && p.state[s].name != name) ++s;
-      if (s < p.state.size()) {
-        p.args.push_back({SpmdProgram::Kind::State, s, a.arg_specs[id]});
-        p.state_specs[s] = a.arg_specs[id];
-        aliases[id] = p.state_outputs[s];
-      } else {
-        p.args.push_back({SpmdProgram::Kind::Input, index_of(p.inputs, name), a.arg_specs[id]});
-      }
-    }
-    for (int32_t id : p.graph.params()) {
-      size_t i = index_of(p.params, p.graph.node(id).name);
-      p.args.push_back({SpmdProgram::Kind::Param, i, a.arg_specs[id]});
-      p.param_specs[i] = a.arg_specs[id];
-    }
-    p.result_specs = a.result_specs;
-    const ShardingForm requested = requested_sharding_form(sharding_.form);  // before a plugin
-
-    std::shared_ptr<const Client> client = client_.get();
-    std::vector<int64_t> ids;
-    for (int d : p.mesh.devices()) {
-      check(static_cast<size_t>(d) < client->devices().size(),
-            "pjrt: the mesh uses device pjrt:" + std::to_string(d) + ", but plugin '" +
-                client->plugin().path + "' has " + std::to_string(client->devices().size()) +
-                " addressable device(s)");
-      p.device_of_position.push_back(client->devices()[static_cast<size_t>(d)]);
-      ids.push_back(client->describe_device(static_cast<size_t>(d)).id);
-    }
-    // The module in one sharding form, compiled through the persistent compile cache (the
-    // options carry the devices; the key names the form).
-    auto compile_as = [&](ShardingForm form) {
-      lower::Emitter emitter(p.graph, aliases);
-      emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
-      p.stablehlo = emitter.run();
-      p.loaded =
-          load_or_compile(client, p.stablehlo,
-                          replicas_ ? replicated_compile_options(ids)
-                                    : spmd_compile_options(ids, form == ShardingForm::Shardy),
-                          replicas_ ? "none" : sharding_form_name(form));
-    };
-    std::string note;
-    if (replicas_) {
-      compile_as(ShardingForm::Gspmd);  // no sharding attributes: the form plays no part
-      note = " (replicated over " + std::to_string(p.mesh.size()) + " devices)";
-    } else {
-      ShardingForm form =
-          compile_in_sharding_form(requested, client->accepted_sharding_form(), compile_as);
-      note = " (SPMD over " + p.mesh.to_string() + ", shardings in " +
-             (form == ShardingForm::Shardy ? "Shardy" : "GSPMD") + " form)";
-    }
-    p.kernel_report = kernel_report_of(p.graph, p.stablehlo, note);
-    // Execute takes one argument list per addressable device of the executable, in its order.
-    for (capi::PJRT_Device* d : p.loaded->addressable_devices()) {
-      int64_t pos = 0;
-      while (pos < p.mesh.size() && p.device_of_position[static_cast<size_t>(pos)] != d) ++pos;
-      check(pos < p.mesh.size(),
-            "pjrt: internal error: the executable runs on a device "
-            "outside the mesh");
-      p.position_of_slot.push_back(pos);
-    }
-    check(static_cast<int64_t>(p.position_of_slot.size()) == p.mesh.size(),
-          "pjrt: the SPMD executable runs on " + std::to_string(p.position_of_slot.size()) +
-              " devices, the mesh has " + std::to_string(p.mesh.size()));
-    ParamBindings<ShardedParam> params(p.params.size());
-    return std::make_unique<SpmdExecutable>(std::move(program), std::move(params));
+    return compile_on_mesh(graph, options, device, sharding_, replicas_, client_);
   }
 
  private:
@@ -411,6 +420,45 @@ ShardingForm compile_in_sharding_form(ShardingForm requested, std::atomic<Shardi
   }
   accepted.store(ShardingForm::Gspmd);
   return ShardingForm::Gspmd;
+}
+
+std::vector<int> data_parallel_devices(const Device& device, const Client& client) {
+  const auto count = static_cast<int>(client.devices().size());
+  if (device.all_devices) {
+    std::vector<int> all(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) all[static_cast<size_t>(i)] = i;
+    return all;
+  }
+  for (int d : device.devices)
+    check(d < count, "pjrt: device set '" + device.to_string() + "' names pjrt:" +
+                         std::to_string(d) + ", but plugin '" + client.plugin().path + "' has " +
+                         std::to_string(count) + " addressable device(s) (pjrt:0" +
+                         (count > 1 ? "-" + std::to_string(count - 1) : "") + ")");
+  return device.devices;
+}
+
+std::unique_ptr<Executable> compile_data_parallel(const Graph& graph, const CompileOptions& options,
+                                                  const Device& device, LazyClient& client) {
+  check_compile_request(pjrt_facts(), device, graph, options);
+  std::vector<int> devices = data_parallel_devices(device, *client.get());
+  const auto n = static_cast<int64_t>(devices.size());
+  ShardingConfig config{Mesh({{"batch", n}}, std::move(devices)), {}, {}, {}};
+  const PartitionSpec batch({"batch"});
+  IoSpecs io = io_specs_of(graph);
+  auto shard = [&](const IoSpec& s, const char* what, std::map<std::string, PartitionSpec>& into) {
+    if (s.type.shape.rank() == 0) return;  // a scalar is replicated
+    const int64_t rows = s.type.shape[0];
+    check(rows % n == 0,
+          "pjrt: device set '" + device.to_string() + "' splits dim 0 (the batch) of every input " +
+              "and output over its " + std::to_string(n) + " devices, but " + what + " '" + s.name +
+              "' " + s.type.shape.to_string() + " has batch " + std::to_string(rows) +
+              ", not a multiple of " + std::to_string(n) + "; pad the batch to a multiple of " +
+              std::to_string(n) + " or use fewer devices");
+    into[s.name] = batch;
+  };
+  for (const IoSpec& s : io.inputs) shard(s, "input", config.inputs);
+  for (const IoSpec& s : io.outputs) shard(s, "output", config.outputs);
+  return compile_on_mesh(graph, options, device, config, /*replicas=*/false, client);
 }
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {

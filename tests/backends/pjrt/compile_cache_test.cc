@@ -7,14 +7,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "common/scoped_env.h"
 #include "pjrt_test_util.h"
+#include "rlx/ir/error.h"
 #include "rlx/models/encoder_block.h"
 
 namespace rlx::pjrt {
@@ -49,8 +53,8 @@ fs::path only_entry(const fs::path& dir) {
 }
 
 CompileCacheStats operator-(const CompileCacheStats& a, const CompileCacheStats& b) {
-  return {a.hits - b.hits, a.misses - b.misses, a.stores - b.stores, a.rejected - b.rejected,
-          a.errors - b.errors};
+  return {a.hits - b.hits,         a.misses - b.misses, a.stores - b.stores,
+          a.rejected - b.rejected, a.errors - b.errors, a.evicted - b.evicted};
 }
 std::string to_string(const CompileCacheStats& s) {
   return "hits=" + std::to_string(s.hits) + " misses=" + std::to_string(s.misses) +
@@ -304,6 +308,208 @@ TEST(PjrtCompileCache, UnwritableDirectoryOnlyWarns) {
   EXPECT_EQ(to_string(compile_cache_stats() - before),
             "hits=0 misses=1 stores=0 rejected=0 errors=1");
   EXPECT_NE(err.find("rlx: warning: pjrt compile cache: cannot store"), std::string::npos) << err;
+}
+
+// ---- eviction, info / clear, concurrency
+
+// Files of `dir`, sorted by name.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Least recently used first, down to the cap, never the kept entry; stale temporaries go, fresh
+// ones (a write in progress) and other files stay.
+TEST(PjrtCompileCacheEviction, LeastRecentlyUsedFirstDownToTheCap) {
+  TempDir dir;
+  const auto now = fs::file_time_type::clock::now();
+  auto entry = [&](const std::string& name, size_t bytes, std::chrono::minutes age) {
+    fs::path p = dir.write(name, std::string(bytes, 'x'));
+    fs::last_write_time(p, now - age);
+    return p;
+  };
+  const fs::path a = entry("a.xla", 100, std::chrono::minutes(50));  // oldest, but kept
+  entry("b.xla", 200, std::chrono::minutes(40));
+  entry("c.xla", 300, std::chrono::minutes(30));
+  entry("d.xla", 50, std::chrono::minutes(20));
+  entry("e.xla", 10, std::chrono::minutes(10));
+  entry("old.xla.tmp.1.0", 999, std::chrono::minutes(120));  // a dead writer's
+  entry("fresh.xla.tmp.2.0", 999, std::chrono::minutes(1));  // a write in progress
+  entry("notes.txt", 5000, std::chrono::minutes(500));       // not the cache's
+  const CompileCacheStats before = compile_cache_stats();
+  // 660 bytes of entries: b (200) and c (300) go, oldest first, leaving 160 <= 400.
+  EXPECT_EQ(evict_compile_cache(dir.path(), 400, a), 2);
+  EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{"a.xla", "d.xla", "e.xla",
+                                                            "fresh.xla.tmp.2.0", "notes.txt"}));
+  EXPECT_EQ((compile_cache_stats() - before).evicted, 2);
+  EXPECT_EQ(evict_compile_cache(dir.path(), 160, a), 0);  // at the cap: nothing
+  // Cap 0: everything but the kept entry, even when it alone is over the cap.
+  EXPECT_EQ(evict_compile_cache(dir.path(), 0, a), 2);
+  EXPECT_EQ(names_in(dir.path()),
+            (std::vector<std::string>{"a.xla", "fresh.xla.tmp.2.0", "notes.txt"}));
+  EXPECT_EQ(evict_compile_cache(dir.path() / "missing", 0), 0);
+}
+
+// A process that opened an entry reads it whole although another process evicts it meanwhile
+// (POSIX unlink): load_or_compile reads the whole file once opened, so eviction needs no lock.
+TEST(PjrtCompileCacheEviction, AReaderOfAnEvictedEntryReadsItWhole) {
+  TempDir dir;
+  std::string bytes(1 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  const fs::path p = dir.write("e.xla", bytes);
+  std::ifstream reader(p, std::ios::binary);
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(evict_compile_cache(dir.path(), 0), 1);
+  EXPECT_FALSE(fs::exists(p));
+  std::string got{std::istreambuf_iterator<char>(reader), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(got, bytes);
+}
+
+// Through compiles: a hit touches its entry (LRU order), a store evicts down to
+// RLX_CACHE_MAX_BYTES keeping the entry just written, a malformed cap fails the compile.
+TEST(PjrtCompileCacheEviction, HitsTouchAndStoresEvict) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  TempDir dir;
+  ScopedEnv env;
+  env.set("RLX_CACHE_DIR", dir.path().string());
+  env.set("RLX_CACHE_MAX_BYTES", std::nullopt);
+  Layer a;
+  Layer b;
+  b.g = models::build_encoder_block(models::EncoderBlockConfig{.heads = 2});
+  b.feeds = models::encoder_block_feeds(b.g, 3);
+  a.compile_and_run();
+  const fs::path pa = only_entry(dir.path() / "pjrt");
+  const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(pa, hour_ago);
+  CompileCacheStats before = compile_cache_stats();
+  a.compile_and_run();  // a hit
+  EXPECT_EQ((compile_cache_stats() - before).hits, 1);
+  EXPECT_GT(fs::last_write_time(pa), hour_ago + std::chrono::minutes(59));
+  // A cap of one byte: storing b's entry evicts a's and keeps b's, though it is larger.
+  env.set("RLX_CACHE_MAX_BYTES", "1");
+  before = compile_cache_stats();
+  b.compile_and_run();
+  EXPECT_EQ(to_string(compile_cache_stats() - before),
+            "hits=0 misses=1 stores=1 rejected=0 errors=0");
+  EXPECT_EQ((compile_cache_stats() - before).evicted, 1);
+  const fs::path pb = only_entry(dir.path() / "pjrt");
+  EXPECT_NE(pb, pa);
+  env.set("RLX_CACHE_MAX_BYTES", "lots");
+  std::string err;
+  try {
+    a.compile_and_run();
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_EQ(err.rfind("RLX_CACHE_MAX_BYTES: expected a positive byte count", 0), 0u) << err;
+}
+
+TEST(PjrtCompileCacheInfo, InfoAndClear) {
+  TempDir dir;
+  ScopedEnv env;
+  env.set("RLX_CACHE_DIR", dir.path().string());
+  env.set("RLX_CACHE_MAX_BYTES", std::nullopt);
+  CompileCacheInfo info = compile_cache_info();  // the directory does not exist yet
+  EXPECT_EQ(info.dir, std::optional<std::string>((dir.path() / "pjrt").string()));
+  EXPECT_EQ(info.entries, 0);
+  EXPECT_EQ(info.bytes, 0);
+  EXPECT_EQ(info.max_bytes, int64_t{1} << 30);
+  EXPECT_EQ(clear_compile_cache(), 0);
+  env.set("RLX_CACHE_MAX_BYTES", "512M");
+  EXPECT_EQ(compile_cache_info().max_bytes, int64_t{512} << 20);
+
+  const fs::path pjrt = dir.path() / "pjrt";
+  dir.write("pjrt/1.xla", std::string(100, 'x'));
+  dir.write("pjrt/2.xla", std::string(23, 'x'));
+  dir.write("pjrt/3.xla.tmp.9.9", std::string(1000, 'x'));  // a write in progress: not counted
+  const fs::path stale = dir.write("pjrt/4.xla.tmp.9.8", "x");
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  info = compile_cache_info();
+  EXPECT_EQ(info.entries, 2);
+  EXPECT_EQ(info.bytes, 123);
+  const CompileCacheStats now = compile_cache_stats();
+  EXPECT_EQ(to_string(info.stats), to_string(now));
+  EXPECT_EQ(clear_compile_cache(), 2);
+  EXPECT_EQ(names_in(pjrt), (std::vector<std::string>{"3.xla.tmp.9.9"}));
+  EXPECT_EQ(compile_cache_info().entries, 0);
+
+  env.set("RLX_CACHE_DIR", "off");
+  info = compile_cache_info();
+  EXPECT_EQ(info.dir, std::nullopt);
+  EXPECT_EQ(info.entries, 0);
+  EXPECT_EQ(clear_compile_cache(), 0);
+  EXPECT_EQ(names_in(pjrt).size(), 1u);
+}
+
+// Threads of one process compiling the same graph at once: every result is right, nothing is
+// rejected or fails, one intact entry is left (no temporaries) and the next compile hits it.
+TEST(PjrtCompileCacheRace, ThreadsCompilingTheSameGraph) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  Layer layer;
+  const std::vector<Tensor> want = uncached_results(layer);
+  TempDir dir;
+  ScopedEnv env;
+  env.set("RLX_CACHE_DIR", dir.path().string());
+  const CompileCacheStats before = compile_cache_stats();
+  constexpr int kThreads = 4;
+  std::vector<std::vector<Tensor>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          got[static_cast<size_t>(i)] = layer.compile_and_run();
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(i)] = e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    EXPECT_EQ(errors[static_cast<size_t>(i)], "");
+    EXPECT_TRUE(bit_equal(got[static_cast<size_t>(i)], want)) << "thread " << i;
+  }
+  const CompileCacheStats d = compile_cache_stats() - before;
+  EXPECT_EQ(d.hits + d.misses, kThreads);
+  EXPECT_EQ(d.stores, d.misses);
+  EXPECT_EQ(d.rejected + d.errors, 0);
+  only_entry(dir.path() / "pjrt");
+  const CompileCacheStats again = compile_cache_stats();
+  EXPECT_TRUE(bit_equal(layer.compile_and_run(), want));
+  EXPECT_EQ(to_string(compile_cache_stats() - again),
+            "hits=1 misses=0 stores=0 rejected=0 errors=0");
+}
+
+// Two processes compiling the same graph at once (each writes its own temporary and renames
+// it over the entry): both pass with results bit-equal to an uncached compile, no warning, one
+// intact entry, and a third process hits it.
+TEST(PjrtCompileCacheRace, TwoProcessesCompilingTheSameGraph) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  TempDir dir;
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/exe";
+  auto child = [&](const std::string& name) {
+    return "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX RLX_CACHE_DIR='" + dir.path().string() +
+           "' RLX_PJRT_CACHE_TEST_CHILD=1 '" + self +
+           "' --gtest_filter=PjrtCompileCacheChild.CompileAndRun > '" + dir.file(name + ".log") +
+           "' 2>&1; echo $? > '" + dir.file(name + ".rc") + "'";
+  };
+  const std::string both = "(" + child("a") + ") & (" + child("b") + ") & wait";
+  ASSERT_EQ(std::system(both.c_str()), 0);
+  for (const char* name : {"a", "b"}) {
+    const std::string log = read_bytes(dir.file(std::string(name) + ".log"));
+    EXPECT_EQ(read_bytes(dir.file(std::string(name) + ".rc")), "0\n") << log;
+    EXPECT_NE(log.find("[  PASSED  ] 1 test"), std::string::npos) << log;
+    EXPECT_NE(log.find("rejected=0 errors=0"), std::string::npos) << log;
+    EXPECT_EQ(log.find("rlx: warning"), std::string::npos) << log;
+  }
+  only_entry(dir.path() / "pjrt");
+  ASSERT_EQ(std::system((child("c")).c_str()), 0);
+  const std::string third = read_bytes(dir.file("c.log"));
+  EXPECT_NE(third.find("child: hits=1 misses=0 stores=0 rejected=0 errors=0"), std::string::npos)
+      << third;
 }
 
 }  // namespace

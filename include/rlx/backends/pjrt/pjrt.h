@@ -78,6 +78,7 @@ struct CompileCacheStats {
   int64_t rejected = 0;  ///< entries found but unusable (corrupt, truncated, another format
                          ///< version or key, refused by the plugin): recompiled and replaced
   int64_t errors = 0;    ///< cache I/O or serialization failures (the compile went on)
+  int64_t evicted = 0;   ///< entries removed by this process to keep the cache under its cap
 };
 CompileCacheStats compile_cache_stats();
 
@@ -86,6 +87,33 @@ CompileCacheStats compile_cache_stats();
 /// compiles, nothing is written) when RLX_CACHE_DIR is set to "" or "off", or it is unset and
 /// HOME is too.
 std::optional<std::string> compile_cache_dir();
+
+/// The size cap of the persistent compile cache in bytes: RLX_CACHE_MAX_BYTES (a byte count as
+/// RLX_MEMORY_LIMIT takes it: "1048576", "512M", "2G"), default 1 GiB. After each store the
+/// least recently used entries (oldest modification time; a hit touches its entry) are removed
+/// until the entries total at most this; the entry just written is kept even when it alone is
+/// larger. Throws rlx::Error "RLX_CACHE_MAX_BYTES: ..." for a malformed value.
+int64_t compile_cache_max_bytes();
+
+/// What the persistent compile cache holds now (a scan of its directory) and this process's
+/// counters.
+struct CompileCacheInfo {
+  std::optional<std::string> dir;  ///< compile_cache_dir(); absent when the cache is off
+  int64_t entries = 0;             ///< "*.xla" entry files in dir
+  int64_t bytes = 0;               ///< their total size
+  int64_t max_bytes = 0;           ///< compile_cache_max_bytes()
+  CompileCacheStats stats;         ///< compile_cache_stats() of this process
+};
+/// Scans compile_cache_dir() (a missing directory holds nothing). Throws rlx::Error naming the
+/// directory when it cannot be read, and as compile_cache_max_bytes().
+CompileCacheInfo compile_cache_info();
+
+/// Removes every entry of compile_cache_dir() (and temporaries older than an hour, left by a
+/// writer that died) and returns the number of entries removed; 0 when the cache is off or the
+/// directory does not exist. Safe while other processes use the cache: a reader that opened an
+/// entry reads it whole (POSIX unlink), a writer's rename creates a fresh entry. Throws
+/// rlx::Error naming the file that cannot be removed.
+int64_t clear_compile_cache();
 
 /// A PJRT backend (device kind pjrt) bound to the plugin at `plugin_path`; an empty path means
 /// plugin_path_from_env() at the first compile. The plugin is loaded at the first compile and
