@@ -91,17 +91,24 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
 }
 
 // Replicated data parallelism (pmap-style): every input and output is split / joined along
-// dim 0 over a one-axis mesh "replica", params are copied whole; the module carries no
-// shardings, only mhlo.num_replicas.
-Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
+// dim 0 over a one-axis mesh "replica" (Concat; Stacked slices a leading device axis, which the
+// executable handles itself), params are copied whole; the module carries no shardings, only
+// mhlo.num_replicas.
+Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas, ReplicaLayout layout) {
   Annotated a;
   a.spmd.num_replicas = replicas;
-  for (const IoSpec& s : io.inputs)
-    check(s.type.shape.rank() >= 1, "replicated data parallelism: input '" + s.name +
-                                        "' is a scalar; every input is split along dim 0");
-  for (const IoSpec& s : io.outputs)
-    check(s.type.shape.rank() >= 1, "replicated data parallelism: output '" + s.name +
-                                        "' is a scalar; every output is joined along dim 0");
+  if (layout == ReplicaLayout::Concat) {
+    for (const IoSpec& s : io.inputs)
+      check(s.type.shape.rank() >= 1,
+            "replicated data parallelism: input '" + s.name +
+                "' is a scalar; every input is split along dim 0 (ReplicaLayout::Stacked takes "
+                "scalars)");
+    for (const IoSpec& s : io.outputs)
+      check(s.type.shape.rank() >= 1,
+            "replicated data parallelism: output '" + s.name +
+                "' is a scalar; every output is joined along dim 0 (ReplicaLayout::Stacked "
+                "gives scalars)");
+  }
   for (int32_t id : g.inputs()) a.arg_specs[id] = PartitionSpec({"replica"});
   for (int32_t id : g.params()) a.arg_specs[id] = PartitionSpec();
   a.result_specs.assign(g.outputs().size(), PartitionSpec({"replica"}));
@@ -126,6 +133,8 @@ struct SpmdProgram : ProgramInfo {
   // Per execute slot d (the executable's addressable-device order): the mesh position it runs.
   std::vector<int64_t> position_of_slot;
   std::vector<capi::PJRT_Device*> device_of_position;
+  // Replicated with ReplicaLayout::Stacked: inputs and outputs carry a leading device axis.
+  bool stacked = false;
 };
 
 // A param's shards, one per mesh position, uploaded once by set_param.
@@ -177,6 +186,9 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
         shards = params[arg.index].get();
       } else if (arg.kind == SpmdProgram::Kind::State) {
         shards = state[arg.index].get();
+      } else if (p.stacked) {
+        fed.push_back(upload_stacked(inputs.at(p.inputs[arg.index].name)));
+        shards = &fed.back();
       } else {
         fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
         shards = &fed.back();
@@ -199,7 +211,9 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
     };
     for (size_t i = 0; i < p.returned.size(); ++i) {
       size_t out = p.returned[i];
-      results.push_back(download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
+      results.push_back(
+          p.stacked ? download_stacked(per_position(out), p.outputs[i].type)
+                    : download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
     }
     // The donated state shards are consumed by the run (aliased to these outputs).
     for (size_t j = 0; j < state.size(); ++j)
@@ -209,6 +223,32 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
   }
 
  private:
+  // ReplicaLayout::Stacked: slice r of `value` ([N, ...]) to replica r's device.
+  std::vector<std::unique_ptr<DeviceBuffer>> upload_stacked(const Tensor& value) const {
+    const SpmdProgram& p = program();
+    const Client& client = *p.loaded->client();
+    Shape one(std::vector<int64_t>(value.shape().dims().begin() + 1, value.shape().dims().end()));
+    size_t bytes = value.nbytes() / p.device_of_position.size();
+    std::vector<std::unique_ptr<DeviceBuffer>> out;
+    for (size_t r = 0; r < p.device_of_position.size(); ++r)
+      out.push_back(client.upload(Tensor::borrow(value.dtype(), one, value.data() + r * bytes),
+                                  p.device_of_position[r]));
+    return out;
+  }
+
+  // ReplicaLayout::Stacked: the [N, ...] tensor of `type` whose slice r is replica r's result.
+  static Tensor download_stacked(const std::vector<std::unique_ptr<DeviceBuffer>>& replicas,
+                                 const TensorType& type) {
+    Tensor t(type.dtype, type.shape);
+    Shape one(std::vector<int64_t>(type.shape.dims().begin() + 1, type.shape.dims().end()));
+    size_t bytes = t.nbytes() / replicas.size();
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      Tensor slice = Tensor::borrow(type.dtype, one, t.data() + r * bytes);
+      replicas[r]->download(slice);
+    }
+    return t;
+  }
+
   // The host tensor of `type` from one buffer per mesh position (a replicated one: position 0).
   Tensor download_shards(const std::vector<std::unique_ptr<DeviceBuffer>>& shards,
                          const TensorType& type, const PartitionSpec& spec) const {
@@ -248,8 +288,12 @@ class PjrtSpmdBackend final : public Backend {
  public:
   // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
   // of an SPMD program.
-  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false)
-      : sharding_(std::move(sharding)), client_(std::move(plugin_path)), replicas_(replicas) {
+  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false,
+                  ReplicaLayout layout = ReplicaLayout::Concat)
+      : sharding_(std::move(sharding)),
+        client_(std::move(plugin_path)),
+        replicas_(replicas),
+        layout_(layout) {
     check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
   }
 
@@ -272,9 +316,16 @@ class PjrtSpmdBackend final : public Backend {
     std::vector<std::pair<std::string, size_t>> state;
     for (size_t j = 0; j < p.state.size(); ++j)
       state.emplace_back(p.state[j].name, p.state_outputs[j]);
-    Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
+    Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size(), layout_)
                             : annotate(p.graph, io_specs_of(graph), sharding_, state);
-    if (replicas_) {  // the graph is one replica's program: runs take and give N times dim 0
+    p.stacked = replicas_ && layout_ == ReplicaLayout::Stacked;
+    if (p.stacked) {  // the graph is one replica's program: runs take and give [N, ...]
+      for (std::vector<IoSpec>* specs : {&p.inputs, &p.outputs})
+        for (IoSpec& s : *specs) {
+          std::vector<int64_t>& dims = s.type.shape.dims();
+          dims.insert(dims.begin(), p.mesh.size());
+        }
+    } else if (replicas_) {  // runs take and give N times dim 0
       for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
       for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
     }
@@ -342,6 +393,7 @@ class PjrtSpmdBackend final : public Backend {
   ShardingConfig sharding_;
   LazyClient client_;
   bool replicas_ = false;
+  ReplicaLayout layout_ = ReplicaLayout::Concat;
 };
 
 }  // namespace
@@ -351,12 +403,13 @@ std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::st
 }
 
 std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
-                                                      std::string plugin_path) {
+                                                      std::string plugin_path,
+                                                      ReplicaLayout layout) {
   check(!devices.empty(), "make_pjrt_replicated_backend: no devices");
   auto n = static_cast<int64_t>(devices.size());
   Mesh mesh({{"replica", n}}, std::move(devices));
   return std::make_shared<PjrtSpmdBackend>(ShardingConfig{std::move(mesh), {}, {}, {}},
-                                           std::move(plugin_path), /*replicas=*/true);
+                                           std::move(plugin_path), /*replicas=*/true, layout);
 }
 
 std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,
