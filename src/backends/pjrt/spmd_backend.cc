@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "backend_internal.h"
 #include "compile_cache.h"
@@ -113,6 +115,146 @@ Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas, Replic
   for (int32_t id : g.params()) a.arg_specs[id] = PartitionSpec();
   a.result_specs.assign(g.outputs().size(), PartitionSpec({"replica"}));
   return a;
+}
+
+// shard_map-style: the full shape of a tensor whose per-device shape is `shard` under `spec`
+// (each split dim times the sizes of its axes; an unknown axis counts 1, validate_sharding
+// names it).
+Shape full_shape(const Mesh& mesh, const PartitionSpec& spec, const Shape& shard) {
+  Shape full = shard;
+  for (size_t d = 0; d < spec.dims.size() && static_cast<int>(d) < full.rank(); ++d)
+    for (const std::string& axis : spec.dims[d])
+      if (int a = mesh.axis_index(axis); a >= 0)
+        full[static_cast<int>(d)] *= mesh.axes()[static_cast<size_t>(a)].second;
+  return full;
+}
+
+// shard_map-style (the graph is the per-device body): every name in `config` must exist; each
+// argument / result gets its spec (unnamed: P()), checked against its full shape. `full`
+// receives the full shape of each input / param node id and graph output.
+Annotated manual(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
+                 std::map<int32_t, Shape>& full, std::vector<Shape>& full_results) {
+  Annotated a = annotate(g, io, ShardingConfig{config.mesh, {}, {}, {}});  // names: below
+  for (const auto& [kind, map, specs] : {std::tuple{"input", &config.inputs, &io.inputs},
+                                         std::tuple{"param", &config.params, &io.params},
+                                         std::tuple{"output", &config.outputs, &io.outputs}})
+    for (const auto& [name, spec] : *map) {
+      bool known = false;
+      for (const IoSpec& s : *specs) known = known || s.name == name;
+      check(known, std::string("sharding: the graph has no ") + kind + " '" + name + "' (" + kind +
+                       "s: " + names_of(*specs) + ")");
+    }
+  auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
+                     const Shape& shard, const std::string& what, Shape& out) {
+    auto it = m.find(name);
+    PartitionSpec spec = it == m.end() ? PartitionSpec{} : it->second;
+    check(spec.dims.size() <= static_cast<size_t>(shard.rank()),
+          "shard_map: " + what + " '" + name + "' " + shard.to_string() + " with " +
+              spec.to_string() + ": the spec has " + std::to_string(spec.dims.size()) +
+              " dims but the per-device tensor has rank " + std::to_string(shard.rank()));
+    out = full_shape(config.mesh, spec, shard);
+    validate_sharding(config.mesh, spec, out, what + " '" + name + "'");
+    return spec;
+  };
+  std::vector<int32_t> inputs = g.inputs(), params = g.params();
+  for (const auto& [leaves, map, what] :
+       {std::tuple{&inputs, &config.inputs, "input"}, std::tuple{&params, &config.params, "param"}})
+    for (int32_t id : *leaves) {
+      const Node& n = g.node(id);
+      PartitionSpec spec = spec_of(*map, n.name, n.results[0].shape, what, full[id]);
+      a.spmd.args[id] = hlo_sharding(config.mesh, spec, full[id]);
+      a.arg_specs[id] = spec;
+    }
+  full_results.assign(g.outputs().size(), Shape{});
+  for (size_t i = 0; i < g.outputs().size(); ++i) full_results[i] = g.type(g.outputs()[i]).shape;
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
+    size_t out = io.returned[i];
+    a.result_specs[out] = spec_of(config.outputs, io.outputs[i].name,
+                                  g.type(g.outputs()[out]).shape, "output", full_results[out]);
+  }
+  a.spmd.results.clear();
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    a.spmd.results.push_back(hlo_sharding(config.mesh, a.result_specs[i], full_results[i]));
+  return a;
+}
+
+// The module of a shard_map-style program, as jax lowers jax.jit(shard_map(f, mesh, in_specs,
+// out_specs)): @main takes and returns the full tensors with their mhlo.sharding; each argument
+// goes through custom_call @Sharding (its sharding) and @SPMDFullToShardShape ({manual}) into
+// the per-device body `body_module` (the graph emitted for one device, renamed
+// @shmap_body), whose results go through @Sharding ({manual}) and @SPMDShardToFullShape (the
+// output's sharding) back.
+std::string shard_map_module(const Graph& g, const std::string& body_module, const Annotated& a,
+                             const std::map<int32_t, Shape>& full,
+                             const std::vector<Shape>& full_results) {
+  const std::string kMain = "  func.func public @main(";
+  size_t at = body_module.find(kMain);
+  size_t end = body_module.rfind("}\n");
+  check(at != std::string::npos && end != std::string::npos && end > at,
+        "pjrt: internal error: unexpected module text for shard_map");
+  std::string head = body_module.substr(0, body_module.find('\n') + 1);  // module @... {
+  std::string body = "  func.func private @shmap_body(" +
+                     body_module.substr(at + kMain.size(), end - at - kMain.size());
+  std::ostringstream m;
+  m << head << kMain;
+  std::vector<std::string> shard_args, shard_types;
+  int arg = 0, next = 0;
+  std::ostringstream code;
+  for (const std::vector<int32_t>& leaves : {g.inputs(), g.params()})
+    for (int32_t id : leaves) {
+      std::string name = "%arg" + std::to_string(arg++);
+      std::string ft = lower::tensor_type(TensorType{g.node(id).results[0].dtype, full.at(id)});
+      std::string st = lower::tensor_type(g.node(id).results[0]);
+      const std::string& sharding = a.spmd.args.at(id);
+      m << (arg > 1 ? ", " : "") << name << ": " << ft << " {mhlo.sharding = \"" << sharding
+        << "\"}";
+      std::string s = "%" + std::to_string(next++), t = "%" + std::to_string(next++);
+      code << "    " << s << " = stablehlo.custom_call @Sharding(" << name
+           << ") {backend_config = \"\", mhlo.sharding = \"" << sharding << "\"} : (" << ft
+           << ") -> " << ft << "\n";
+      code << "    " << t << " = stablehlo.custom_call @SPMDFullToShardShape(" << s
+           << ") {backend_config = \"\", mhlo.sharding = \"{manual}\"} : (" << ft << ") -> " << st
+           << "\n";
+      shard_args.push_back(t);
+      shard_types.push_back(st);
+    }
+  m << ") -> (";
+  std::vector<std::string> out_types, full_types;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    TensorType t = g.type(g.outputs()[i]);
+    out_types.push_back(lower::tensor_type(t));
+    full_types.push_back(lower::tensor_type(TensorType{t.dtype, full_results[i]}));
+    m << (i ? ", " : "") << full_types[i] << " {mhlo.sharding = \"" << a.spmd.results[i] << "\"}";
+  }
+  m << ") {\n" << code.str();
+  std::string call = "%" + std::to_string(next++);
+  size_t n = g.outputs().size();
+  code.str("");
+  m << "    " << call << (n > 1 ? ":" + std::to_string(n) : "") << " = call @shmap_body(";
+  for (size_t i = 0; i < shard_args.size(); ++i) m << (i ? ", " : "") << shard_args[i];
+  m << ") : (";
+  for (size_t i = 0; i < shard_types.size(); ++i) m << (i ? ", " : "") << shard_types[i];
+  m << ") -> (";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : "") << out_types[i];
+  m << ")\n";
+  std::vector<std::string> results;
+  for (size_t i = 0; i < n; ++i) {
+    std::string r = n > 1 ? call + "#" + std::to_string(i) : call;
+    std::string s = "%" + std::to_string(next++), f = "%" + std::to_string(next++);
+    m << "    " << s << " = stablehlo.custom_call @Sharding(" << r
+      << ") {backend_config = \"\", mhlo.sharding = \"{manual}\"} : (" << out_types[i] << ") -> "
+      << out_types[i] << "\n";
+    m << "    " << f << " = stablehlo.custom_call @SPMDShardToFullShape(" << s
+      << ") {backend_config = \"\", mhlo.sharding = \"" << a.spmd.results[i] << "\"} : ("
+      << out_types[i] << ") -> " << full_types[i] << "\n";
+    results.push_back(f);
+  }
+  m << "    return";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : " ") << results[i];
+  m << " : ";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : "") << full_types[i];
+  m << "\n  }\n" << body << "}\n";
+  return m.str();
 }
 
 struct SpmdProgram : ProgramInfo {
@@ -289,11 +431,12 @@ class PjrtSpmdBackend final : public Backend {
   // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
   // of an SPMD program.
   PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false,
-                  ReplicaLayout layout = ReplicaLayout::Concat)
+                  ReplicaLayout layout = ReplicaLayout::Concat, bool manual = false)
       : sharding_(std::move(sharding)),
         client_(std::move(plugin_path)),
         replicas_(replicas),
-        layout_(layout) {
+        layout_(layout),
+        manual_(manual) {
     check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
   }
 
@@ -307,6 +450,9 @@ class PjrtSpmdBackend final : public Backend {
     check(!replicas_ || options.state.empty(),
           "pjrt: state is not supported with replicated data parallelism (" +
               sharding_.mesh.to_string() + "); use an SPMD mesh");
+    check(!manual_ || options.state.empty(),
+          "pjrt: state is not supported in a shard_map-style program (" +
+              sharding_.mesh.to_string() + "); use make_pjrt_spmd_backend");
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
     auto program = std::make_shared<SpmdProgram>();
     SpmdProgram& p = *program;
@@ -316,8 +462,18 @@ class PjrtSpmdBackend final : public Backend {
     std::vector<std::pair<std::string, size_t>> state;
     for (size_t j = 0; j < p.state.size(); ++j)
       state.emplace_back(p.state[j].name, p.state_outputs[j]);
+    std::map<int32_t, Shape> full;  // shard_map-style: full shapes of the arguments / results
+    std::vector<Shape> full_results;
     Annotated a = replicas_ ? replicated(p.graph, io_specs_of(graph), p.mesh.size(), layout_)
+                  : manual_ ? manual(p.graph, io_specs_of(graph), sharding_, full, full_results)
                             : annotate(p.graph, io_specs_of(graph), sharding_, state);
+    if (manual_) {  // runs take and give the full tensors
+      auto full_of = [&](const std::string& name) { return full.at(p.graph.find(name)); };
+      for (IoSpec& s : p.inputs) s.type.shape = full_of(s.name);
+      for (IoSpec& s : p.params) s.type.shape = full_of(s.name);
+      for (size_t i = 0; i < p.outputs.size(); ++i)
+        p.outputs[i].type.shape = full_results[p.returned[i]];
+    }
     p.stacked = replicas_ && layout_ == ReplicaLayout::Stacked;
     if (p.stacked) {  // the graph is one replica's program: runs take and give [N, ...]
       for (std::vector<IoSpec>* specs : {&p.inputs, &p.outputs})
@@ -356,8 +512,13 @@ class PjrtSpmdBackend final : public Backend {
     }
     p.result_specs = a.result_specs;
     lower::Emitter emitter(p.graph, aliases);
-    emitter.set_spmd(a.spmd);
-    p.stablehlo = emitter.run();
+    if (manual_) {  // the body is emitted without shardings: they are @main's
+      emitter.set_spmd({{}, {}, a.spmd.num_partitions, 1});
+      p.stablehlo = shard_map_module(p.graph, emitter.run(), a, full, full_results);
+    } else {
+      emitter.set_spmd(a.spmd);
+      p.stablehlo = emitter.run();
+    }
     p.kernel_report = kernel_report_of(p.graph, p.stablehlo);
 
     std::shared_ptr<const Client> client = client_.get();
@@ -394,12 +555,20 @@ class PjrtSpmdBackend final : public Backend {
   LazyClient client_;
   bool replicas_ = false;
   ReplicaLayout layout_ = ReplicaLayout::Concat;
+  bool manual_ = false;  // shard_map-style: the graph is the per-device body
 };
 
 }  // namespace
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
   return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path));
+}
+
+std::shared_ptr<Backend> make_pjrt_shard_map_backend(ShardingConfig sharding,
+                                                     std::string plugin_path) {
+  return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path),
+                                           /*replicas=*/false, ReplicaLayout::Concat,
+                                           /*manual=*/true);
 }
 
 std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,

@@ -114,6 +114,23 @@ std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
                                                 std::string plugin_path = "");
 
+/// shard_map-style SPMD (jax.jit(shard_map(f, mesh, in_specs, out_specs))): the graph is the
+/// per-device program (every shape a per-device shape; its collectives name mesh positions as
+/// device ids) and `sharding` gives, per input / param / output name, how the full tensor is
+/// split over `sharding.mesh` (unnamed: P(), each device holds all of it; an output with P()
+/// must be equal on every device, e.g. the result of an all_reduce over all of them). The module
+/// is what jax emits: @main takes and returns the full tensors with their mhlo.sharding, each
+/// argument passes custom_call @Sharding and @SPMDFullToShardShape ({manual}) into the
+/// per-device body (a private function), each result @Sharding ({manual}) and
+/// @SPMDShardToFullShape; compile options as make_pjrt_spmd_backend (num_partitions = mesh
+/// size, SPMD partitioning). Runs take and give full tensors (inputs() / outputs() report full
+/// shapes: each split dim times its axes' sizes), split and assembled as on an SPMD mesh.
+/// Throws rlx::Error for a spec with more dims than the per-device tensor, a bad sharding
+/// (validate_sharding on the full shape), a name the graph lacks, collectives whose groups do
+/// not cover the mesh, or state (not supported here).
+std::shared_ptr<Backend> make_pjrt_shard_map_backend(ShardingConfig sharding,
+                                                     std::string plugin_path = "");
+
 /// How a replicated executable (make_pjrt_replicated_backend) takes each input and gives each
 /// output of its N replicas.
 enum class ReplicaLayout : uint8_t {
