@@ -174,6 +174,29 @@ void bind_sharding(py::module_& m) {
       "and return whole numpy arrays.");
 
   m.def(
+      "compile_shard_map",
+      [](const Graph& g, const Mesh& mesh, const py::dict& in_specs, const py::dict& param_specs,
+         const py::object& out_specs, const std::optional<std::string>& precision,
+         const std::optional<std::string>& plugin) {
+        pjrt::ShardingConfig c = config_of(g, mesh, in_specs, param_specs, out_specs);
+        CompileOptions o = options_of(precision);
+        std::shared_ptr<Executable> exe;
+        {
+          py::gil_scoped_release nogil;
+          exe = pjrt::make_pjrt_shard_map_backend(c, plugin.value_or(""))
+                    ->compile(g, o, Device{DeviceKind::Pjrt, 0});
+        }
+        return wrap_executable(std::move(exe));
+      },
+      py::arg("graph"), py::arg("mesh"), py::arg("in_specs") = py::dict(),
+      py::arg("param_specs") = py::dict(), py::arg("out_specs") = py::none(),
+      py::arg("precision") = py::none(), py::arg("plugin") = py::none(),
+      "jax.jit(shard_map(f, mesh, in_specs, out_specs))-style: `graph` is the per-device program "
+      "(per-device shapes, explicit collectives whose device ids are mesh positions); the specs "
+      "(dicts of name -> PartitionSpec, out_specs also a list) say how the full tensors are split "
+      "over `mesh` (unnamed: P()). Runs take and return the full numpy arrays.");
+
+  m.def(
       "compile_replicated",
       [](const Graph& g, const std::vector<int>& devices,
          const std::optional<std::string>& precision, const std::optional<std::string>& plugin,
