@@ -32,12 +32,8 @@ std::string names_of(const std::vector<IoSpec>& specs) {
   return out.empty() ? "none" : out;
 }
 
-// Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
-// `g`, and builds the annotations. Every name in `config` must exist in the source graph.
-// `state`: (state input name, index of its bound output among g's outputs); a state's output
-// takes the input's spec (it is the next run's input), and naming it otherwise is an error.
-Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
-                   const std::vector<std::pair<std::string, size_t>>& state = {}) {
+// Every name in `config` must be an input / param / output of the source graph (`io`).
+void check_names(const IoSpecs& io, const ShardingConfig& config) {
   auto known = [](const std::vector<IoSpec>& specs, const std::string& name) {
     for (const IoSpec& s : specs)
       if (s.name == name) return true;
@@ -49,6 +45,15 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
     for (const auto& [name, spec] : *map)
       check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
                                      "' (" + kind + "s: " + names_of(*specs) + ")");
+}
+
+// Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
+// `g`, and builds the annotations. Every name in `config` must exist in the source graph.
+// `state`: (state input name, index of its bound output among g's outputs); a state's output
+// takes the input's spec (it is the next run's input), and naming it otherwise is an error.
+Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
+                   const std::vector<std::pair<std::string, size_t>>& state = {}) {
+  check_names(io, config);
   Annotated a;
   a.spmd.num_partitions = config.mesh.size();
   auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
@@ -134,16 +139,10 @@ Shape full_shape(const Mesh& mesh, const PartitionSpec& spec, const Shape& shard
 // receives the full shape of each input / param node id and graph output.
 Annotated manual(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
                  std::map<int32_t, Shape>& full, std::vector<Shape>& full_results) {
-  Annotated a = annotate(g, io, ShardingConfig{config.mesh, {}, {}, {}});  // names: below
-  for (const auto& [kind, map, specs] : {std::tuple{"input", &config.inputs, &io.inputs},
-                                         std::tuple{"param", &config.params, &io.params},
-                                         std::tuple{"output", &config.outputs, &io.outputs}})
-    for (const auto& [name, spec] : *map) {
-      bool known = false;
-      for (const IoSpec& s : *specs) known = known || s.name == name;
-      check(known, std::string("sharding: the graph has no ") + kind + " '" + name + "' (" + kind +
-                       "s: " + names_of(*specs) + ")");
-    }
+  Annotated a;
+  a.spmd.num_partitions = config.mesh.size();
+  a.result_specs.resize(g.outputs().size());
+  check_names(io, config);
   auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
                      const Shape& shard, const std::string& what, Shape& out) {
     auto it = m.find(name);
@@ -172,7 +171,6 @@ Annotated manual(const Graph& g, const IoSpecs& io, const ShardingConfig& config
     a.result_specs[out] = spec_of(config.outputs, io.outputs[i].name,
                                   g.type(g.outputs()[out]).shape, "output", full_results[out]);
   }
-  a.spmd.results.clear();
   for (size_t i = 0; i < g.outputs().size(); ++i)
     a.spmd.results.push_back(hlo_sharding(config.mesh, a.result_specs[i], full_results[i]));
   return a;
