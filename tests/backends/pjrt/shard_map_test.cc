@@ -91,6 +91,26 @@ TEST(PjrtShardMap, EveryCollectiveOnAMeshEqualsTheEvaluator) {
   }
 }
 
+// A 2x2 mesh ('data', 'model'): mesh position p = 2 * data + model is the collectives' device
+// id, so a reduction over 'model' is groups [[0, 1], [2, 3]] and over 'data' [[0, 2], [1, 3]].
+TEST(PjrtShardMap, CollectivesOverOneAxisOfATwoByTwoMesh) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  Graph g("mesh2x2");
+  Value x = g.input("x", DType::f32, Shape{2, 4});  // per device: a [2,4] block of [4,8]
+  AttrMap over_model = collective_attrs({{0, 1}, {2, 3}}, "model");
+  AttrMap over_data = collective_attrs({{0, 2}, {1, 3}}, "data");
+  Value rows = g.emit1(OpKind::AllReduce, {x}, with(over_model, "reduce", std::string("sum")));
+  Value cols = g.emit1(OpKind::AllReduce, {x}, with(over_data, "reduce", std::string("max")));
+  Value gathered = g.emit1(OpKind::AllGather, {x}, with(over_model, "axis", int64_t{1}));
+  g.set_outputs({rows, cols, gathered});
+  PartitionSpec both({"data", "model"});
+  ShardingConfig c{Mesh({{"data", 2}, {"model", 2}}), {{"x", both}}, {}, {}};
+  c.outputs[g.node(rows.node).name] = both;
+  c.outputs[g.node(cols.node).name] = both;
+  c.outputs[g.node(gathered.node).name] = PartitionSpec({"data", "model"});
+  check_against_evaluator(g, c, {{"x", random(DType::f32, Shape{4, 8}, 9)}}, {false, true, true});
+}
+
 // One step of linear regression, y ~ x w, loss mean((x w - y)^2), gradient 2 x^T (x w - y) / n.
 // Per device (b rows): the local gradient / loss, all_reduce mean over the data axis (the
 // explicit data-parallel step); full batch: the same formulas over all rows, auto-partitioned.
