@@ -415,8 +415,14 @@ def compile_sharded(graph: Graph, mesh: Mesh,
                     | Sequence[PartitionSpec | None] | None = None,
                     precision: str | None = None, plugin: str | None = None,
                     sharding_form: str | None = None) -> Executable: ...
+def compile_shard_map(graph: Graph, mesh: Mesh,
+                      in_specs: Mapping[str, PartitionSpec | None] = ...,
+                      param_specs: Mapping[str, PartitionSpec | None] = ...,
+                      out_specs: Mapping[str, PartitionSpec | None]
+                      | Sequence[PartitionSpec | None] | None = None,
+                      precision: str | None = None, plugin: str | None = None) -> Executable: ...
 def compile_replicated(graph: Graph, devices: Sequence[int], precision: str | None = None,
-                       plugin: str | None = None) -> Executable: ...
+                       plugin: str | None = None, layout: str = "concat") -> Executable: ...
 def stablehlo_sharded(graph: Graph, mesh: Mesh,
                       in_shardings: Mapping[str, PartitionSpec | None] = ...,
                       param_shardings: Mapping[str, PartitionSpec | None] = ...,

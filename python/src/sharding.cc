@@ -212,23 +212,54 @@ void bind_sharding(py::module_& m) {
       "when the plugin rejects it); the kernel report names the form used.");
 
   m.def(
-      "compile_replicated",
-      [](const Graph& g, const std::vector<int>& devices,
-         const std::optional<std::string>& precision, const std::optional<std::string>& plugin) {
+      "compile_shard_map",
+      [](const Graph& g, const Mesh& mesh, const py::dict& in_specs, const py::dict& param_specs,
+         const py::object& out_specs, const std::optional<std::string>& precision,
+         const std::optional<std::string>& plugin) {
+        pjrt::ShardingConfig c = config_of(g, mesh, in_specs, param_specs, out_specs);
         CompileOptions o = options_of(precision);
         std::shared_ptr<Executable> exe;
         {
           py::gil_scoped_release nogil;
-          exe = pjrt::make_pjrt_replicated_backend(devices, plugin.value_or(""))
+          exe = pjrt::make_pjrt_shard_map_backend(c, plugin.value_or(""))
+                    ->compile(g, o, Device{DeviceKind::Pjrt, 0});
+        }
+        return wrap_executable(std::move(exe));
+      },
+      py::arg("graph"), py::arg("mesh"), py::arg("in_specs") = py::dict(),
+      py::arg("param_specs") = py::dict(), py::arg("out_specs") = py::none(),
+      py::arg("precision") = py::none(), py::arg("plugin") = py::none(),
+      "jax.jit(shard_map(f, mesh, in_specs, out_specs))-style: `graph` is the per-device program "
+      "(per-device shapes, explicit collectives whose device ids are mesh positions); the specs "
+      "(dicts of name -> PartitionSpec, out_specs also a list) say how the full tensors are split "
+      "over `mesh` (unnamed: P()). Runs take and return the full numpy arrays.");
+
+  m.def(
+      "compile_replicated",
+      [](const Graph& g, const std::vector<int>& devices,
+         const std::optional<std::string>& precision, const std::optional<std::string>& plugin,
+         const std::string& layout) {
+        CompileOptions o = options_of(precision);
+        check(layout == "concat" || layout == "stacked",
+              "compile_replicated: layout must be 'concat' or 'stacked', got '" + layout + "'");
+        pjrt::ReplicaLayout l =
+            layout == "stacked" ? pjrt::ReplicaLayout::Stacked : pjrt::ReplicaLayout::Concat;
+        std::shared_ptr<Executable> exe;
+        {
+          py::gil_scoped_release nogil;
+          exe = pjrt::make_pjrt_replicated_backend(devices, plugin.value_or(""), l)
                     ->compile(g, o, Device{DeviceKind::Pjrt, 0});
         }
         return wrap_executable(std::move(exe));
       },
       py::arg("graph"), py::arg("devices"), py::arg("precision") = py::none(),
-      py::arg("plugin") = py::none(),
+      py::arg("plugin") = py::none(), py::arg("layout") = "concat",
       "Replicated data parallelism (jax.pmap-style, XLA num_replicas): `graph` is one "
-      "replica's program; runs take inputs of len(devices) times its dim 0, split them over the "
-      "devices (params copied whole) and concatenate the outputs along dim 0.");
+      "replica's program, run on every device at once; its collectives (all_reduce, all_gather, "
+      "reduce_scatter, all_to_all) run across the replicas. layout='concat': runs take inputs "
+      "of len(devices) times its dim 0, split them over the devices and concatenate the outputs "
+      "along dim 0; layout='stacked' (jax.pmap): inputs and outputs carry a leading device axis "
+      "of len(devices), slice r on devices[r]. Params are copied whole to every device.");
 
   m.def(
       "stablehlo_sharded",

@@ -53,6 +53,12 @@ std::array<AmpOpClass, kNumOps> build_class_table() {
       {OpKind::SoftmaxCrossEntropy, AmpOpClass::Sensitive},
       // scatter_add is filed with the shape ops but adds its updates: an accumulation.
       {OpKind::ScatterAdd, AmpOpClass::Sensitive},
+      // Collectives: a sum across devices accumulates (all_reduce sum / mean, reduce_scatter);
+      // gathering and exchanging move data. all_reduce max / min move data too: amp_node_class.
+      {OpKind::AllReduce, AmpOpClass::Sensitive},
+      {OpKind::ReduceScatter, AmpOpClass::Sensitive},
+      {OpKind::AllGather, AmpOpClass::DataMovement},
+      {OpKind::AllToAll, AmpOpClass::DataMovement},
       // The dtypes are the op's meaning (convert) or fixed by a typed body (region).
       {OpKind::Convert, AmpOpClass::Typed},
       {OpKind::ElementwiseRegion, AmpOpClass::Typed},
@@ -122,7 +128,7 @@ class AmpRewriter {
       any_float = any_float || is_float(t.dtype);
     }
     if (!any_float) return std::nullopt;
-    std::optional<DType> c = compute_dtype(dst, node.op, operands);
+    std::optional<DType> c = compute_dtype(dst, node, operands);
     if (!c) return std::nullopt;
 
     std::vector<Value> new_operands;
@@ -153,10 +159,10 @@ class AmpRewriter {
   }
 
   // The compute dtype of a node with float values, or nullopt to leave it as it is.
-  std::optional<DType> compute_dtype(const Graph& dst, OpKind op,
+  std::optional<DType> compute_dtype(const Graph& dst, const Node& node,
                                      std::span<const Value> operands) const {
-    if (auto it = policy_.overrides.find(op); it != policy_.overrides.end()) return it->second;
-    switch (amp_op_class(op)) {
+    if (auto it = policy_.overrides.find(node.op); it != policy_.overrides.end()) return it->second;
+    switch (amp_node_class(node.op, node.attrs)) {
       case AmpOpClass::LowPrecision:
         return policy_.low_dtype();
       case AmpOpClass::Sensitive:
@@ -319,6 +325,14 @@ class AmpPass : public Pass {
 AmpOpClass amp_op_class(OpKind op) {
   static const std::array<AmpOpClass, kNumOps> kTable = build_class_table();
   return kTable[static_cast<size_t>(op)];
+}
+
+AmpOpClass amp_node_class(OpKind op, const AttrMap& attrs) {
+  if (op == OpKind::AllReduce && attrs.has("reduce")) {
+    const std::string& r = attrs.get_string("reduce");
+    if (r == "max" || r == "min") return AmpOpClass::DataMovement;
+  }
+  return amp_op_class(op);
 }
 
 std::string_view amp_op_class_name(AmpOpClass c) {

@@ -69,14 +69,15 @@ std::vector<DeclaredHole> control_flow_holes() {
   return out;
 }
 // The collectives run on the reference evaluator's and the CPU backend's simulated device axis
-// (evaluate_spmd, run_spmd) and lower to StableHLO, which PJRT cannot run yet.
+// (evaluate_spmd, run_spmd) and on XLA replicas (tests/backends/pjrt/collective_run_test.cc);
+// the op-case suites run one device.
 std::vector<DeclaredHole> collective_holes() {
   std::vector<DeclaredHole> out;
   for (OpKind op :
        {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll}) {
     out.push_back({Layer::Pjrt, op,
-                   "lowered (golden texts); runs once multi-device execute lands (issue 18 "
-                   "item 2)"});
+                   "the op-case suite runs one device: collective_run_test.cc runs them on "
+                   "XLA replicas against evaluate_spmd"});
     out.push_back({Layer::Python, op,
                    "the JAX parity suite has no named axis: python/tests/test_collectives.py "
                    "checks them against jax.vmap(axis_name) and NumPy"});

@@ -12,7 +12,9 @@
 #include "../common/test_util.h"
 #include "pass_file.h"
 #include "random_graph.h"
+#include "rlx/ir/collective.h"
 #include "rlx/ir/evaluator.h"
+#include "rlx/opt/pipeline.h"
 #include "rlx/opt/precision.h"
 #include "rlx/opt/rewrite.h"
 
@@ -446,6 +448,65 @@ TEST(Amp, PrecisionTable) {
   EXPECT_EQ(amp_op_class(OpKind::Convert), AmpOpClass::Typed);
   EXPECT_EQ(amp_op_class(OpKind::Constant), AmpOpClass::Typed);
   EXPECT_EQ(amp_op_class_name(AmpOpClass::DataMovement), "data_movement");
+  // Collectives: sums across devices are sensitive, max / min / gather / exchange move data.
+  AttrMap r;
+  for (const char* reduce : {"sum", "mean", "max", "min"}) {
+    r.set("reduce", std::string(reduce));
+    bool moves = std::string(reduce) == "max" || std::string(reduce) == "min";
+    EXPECT_EQ(amp_node_class(OpKind::AllReduce, r),
+              moves ? AmpOpClass::DataMovement : AmpOpClass::Sensitive)
+        << reduce;
+  }
+  EXPECT_EQ(amp_op_class(OpKind::AllReduce), AmpOpClass::Sensitive);
+  EXPECT_EQ(amp_op_class(OpKind::ReduceScatter), AmpOpClass::Sensitive);
+  EXPECT_EQ(amp_op_class(OpKind::AllGather), AmpOpClass::DataMovement);
+  EXPECT_EQ(amp_op_class(OpKind::AllToAll), AmpOpClass::DataMovement);
+  EXPECT_EQ(amp_node_class(OpKind::Tanh, {}), AmpOpClass::Default);
+}
+
+// The standard pipeline's output graph under the auto policies: the collectives that sum
+// across devices (all_reduce sum / mean, reduce_scatter) get f32 operands even from a bf16
+// value, and give the declared dtype back after one rounding; all_reduce max / min, all_gather
+// and all_to_all run on the bf16 value as it is (no convert around them). Under always-bf16
+// every collective runs in bf16.
+TEST(Amp, CollectivesInThePipelinesOutputGraph) {
+  Graph g("collectives");
+  Value x = g.input("x", DType::bf16, Shape{4, 8});
+  AttrMap all = collective_attrs({}, "i", 4);
+  auto with = [&](const char* k, Attr v) {
+    AttrMap a = all;
+    a.set(k, std::move(v));
+    return a;
+  };
+  std::vector<Value> outs;
+  for (const char* reduce : {"sum", "mean", "max", "min"})
+    outs.push_back(g.emit1(OpKind::AllReduce, {x}, with("reduce", std::string(reduce))));
+  outs.push_back(g.emit1(OpKind::ReduceScatter, {x}, with("scatter_dimension", int64_t{1})));
+  outs.push_back(g.emit1(OpKind::AllGather, {x}, with("axis", int64_t{0})));
+  AttrMap a2a = with("split_axis", int64_t{1});
+  a2a.set("concat_axis", int64_t{0});
+  outs.push_back(g.emit1(OpKind::AllToAll, {x}, a2a));
+  g.set_outputs(outs);
+  for (PrecisionMode mode :
+       {PrecisionMode::AutoMixedBf16, PrecisionMode::AutoMixedF16, PrecisionMode::AlwaysBf16}) {
+    SCOPED_TRACE(std::string(precision_mode_name(mode)));
+    PipelineOptions o;
+    o.precision = policy(mode);
+    Graph out = run_standard_pipeline(g, o).graph;
+    int seen = 0;
+    for (const Node& n : out.nodes()) {
+      if (!op_info(n.op).has(kCollective)) continue;
+      ++seen;
+      bool sums = n.op == OpKind::ReduceScatter ||
+                  (n.op == OpKind::AllReduce && (n.attrs.get_string("reduce") == "sum" ||
+                                                 n.attrs.get_string("reduce") == "mean"));
+      DType want = sums && mode != PrecisionMode::AlwaysBf16 ? DType::f32 : DType::bf16;
+      EXPECT_EQ(out.dtype(n.operands[0]), want) << op_name(n.op) << " %" << n.name;
+      EXPECT_EQ(n.results[0].dtype, want) << op_name(n.op) << " %" << n.name;
+    }
+    EXPECT_EQ(seen, 7);
+    for (Value v : out.outputs()) EXPECT_EQ(out.dtype(v), DType::bf16);  // signatures kept
+  }
 }
 
 TEST(Amp, PolicyTextRoundTrips) {

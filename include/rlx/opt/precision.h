@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "rlx/ir/attr.h"
 #include "rlx/ir/dtype.h"
 #include "rlx/ir/op.h"
 #include "rlx/opt/pass.h"
@@ -37,6 +38,12 @@ enum class AmpOpClass : uint8_t {
 /// The class of `op`. Derived from traits (kLeaf -> Typed, kShapeOp -> DataMovement, kReduction
 /// -> Sensitive) plus the explicit entries of one table in src/opt/amp.cc.
 AmpOpClass amp_op_class(OpKind op);
+/// The class of a node of kind `op` with `attrs`: amp_op_class(op), refined where an attribute
+/// changes the arithmetic. all_reduce is Sensitive (a sum / mean across devices accumulates and
+/// stays f32 under the auto policies) except with reduce max / min, which select one device's
+/// value and are DataMovement (they run in their operand's dtype), like all_gather and
+/// all_to_all; reduce_scatter (a sum) is Sensitive.
+AmpOpClass amp_node_class(OpKind op, const AttrMap& attrs);
 /// "low_precision", "sensitive", "default", "data_movement" or "typed".
 std::string_view amp_op_class_name(AmpOpClass c);
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "backend_internal.h"
 #include "compile_cache.h"
@@ -52,12 +54,8 @@ std::string names_of(const std::vector<IoSpec>& specs) {
   return out.empty() ? "none" : out;
 }
 
-// Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
-// `g`, and builds the annotations. Every name in `config` must exist in the source graph.
-// `state`: (state input name, index of its bound output among g's outputs); a state's output
-// takes the input's spec (it is the next run's input), and naming it otherwise is an error.
-Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
-                   const std::vector<std::pair<std::string, size_t>>& state = {}) {
+// Every name in `config` must be an input / param / output of the source graph (`io`).
+void check_names(const IoSpecs& io, const ShardingConfig& config) {
   auto known = [](const std::vector<IoSpec>& specs, const std::string& name) {
     for (const IoSpec& s : specs)
       if (s.name == name) return true;
@@ -69,6 +67,15 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
     for (const auto& [name, spec] : *map)
       check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
                                      "' (" + kind + "s: " + names_of(*specs) + ")");
+}
+
+// Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
+// `g`, and builds the annotations. Every name in `config` must exist in the source graph.
+// `state`: (state input name, index of its bound output among g's outputs); a state's output
+// takes the input's spec (it is the next run's input), and naming it otherwise is an error.
+Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
+                   const std::vector<std::pair<std::string, size_t>>& state = {}) {
+  check_names(io, config);
   Annotated a;
   a.num_partitions = config.mesh.size();
   auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
@@ -108,22 +115,162 @@ Annotated annotate(const Graph& g, const IoSpecs& io, const ShardingConfig& conf
 }
 
 // Replicated data parallelism (pmap-style): every input and output is split / joined along
-// dim 0 over a one-axis mesh "replica", params are copied whole; the module carries no
-// shardings, only mhlo.num_replicas.
-Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas) {
+// dim 0 over a one-axis mesh "replica" (Concat; Stacked slices a leading device axis, which the
+// executable handles itself), params are copied whole; the module carries no shardings, only
+// mhlo.num_replicas.
+Annotated replicated(const Graph& g, const IoSpecs& io, int64_t replicas, ReplicaLayout layout) {
   Annotated a;
   a.num_replicas = replicas;
   a.replicated_data_parallel = true;
-  for (const IoSpec& s : io.inputs)
-    check(s.type.shape.rank() >= 1, "replicated data parallelism: input '" + s.name +
-                                        "' is a scalar; every input is split along dim 0");
-  for (const IoSpec& s : io.outputs)
-    check(s.type.shape.rank() >= 1, "replicated data parallelism: output '" + s.name +
-                                        "' is a scalar; every output is joined along dim 0");
+  if (layout == ReplicaLayout::Concat) {
+    for (const IoSpec& s : io.inputs)
+      check(s.type.shape.rank() >= 1,
+            "replicated data parallelism: input '" + s.name +
+                "' is a scalar; every input is split along dim 0 (ReplicaLayout::Stacked takes "
+                "scalars)");
+    for (const IoSpec& s : io.outputs)
+      check(s.type.shape.rank() >= 1,
+            "replicated data parallelism: output '" + s.name +
+                "' is a scalar; every output is joined along dim 0 (ReplicaLayout::Stacked "
+                "gives scalars)");
+  }
   for (int32_t id : g.inputs()) a.arg_specs[id] = PartitionSpec({"replica"});
   for (int32_t id : g.params()) a.arg_specs[id] = PartitionSpec();
   a.result_specs.assign(g.outputs().size(), PartitionSpec({"replica"}));
   return a;
+}
+
+// shard_map-style: the full shape of a tensor whose per-device shape is `shard` under `spec`
+// (each split dim times the sizes of its axes; an unknown axis counts 1, validate_sharding
+// names it).
+Shape full_shape(const Mesh& mesh, const PartitionSpec& spec, const Shape& shard) {
+  Shape full = shard;
+  for (size_t d = 0; d < spec.dims.size() && static_cast<int>(d) < full.rank(); ++d)
+    for (const std::string& axis : spec.dims[d])
+      if (int a = mesh.axis_index(axis); a >= 0)
+        full[static_cast<int>(d)] *= mesh.axes()[static_cast<size_t>(a)].second;
+  return full;
+}
+
+// shard_map-style (the graph is the per-device body): every name in `config` must exist; each
+// argument / result gets its spec (unnamed: P()), checked against its full shape. `full`
+// receives the full shape of each input / param node id and graph output.
+Annotated manual_sharding(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
+                 std::map<int32_t, Shape>& full, std::vector<Shape>& full_results) {
+  Annotated a;
+  a.num_partitions = config.mesh.size();
+  a.result_specs.resize(g.outputs().size());
+  check_names(io, config);
+  auto spec_of = [&](const std::map<std::string, PartitionSpec>& m, const std::string& name,
+                     const Shape& shard, const std::string& what, Shape& out) {
+    auto it = m.find(name);
+    PartitionSpec spec = it == m.end() ? PartitionSpec{} : it->second;
+    check(spec.dims.size() <= static_cast<size_t>(shard.rank()),
+          "shard_map: " + what + " '" + name + "' " + shard.to_string() + " with " +
+              spec.to_string() + ": the spec has " + std::to_string(spec.dims.size()) +
+              " dims but the per-device tensor has rank " + std::to_string(shard.rank()));
+    out = full_shape(config.mesh, spec, shard);
+    validate_sharding(config.mesh, spec, out, what + " '" + name + "'");
+    return spec;
+  };
+  std::vector<int32_t> inputs = g.inputs(), params = g.params();
+  for (const auto& [leaves, map, what] :
+       {std::tuple{&inputs, &config.inputs, "input"}, std::tuple{&params, &config.params, "param"}})
+    for (int32_t id : *leaves) {
+      const Node& n = g.node(id);
+      PartitionSpec spec = spec_of(*map, n.name, n.results[0].shape, what, full[id]);
+      a.arg_specs[id] = spec;
+    }
+  full_results.assign(g.outputs().size(), Shape{});
+  for (size_t i = 0; i < g.outputs().size(); ++i) full_results[i] = g.type(g.outputs()[i]).shape;
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
+    size_t out = io.returned[i];
+    a.result_specs[out] = spec_of(config.outputs, io.outputs[i].name,
+                                  g.type(g.outputs()[out]).shape, "output", full_results[out]);
+  }
+  return a;
+}
+
+// The module of a shard_map-style program, as jax lowers jax.jit(shard_map(f, mesh, in_specs,
+// out_specs)): @main takes and returns the full tensors with their mhlo.sharding; each argument
+// goes through custom_call @Sharding (its sharding) and @SPMDFullToShardShape ({manual}) into
+// the per-device body `body_module` (the graph emitted for one device, renamed
+// @shmap_body), whose results go through @Sharding ({manual}) and @SPMDShardToFullShape (the
+// output's sharding) back.
+std::string shard_map_module(const Graph& g, const std::string& body_module, const Annotated& a,
+                             const Mesh& mesh, const std::map<int32_t, Shape>& full,
+                             const std::vector<Shape>& full_results) {
+  std::vector<std::string> result_shardings;
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    result_shardings.push_back(hlo_sharding(mesh, a.result_specs[i], full_results[i]));
+  const std::string kMain = "  func.func public @main(";
+  size_t at = body_module.find(kMain);
+  size_t end = body_module.rfind("}\n");
+  check(at != std::string::npos && end != std::string::npos && end > at,
+        "pjrt: internal error: unexpected module text for shard_map");
+  std::string head = body_module.substr(0, body_module.find('\n') + 1);  // module @... {
+  std::string body = "  func.func private @shmap_body(" +
+                     body_module.substr(at + kMain.size(), end - at - kMain.size());
+  std::ostringstream m;
+  m << head << kMain;
+  std::vector<std::string> shard_args, shard_types;
+  int arg = 0, next = 0;
+  std::ostringstream code;
+  for (const std::vector<int32_t>& leaves : {g.inputs(), g.params()})
+    for (int32_t id : leaves) {
+      std::string name = "%arg" + std::to_string(arg++);
+      std::string ft = lower::tensor_type(TensorType{g.node(id).results[0].dtype, full.at(id)});
+      std::string st = lower::tensor_type(g.node(id).results[0]);
+      const std::string sharding = hlo_sharding(mesh, a.arg_specs.at(id), full.at(id));
+      m << (arg > 1 ? ", " : "") << name << ": " << ft << " {mhlo.sharding = \"" << sharding
+        << "\"}";
+      std::string s = "%" + std::to_string(next++), t = "%" + std::to_string(next++);
+      code << "    " << s << " = stablehlo.custom_call @Sharding(" << name
+           << ") {backend_config = \"\", mhlo.sharding = \"" << sharding << "\"} : (" << ft
+           << ") -> " << ft << "\n";
+      code << "    " << t << " = stablehlo.custom_call @SPMDFullToShardShape(" << s
+           << ") {backend_config = \"\", mhlo.sharding = \"{manual}\"} : (" << ft << ") -> " << st
+           << "\n";
+      shard_args.push_back(t);
+      shard_types.push_back(st);
+    }
+  m << ") -> (";
+  std::vector<std::string> out_types, full_types;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    TensorType t = g.type(g.outputs()[i]);
+    out_types.push_back(lower::tensor_type(t));
+    full_types.push_back(lower::tensor_type(TensorType{t.dtype, full_results[i]}));
+    m << (i ? ", " : "") << full_types[i] << " {mhlo.sharding = \"" << result_shardings[i] << "\"}";
+  }
+  m << ") {\n" << code.str();
+  std::string call = "%" + std::to_string(next++);
+  size_t n = g.outputs().size();
+  code.str("");
+  m << "    " << call << (n > 1 ? ":" + std::to_string(n) : "") << " = call @shmap_body(";
+  for (size_t i = 0; i < shard_args.size(); ++i) m << (i ? ", " : "") << shard_args[i];
+  m << ") : (";
+  for (size_t i = 0; i < shard_types.size(); ++i) m << (i ? ", " : "") << shard_types[i];
+  m << ") -> (";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : "") << out_types[i];
+  m << ")\n";
+  std::vector<std::string> results;
+  for (size_t i = 0; i < n; ++i) {
+    std::string r = n > 1 ? call + "#" + std::to_string(i) : call;
+    std::string s = "%" + std::to_string(next++), f = "%" + std::to_string(next++);
+    m << "    " << s << " = stablehlo.custom_call @Sharding(" << r
+      << ") {backend_config = \"\", mhlo.sharding = \"{manual}\"} : (" << out_types[i] << ") -> "
+      << out_types[i] << "\n";
+    m << "    " << f << " = stablehlo.custom_call @SPMDShardToFullShape(" << s
+      << ") {backend_config = \"\", mhlo.sharding = \"" << result_shardings[i] << "\"} : ("
+      << out_types[i] << ") -> " << full_types[i] << "\n";
+    results.push_back(f);
+  }
+  m << "    return";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : " ") << results[i];
+  m << " : ";
+  for (size_t i = 0; i < n; ++i) m << (i ? ", " : "") << full_types[i];
+  m << "\n  }\n" << body << "}\n";
+  return m.str();
 }
 
 struct SpmdProgram : ProgramInfo {
@@ -144,6 +291,8 @@ struct SpmdProgram : ProgramInfo {
   // Per execute slot d (the executable's addressable-device order): the mesh position it runs.
   std::vector<int64_t> position_of_slot;
   std::vector<capi::PJRT_Device*> device_of_position;
+  // Replicated with ReplicaLayout::Stacked: inputs and outputs carry a leading device axis.
+  bool stacked = false;
 };
 
 // A param's shards, one per mesh position, uploaded once by set_param.
@@ -195,6 +344,9 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
         shards = params[arg.index].get();
       } else if (arg.kind == SpmdProgram::Kind::State) {
         shards = state[arg.index].get();
+      } else if (p.stacked) {
+        fed.push_back(upload_stacked(inputs.at(p.inputs[arg.index].name)));
+        shards = &fed.back();
       } else {
         fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
         shards = &fed.back();
@@ -217,7 +369,9 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
     };
     for (size_t i = 0; i < p.returned.size(); ++i) {
       size_t out = p.returned[i];
-      results.push_back(download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
+      results.push_back(
+          p.stacked ? download_stacked(per_position(out), p.outputs[i].type)
+                    : download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
     }
     // The donated state shards are consumed by the run (aliased to these outputs).
     for (size_t j = 0; j < state.size(); ++j)
@@ -227,6 +381,32 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
   }
 
  private:
+  // ReplicaLayout::Stacked: slice r of `value` ([N, ...]) to replica r's device.
+  std::vector<std::unique_ptr<DeviceBuffer>> upload_stacked(const Tensor& value) const {
+    const SpmdProgram& p = program();
+    const Client& client = *p.loaded->client();
+    Shape one(std::vector<int64_t>(value.shape().dims().begin() + 1, value.shape().dims().end()));
+    size_t bytes = value.nbytes() / p.device_of_position.size();
+    std::vector<std::unique_ptr<DeviceBuffer>> out;
+    for (size_t r = 0; r < p.device_of_position.size(); ++r)
+      out.push_back(client.upload(Tensor::borrow(value.dtype(), one, value.data() + r * bytes),
+                                  p.device_of_position[r]));
+    return out;
+  }
+
+  // ReplicaLayout::Stacked: the [N, ...] tensor of `type` whose slice r is replica r's result.
+  static Tensor download_stacked(const std::vector<std::unique_ptr<DeviceBuffer>>& replicas,
+                                 const TensorType& type) {
+    Tensor t(type.dtype, type.shape);
+    Shape one(std::vector<int64_t>(type.shape.dims().begin() + 1, type.shape.dims().end()));
+    size_t bytes = t.nbytes() / replicas.size();
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      Tensor slice = Tensor::borrow(type.dtype, one, t.data() + r * bytes);
+      replicas[r]->download(slice);
+    }
+    return t;
+  }
+
   // The host tensor of `type` from one buffer per mesh position (a replicated one: position 0).
   Tensor download_shards(const std::vector<std::unique_ptr<DeviceBuffer>>& shards,
                          const TensorType& type, const PartitionSpec& spec) const {
@@ -267,11 +447,15 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
 // mesh backends and of the pjrt backend's device sets.
 std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOptions& options,
                                             const Device& device, const ShardingConfig& sharding,
-                                            bool replicas, LazyClient& lazy_client) {
+                                            bool replicas, ReplicaLayout layout, bool manual,
+                                            LazyClient& lazy_client) {
   check_compile_request(pjrt_facts(), device, graph, options);
   check(!replicas || options.state.empty(),
         "pjrt: state is not supported with replicated data parallelism (" +
             sharding.mesh.to_string() + "); use an SPMD mesh");
+  check(!manual || options.state.empty(),
+        "pjrt: state is not supported in a shard_map-style program (" +
+            sharding.mesh.to_string() + "); use make_pjrt_spmd_backend");
   PipelineResult compiled = run_pjrt_pipeline(graph, options);
   auto program = std::make_shared<SpmdProgram>();
   SpmdProgram& p = *program;
@@ -281,9 +465,26 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
   std::vector<std::pair<std::string, size_t>> state;
   for (size_t j = 0; j < p.state.size(); ++j)
     state.emplace_back(p.state[j].name, p.state_outputs[j]);
-  Annotated a = replicas ? replicated(p.graph, io_specs_of(graph), p.mesh.size())
-                          : annotate(p.graph, io_specs_of(graph), sharding, state);
-  if (replicas) {  // the graph is one replica's program: runs take and give N times dim 0
+  std::map<int32_t, Shape> full;  // shard_map-style: full shapes of the arguments / results
+  std::vector<Shape> full_results;
+  Annotated a = replicas ? replicated(p.graph, io_specs_of(graph), p.mesh.size(), layout)
+                : manual ? manual_sharding(p.graph, io_specs_of(graph), sharding, full, full_results)
+                         : annotate(p.graph, io_specs_of(graph), sharding, state);
+  if (manual) {  // runs take and give the full tensors
+    auto full_of = [&](const std::string& name) { return full.at(p.graph.find(name)); };
+    for (IoSpec& s : p.inputs) s.type.shape = full_of(s.name);
+    for (IoSpec& s : p.params) s.type.shape = full_of(s.name);
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      p.outputs[i].type.shape = full_results[p.returned[i]];
+  }
+  p.stacked = replicas && layout == ReplicaLayout::Stacked;
+  if (p.stacked) {  // the graph is one replica's program: runs take and give [N, ...]
+    for (std::vector<IoSpec>* specs : {&p.inputs, &p.outputs})
+      for (IoSpec& s : *specs) {
+        std::vector<int64_t>& dims = s.type.shape.dims();
+        dims.insert(dims.begin(), p.mesh.size());
+      }
+  } else if (replicas) {  // runs take and give N times dim 0
     for (IoSpec& s : p.inputs) s.type.shape[0] *= p.mesh.size();
     for (IoSpec& s : p.outputs) s.type.shape[0] *= p.mesh.size();
   }
@@ -329,8 +530,13 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
   // options carry the devices; the key names the form).
   auto compile_as = [&](ShardingForm form) {
     lower::Emitter emitter(p.graph, aliases);
-    emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
-    p.stablehlo = emitter.run();
+    if (manual) {  // the body is emitted without shardings: they are @main's (GSPMD form)
+      emitter.set_spmd({{}, {}, {}, a.num_partitions, 1});
+      p.stablehlo = shard_map_module(p.graph, emitter.run(), a, p.mesh, full, full_results);
+    } else {
+      emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
+      p.stablehlo = emitter.run();
+    }
     p.loaded =
         load_or_compile(client, p.stablehlo,
                         replicas ? replicated_compile_options(ids)
@@ -341,6 +547,9 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
   if (replicas) {
     compile_as(ShardingForm::Gspmd);  // no sharding attributes: the form plays no part
     note = " (replicated over " + std::to_string(p.mesh.size()) + " devices)";
+  } else if (manual) {
+    compile_as(ShardingForm::Gspmd);  // the manual-sharding custom calls are GSPMD's
+    note = " (shard_map over " + p.mesh.to_string() + ", GSPMD form)";
   } else {
     ShardingForm form =
         compile_in_sharding_form(requested, client->accepted_sharding_form(), compile_as);
@@ -368,8 +577,13 @@ class PjrtSpmdBackend final : public Backend {
  public:
   // `replicas`: replicated data parallelism over sharding.mesh (one axis "replica") instead
   // of an SPMD program.
-  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false)
-      : sharding_(std::move(sharding)), client_(std::move(plugin_path)), replicas_(replicas) {
+  PjrtSpmdBackend(ShardingConfig sharding, std::string plugin_path, bool replicas = false,
+                  ReplicaLayout layout = ReplicaLayout::Concat, bool manual = false)
+      : sharding_(std::move(sharding)),
+        client_(std::move(plugin_path)),
+        replicas_(replicas),
+        layout_(layout),
+        manual_(manual) {
     check(sharding_.mesh.size() > 0, "make_pjrt_spmd_backend: the mesh has no devices");
   }
 
@@ -379,13 +593,15 @@ class PjrtSpmdBackend final : public Backend {
 
   std::unique_ptr<Executable> compile(const Graph& graph, const CompileOptions& options,
                                       const Device& device) override {
-    return compile_on_mesh(graph, options, device, sharding_, replicas_, client_);
+    return compile_on_mesh(graph, options, device, sharding_, replicas_, layout_, manual_, client_);
   }
 
  private:
   ShardingConfig sharding_;
   LazyClient client_;
   bool replicas_ = false;
+  ReplicaLayout layout_ = ReplicaLayout::Concat;
+  bool manual_ = false;  // shard_map-style: the graph is the per-device body
 };
 
 }  // namespace
@@ -458,20 +674,29 @@ std::unique_ptr<Executable> compile_data_parallel(const Graph& graph, const Comp
   };
   for (const IoSpec& s : io.inputs) shard(s, "input", config.inputs);
   for (const IoSpec& s : io.outputs) shard(s, "output", config.outputs);
-  return compile_on_mesh(graph, options, device, config, /*replicas=*/false, client);
+  return compile_on_mesh(graph, options, device, config, /*replicas=*/false,
+                         ReplicaLayout::Concat, /*manual=*/false, client);
 }
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
   return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path));
 }
 
+std::shared_ptr<Backend> make_pjrt_shard_map_backend(ShardingConfig sharding,
+                                                     std::string plugin_path) {
+  return std::make_shared<PjrtSpmdBackend>(std::move(sharding), std::move(plugin_path),
+                                           /*replicas=*/false, ReplicaLayout::Concat,
+                                           /*manual=*/true);
+}
+
 std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
-                                                      std::string plugin_path) {
+                                                      std::string plugin_path,
+                                                      ReplicaLayout layout) {
   check(!devices.empty(), "make_pjrt_replicated_backend: no devices");
   auto n = static_cast<int64_t>(devices.size());
   Mesh mesh({{"replica", n}}, std::move(devices));
   return std::make_shared<PjrtSpmdBackend>(ShardingConfig{std::move(mesh), {}, {}, {}},
-                                           std::move(plugin_path), /*replicas=*/true);
+                                           std::move(plugin_path), /*replicas=*/true, layout);
 }
 
 std::string lower_to_stablehlo_sharded(const Graph& graph, const ShardingConfig& sharding,

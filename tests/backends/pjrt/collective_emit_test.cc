@@ -1,8 +1,8 @@
 // Golden StableHLO text of the collectives (all_reduce sum / mean / max, all_gather,
 // reduce_scatter, all_to_all) in the form jax emits under SPMD: replica_groups as a dense i64
-// tensor, channel handles numbered in graph order, use_global_device_ids. Running them needs
-// multi-device execute (issue 18 item 2); these texts are checked by hand against StableHLO's
-// spec and jax-emitted modules.
+// tensor, channel handles numbered in graph order, use_global_device_ids; bare add / maximum
+// regions (XLA's reduction kinds) and, for a float max, the all_reduce of its NaN flags
+// (handle 3 + 6 = 9). The replicated (pmap) form runs in collective_run_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -48,22 +48,29 @@ TEST(EmitCollectives, GoldenText) {
     %2 = "stablehlo.constant"() {value = dense<"0x00008040"> : tensor<4x6xf32>} : () -> tensor<4x6xf32>
     %3 = "stablehlo.divide"(%1, %2) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
     %4 = "stablehlo.all_reduce"(%3) ({
-    ^bb0(%red4_lhs: tensor<f32>, %red4_rhs: tensor<f32>):
-      %red4_0 = "stablehlo.maximum"(%red4_lhs, %red4_rhs) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      %red4_1 = "stablehlo.compare"(%red4_rhs, %red4_rhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      %red4_2 = "stablehlo.compare"(%red4_lhs, %red4_lhs) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      %red4_3 = "stablehlo.select"(%red4_1, %red4_rhs, %red4_0) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
-      %red4_4 = "stablehlo.select"(%red4_2, %red4_lhs, %red4_3) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
-      "stablehlo.return"(%red4_4) : (tensor<f32>) -> ()
+    ^bb0(%lhs4: tensor<f32>, %rhs4: tensor<f32>):
+      %red4 = "stablehlo.maximum"(%lhs4, %rhs4) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%red4) : (tensor<f32>) -> ()
     }) {channel_handle = #stablehlo.channel_handle<handle = 3, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x6xf32>
-    %5 = "stablehlo.all_gather"(%4) {all_gather_dim = 1 : i64, channel_handle = #stablehlo.channel_handle<handle = 4, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x12xf32>
-    %6 = "stablehlo.reduce_scatter"(%5) ({
-    ^bb0(%lhs6: tensor<f32>, %rhs6: tensor<f32>):
-      %red6 = "stablehlo.add"(%lhs6, %rhs6) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-      "stablehlo.return"(%red6) : (tensor<f32>) -> ()
+    %5 = "stablehlo.compare"(%3, %3) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xi1>
+    %6 = "stablehlo.convert"(%5) : (tensor<4x6xi1>) -> tensor<4x6xf32>
+    %7 = "stablehlo.all_reduce"(%6) ({
+    ^bb0(%lhs7: tensor<f32>, %rhs7: tensor<f32>):
+      %red7 = "stablehlo.maximum"(%lhs7, %rhs7) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%red7) : (tensor<f32>) -> ()
+    }) {channel_handle = #stablehlo.channel_handle<handle = 9, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+    %8 = "stablehlo.constant"() {value = dense<"0x00000000"> : tensor<4x6xf32>} : () -> tensor<4x6xf32>
+    %9 = "stablehlo.compare"(%7, %8) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xi1>
+    %10 = "stablehlo.constant"() {value = dense<"0x0000C07F"> : tensor<4x6xf32>} : () -> tensor<4x6xf32>
+    %11 = "stablehlo.select"(%9, %10, %4) : (tensor<4x6xi1>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    %12 = "stablehlo.all_gather"(%11) {all_gather_dim = 1 : i64, channel_handle = #stablehlo.channel_handle<handle = 4, type = 1>, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, use_global_device_ids} : (tensor<4x6xf32>) -> tensor<4x12xf32>
+    %13 = "stablehlo.reduce_scatter"(%12) ({
+    ^bb0(%lhs13: tensor<f32>, %rhs13: tensor<f32>):
+      %red13 = "stablehlo.add"(%lhs13, %rhs13) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%red13) : (tensor<f32>) -> ()
     }) {channel_handle = #stablehlo.channel_handle<handle = 5, type = 1>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, scatter_dimension = 0 : i64, use_global_device_ids} : (tensor<4x12xf32>) -> tensor<1x12xf32>
-    %7 = "stablehlo.all_to_all"(%6) {channel_handle = #stablehlo.channel_handle<handle = 6, type = 1>, concat_dimension = 0 : i64, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<1x12xf32>) -> tensor<2x6xf32>
-    return %7 : tensor<2x6xf32>
+    %14 = "stablehlo.all_to_all"(%13) {channel_handle = #stablehlo.channel_handle<handle = 6, type = 1>, concat_dimension = 0 : i64, replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<1x12xf32>) -> tensor<2x6xf32>
+    return %14 : tensor<2x6xf32>
   }
 }
 )";

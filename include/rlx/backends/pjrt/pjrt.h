@@ -146,19 +146,52 @@ std::shared_ptr<Backend> make_pjrt_backend(std::string plugin_path = "");
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding,
                                                 std::string plugin_path = "");
 
+/// shard_map-style SPMD (jax.jit(shard_map(f, mesh, in_specs, out_specs))): the graph is the
+/// per-device program (every shape a per-device shape; its collectives name mesh positions as
+/// device ids) and `sharding` gives, per input / param / output name, how the full tensor is
+/// split over `sharding.mesh` (unnamed: P(), each device holds all of it; an output with P()
+/// must be equal on every device, e.g. the result of an all_reduce over all of them). The module
+/// is what jax emits: @main takes and returns the full tensors with their mhlo.sharding, each
+/// argument passes custom_call @Sharding and @SPMDFullToShardShape ({manual}) into the
+/// per-device body (a private function), each result @Sharding ({manual}) and
+/// @SPMDShardToFullShape; compile options as make_pjrt_spmd_backend (num_partitions = mesh
+/// size, SPMD partitioning). Runs take and give full tensors (inputs() / outputs() report full
+/// shapes: each split dim times its axes' sizes), split and assembled as on an SPMD mesh.
+/// Throws rlx::Error for a spec with more dims than the per-device tensor, a bad sharding
+/// (validate_sharding on the full shape), a name the graph lacks, collectives whose groups do
+/// not cover the mesh, or state (not supported here).
+std::shared_ptr<Backend> make_pjrt_shard_map_backend(ShardingConfig sharding,
+                                                     std::string plugin_path = "");
+
+/// How a replicated executable (make_pjrt_replicated_backend) takes each input and gives each
+/// output of its N replicas.
+enum class ReplicaLayout : uint8_t {
+  /// Along dim 0: a tensor of N * b rows, replica r's rows [r * b, (r + 1) * b) (a batch
+  /// split; the graph's inputs and outputs must have rank >= 1).
+  Concat,
+  /// On a new leading device axis, as jax.pmap: a tensor [N, ...], replica r's x[r] (any
+  /// rank, scalars included). The form for per-device programs with collectives.
+  Stacked,
+};
+
 /// Replicated data parallelism (jax.pmap-style, XLA num_replicas): the graph is ONE replica's
-/// program (its inputs and outputs have the per-device batch b in dim 0); the executable runs
-/// it on every device of `devices` (pjrt indices, replica r on devices[r]) at once. Runs take
-/// inputs of N * b along dim 0, give replica r rows [r * b, (r + 1) * b), copy params whole to
-/// every device (once, at set_param), and return each output as the replicas' results
-/// concatenated along dim 0; the executable's inputs() / outputs() report those N * b shapes.
-/// The module carries mhlo.num_replicas = N and no shardings; the compile options
-/// num_replicas = N, num_partitions = 1 and the device assignment. Only correct for graphs
-/// whose rows are independent (no reduction over the batch); there are no collectives in the
-/// IR yet. Throws rlx::Error for an empty or repeated device list, a scalar input or output,
-/// a device the plugin lacks, or state (an SPMD mesh supports it).
+/// program; the executable runs it on every device of `devices` (pjrt indices, replica r on
+/// devices[r]) at once. Inputs and outputs travel per `layout`: ReplicaLayout::Concat (the
+/// default) takes inputs of N * b along dim 0, gives replica r rows [r * b, (r + 1) * b) and
+/// concatenates the outputs along dim 0; ReplicaLayout::Stacked takes and gives [N, ...]
+/// tensors, replica r's slice r. The executable's inputs() / outputs() report those shapes.
+/// Params are copied whole to every device (once, at set_param). The module carries
+/// mhlo.num_replicas = N and no shardings; the compile options num_replicas = N,
+/// num_partitions = 1 and the device assignment. Collectives (all_reduce, all_gather,
+/// reduce_scatter, all_to_all) run across the replicas in XLA's cross-replica form
+/// (replica_groups of replica indices 0..N-1, as jax.pmap emits them); a collective whose
+/// groups do not cover exactly the N replicas fails at compile naming the op and node.
+/// Without collectives Concat is right only for graphs whose rows are independent. Throws
+/// rlx::Error for an empty or repeated device list, a scalar input or output under Concat, a
+/// device the plugin lacks, or state (an SPMD mesh supports it).
 std::shared_ptr<Backend> make_pjrt_replicated_backend(std::vector<int> devices,
-                                                      std::string plugin_path = "");
+                                                      std::string plugin_path = "",
+                                                      ReplicaLayout layout = ReplicaLayout::Concat);
 
 /// The SPMD module make_pjrt_spmd_backend(sharding) would compile for `graph` under exactly
 /// `options` (lower_to_stablehlo with the sharding annotations), in the form `sharding.form`

@@ -60,6 +60,8 @@ class Emitter {
     int64_t num_partitions = 1, num_replicas = 1;
   };
   void set_spmd(Spmd spmd) { spmd_ = std::move(spmd); }
+  /// The SPMD annotations, when set_spmd was called (collectives read the replica count).
+  const std::optional<Spmd>& spmd() const { return spmd_; }
 
   /// The module text. Throws rlx::Error naming the op and node for an op without a lowering.
   std::string run();
