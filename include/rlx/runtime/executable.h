@@ -68,8 +68,9 @@ struct Capabilities {
 /// once; later reads return the same tensor. block_until_ready() waits without copying (jax's
 /// `block_until_ready`). An error the device raised while running surfaces at the first read or
 /// wait as rlx::Error naming the run ("run 3 of 'mlp' on pjrt:0 failed: ..."), and again at
-/// every later read; it is never dropped silently. Destroying a result that was never read is
-/// safe: the run completes on the device and its output buffers are freed. Reads are
+/// every later read. Destroying a result that was never read is safe: the run completes on the
+/// device and its output buffers are freed (an error of that run is then seen through the state
+/// it wrote, if any: get_state and later runs report it). Reads are
 /// serialized by an internal mutex. Move-only.
 class AsyncResult {
  public:
