@@ -23,6 +23,7 @@ from .control_flow import cond, fori_loop, scan, switch, while_loop
 from ._core import (
     SGD,
     AdamW,
+    AsyncResult,
     DLPackTensor,
     Error,
     Executable,
@@ -70,6 +71,7 @@ __all__ = [
     "switch",
     "while_loop",
     "AdamW",
+    "AsyncResult",
     "DLPackTensor",
     "Error",
     "Executable",

@@ -263,6 +263,22 @@ class Graph:
         by 1 / (1 - rate), else 0 (flax's mask for the same key). rate 0 returns x. Error for
         rate outside [0, 1), non-float x or a key that is not i32[2]."""
 
+class AsyncResult:
+    """The outputs of one asynchronous run (Executable.run_async, Trainer.step_async): the
+    first read waits for the run and copies the output to the host; a device error of the run
+    is raised as Error naming the run ("run 3 of 'mlp' on pjrt:0 failed: ...") at the first
+    read or block_until_ready(), and again at every later read."""
+
+    def __len__(self) -> int: ...
+    def output(self, index: int) -> Array:
+        """Output `index` (waits for the run on first read); Error for an index out of range."""
+    def outputs(self) -> list[Array]:
+        """Every output, in the executable's output order."""
+    def block_until_ready(self) -> AsyncResult:
+        """Waits until the run finished without copying anything; returns self."""
+    @property
+    def label(self) -> str: ...
+
 class Executable:
     """A graph compiled for one device."""
 
@@ -271,6 +287,10 @@ class Executable:
     @overload
     def run(self, *inputs: npt.ArrayLike, **named: npt.ArrayLike) -> Array | list[Array]: ...
     def __call__(self, *inputs: Any, **named: npt.ArrayLike) -> Array | list[Array]: ...
+    def run_async(self, *inputs: Any, **named: npt.ArrayLike) -> AsyncResult:
+        """run() dispatched asynchronously (jax's async dispatch): argument errors are raised
+        here; the run's own errors at the first read of the result. On pjrt the run is started
+        and this returns at once; other backends run synchronously."""
     def set_param(self, name: str, value: npt.ArrayLike) -> None: ...
     @property
     def inputs(self) -> list[tuple[str, tuple[int, ...], str]]: ...
@@ -535,6 +555,12 @@ class Trainer:
         """A copy of one param or trained leaf; Error "Trainer::param: no param 'x'"."""
     def state(self, param: str, slot: str) -> Array:
         """A copy of `param`'s optimizer state `slot` ('m', 'v', 'momentum'); Error if none."""
+    def step_async(self, batch: Mapping[str, npt.ArrayLike], lr: float) -> AsyncResult:
+        """step() without waiting for the device: resident training dispatches the update and
+        returns at once (steps chain on the device: each step's new params and optimizer state
+        are the donated inputs of the next); the AsyncResult holds loss_graph's outputs. params
+        / param / state wait for the steps before them. Not resident: a finished result.
+        Argument errors as step(), raised here."""
     @property
     def num_steps(self) -> int: ...
     @property

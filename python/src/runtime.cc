@@ -91,6 +91,14 @@ py::object run(PyExecutable& pe, const py::args& args, const py::kwargs& kwargs)
   return results(outs);
 }
 
+// Executable.run_async: validates and dispatches without the GIL; the result is read later.
+std::shared_ptr<AsyncResult> run_async(PyExecutable& pe, const py::args& args,
+                                       const py::kwargs& kwargs) {
+  TensorMap feeds = feeds_of(*pe.exe, args, kwargs);
+  py::gil_scoped_release nogil;
+  return std::make_shared<AsyncResult>(pe.exe->run_async(feeds));
+}
+
 const std::set<std::string> kCompileOptions = {
     "precision", "dispatch",    "dce",          "fold_constants",
     "seed",      "dump_stages", "memory_limit", "quantized_params"};
@@ -224,10 +232,59 @@ py::object wrap_executable(std::shared_ptr<Executable> exe) {
   return py::cast(std::move(pe));
 }
 
+void bind_async_result(py::module_& m) {
+  py::class_<AsyncResult, std::shared_ptr<AsyncResult>>(
+      m, "AsyncResult",
+      "The outputs of one asynchronous run (Executable.run_async, Trainer.step_async), like "
+      "jax's arrays under async dispatch: the first read waits for the run and copies the "
+      "output to the host; a device error of the run is raised (rlx.Error naming the run) at "
+      "the first read or block_until_ready().")
+      .def("__len__", &AsyncResult::size)
+      .def(
+          "output",
+          [](AsyncResult& r, size_t i) {
+            Tensor t;
+            {
+              py::gil_scoped_release nogil;
+              t = r.output(i);
+            }
+            return to_numpy(t);
+          },
+          py::arg("index"), "Output `index` as a numpy array (waits for the run on first read).")
+      .def(
+          "outputs",
+          [](AsyncResult& r) {
+            std::vector<Tensor> outs;
+            {
+              py::gil_scoped_release nogil;
+              outs = r.outputs();
+            }
+            py::list l;
+            for (const Tensor& t : outs) l.append(to_numpy(t));
+            return l;
+          },
+          "Every output as a list of numpy arrays (waits for the run).")
+      .def(
+          "block_until_ready",
+          [](std::shared_ptr<AsyncResult> r) {
+            {
+              py::gil_scoped_release nogil;
+              r->block_until_ready();
+            }
+            return r;
+          },
+          "Waits until the run finished (no copy) and returns self; raises the run's error.")
+      .def_property_readonly("label", &AsyncResult::label);
+}
+
 void bind_runtime(py::module_& m) {
+  bind_async_result(m);
   py::class_<PyExecutable>(m, "Executable", "A graph compiled for one device.")
       .def("run", &run, "Runs the graph: positional inputs in graph order, one dict or keywords.")
       .def("__call__", &run)
+      .def("run_async", &run_async,
+           "run() dispatched asynchronously: returns an rlx.AsyncResult at once (argument errors "
+           "are raised here, the run's own errors at the first read).")
       .def(
           "set_param",
           [](PyExecutable& pe, const std::string& name, const py::object& value) {

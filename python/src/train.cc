@@ -279,6 +279,18 @@ void bind_trainer(py::module_& m) {
           py::arg("batch"), py::arg("lr"),
           "One update on `batch` (dict of the loss graph's non-trained inputs) with learning rate "
           "`lr`; returns the loss graph's outputs (loss first) before the update.")
+      .def(
+          "step_async",
+          [](PyTrainer& pt, const py::object& batch, double lr) {
+            TensorMap feeds = tensor_map(batch, pt.leaf_dtypes, "Trainer.step_async: input");
+            py::gil_scoped_release nogil;
+            std::lock_guard<std::mutex> lock(pt.mu);
+            return std::make_shared<AsyncResult>(pt.trainer->step_async(feeds, lr));
+          },
+          py::arg("batch"), py::arg("lr"),
+          "step() without waiting for the device: returns an rlx.AsyncResult of the loss "
+          "outputs (resident training dispatches the update and returns at once; read the loss "
+          "with .output(0) when needed). Not resident: a finished result.")
       .def_property_readonly("params",
                              [](PyTrainer& pt) {
                                TensorMap copy;

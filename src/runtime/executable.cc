@@ -2,6 +2,7 @@
 #include "rlx/runtime/executable.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "rlx/ir/error.h"
 
@@ -30,6 +31,90 @@ const IoSpec& Executable::find_spec(const std::vector<IoSpec>& specs, const std:
   throw Error(std::string(what) + ": unknown " + std::string(kind) + " '" + name + "' (" +
               std::string(kind) + "s: " + names_of(specs) + ")");
 }
+
+struct AsyncResult::State {
+  std::mutex mu;
+  std::unique_ptr<Pending> pending;  // null once every output is on the host (or none was)
+  std::vector<std::optional<Tensor>> outputs;
+  size_t fetched = 0;
+  std::string label;
+  std::optional<std::string> error;  // the run's error, thrown again at every read
+  bool waited = false;
+
+  // Throws the run's error (kept), or runs `f` and keeps what it throws.
+  template <class F>
+  void guarded(F&& f) {
+    if (error) throw Error(*error);
+    try {
+      f();
+    } catch (const std::exception& e) {
+      error = label + " failed: " + e.what();
+      pending.reset();  // frees the device buffers; every later read throws `error`
+      throw Error(*error);
+    }
+  }
+};
+
+AsyncResult::AsyncResult() : s_(std::make_unique<State>()) {}
+
+AsyncResult::AsyncResult(std::vector<Tensor> outputs) : s_(std::make_unique<State>()) {
+  for (Tensor& t : outputs) s_->outputs.emplace_back(std::move(t));
+  s_->fetched = s_->outputs.size();
+  s_->waited = true;
+}
+
+AsyncResult::AsyncResult(std::unique_ptr<Pending> pending, size_t count, std::string label)
+    : s_(std::make_unique<State>()) {
+  s_->pending = std::move(pending);
+  s_->outputs.resize(count);
+  s_->label = std::move(label);
+  if (count == 0) s_->waited = s_->pending == nullptr;
+}
+
+AsyncResult::~AsyncResult() = default;
+AsyncResult::AsyncResult(AsyncResult&&) noexcept = default;
+AsyncResult& AsyncResult::operator=(AsyncResult&&) noexcept = default;
+
+size_t AsyncResult::size() const { return s_->outputs.size(); }
+
+const std::string& AsyncResult::label() const { return s_->label; }
+
+const Tensor& AsyncResult::output(size_t index) {
+  State& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  check(index < s.outputs.size(), "AsyncResult: output " + std::to_string(index) +
+                                      " of a run with " + std::to_string(s.outputs.size()) +
+                                      " outputs");
+  if (!s.outputs[index]) {
+    s.guarded([&] {
+      s.outputs[index] = s.pending->fetch(index);
+      s.waited = true;
+      // Every output on the host: the device buffers are no longer needed.
+      if (++s.fetched == s.outputs.size()) s.pending.reset();
+    });
+  }
+  return *s.outputs[index];
+}
+
+std::vector<Tensor> AsyncResult::outputs() {
+  std::vector<Tensor> out;
+  out.reserve(size());
+  for (size_t i = 0; i < size(); ++i) out.push_back(output(i));
+  return out;
+}
+
+void AsyncResult::block_until_ready() {
+  State& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.error) throw Error(*s.error);
+  if (s.waited || s.pending == nullptr) return;
+  s.guarded([&] {
+    s.pending->wait();
+    s.waited = true;
+  });
+}
+
+AsyncResult Executable::run_async(const TensorMap& inputs) { return AsyncResult(run(inputs)); }
 
 const KernelReport& Executable::kernels() const {
   static const KernelReport empty;

@@ -157,7 +157,7 @@ void Trainer::bind_initial() {
   for (const auto& [name, t] : state_) exe_->set_state(name, t);
 }
 
-std::vector<Tensor> Trainer::step(const TensorMap& batch, double lr) {
+TensorMap Trainer::step_feeds(const TensorMap& batch, double lr) const {
   for (const auto& [name, classes] : labels_) {
     auto it = batch.find(name);
     if (it != batch.end())
@@ -166,6 +166,18 @@ std::vector<Tensor> Trainer::step(const TensorMap& batch, double lr) {
   TensorMap feeds = batch;
   feeds[kStepInput] = Tensor::full(DType::f32, Shape{}, static_cast<double>(steps_ + 1));
   feeds[kLrInput] = Tensor::full(DType::f32, Shape{}, lr);
+  return feeds;
+}
+
+AsyncResult Trainer::step_async(const TensorMap& batch, double lr) {
+  if (!resident_) return AsyncResult(step(batch, lr));
+  AsyncResult out = exe_->run_async(step_feeds(batch, lr));
+  ++steps_;
+  return out;
+}
+
+std::vector<Tensor> Trainer::step(const TensorMap& batch, double lr) {
+  TensorMap feeds = step_feeds(batch, lr);
   if (resident_) {  // params and state stay in the executable; it returns the loss outputs
     std::vector<Tensor> out = exe_->run(feeds);
     ++steps_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -201,6 +202,19 @@ class ExecutableCore : public Executable {
     return execute(inputs, params_, state_->values);
   }
 
+  AsyncResult run_async(const TensorMap& inputs) final {
+    check_run_inputs(program_->inputs, inputs, program_->state);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!params_.all_set())
+      check_params_set(program_->params, [&](size_t i) { return params_.is_set(i); });
+    std::string label = "run " + std::to_string(++async_runs_) + " of '" + program_->graph.name() +
+                        "' on " + program_->device.to_string();
+    if (program_->state.empty()) return execute_async(inputs, params_, no_state_, label);
+    std::lock_guard<std::mutex> state_lock(state_->mu);
+    materialize(*state_);
+    return execute_async(inputs, params_, state_->values, label);
+  }
+
   void set_state(const std::string& name, const Tensor& value) final {
     size_t index = check_state_access(program_->state, name, "set_state", &value);
     StateValue v = make_state(index, value);  // e.g. a device upload: outside the locks
@@ -271,6 +285,16 @@ class ExecutableCore : public Executable {
   virtual std::vector<Tensor> execute(const TensorMap& inputs,
                                       const ParamBindings<ParamValue>& params,
                                       std::vector<StateValue>& state) = 0;
+  /// execute() dispatched without waiting (Executable::run_async), under the same locks and
+  /// with the same contract, except that the outputs come back as an AsyncResult and `state`
+  /// may hold values still being computed. `label` names the run in its errors. The default
+  /// runs execute() and returns its finished outputs.
+  virtual AsyncResult execute_async(const TensorMap& inputs,
+                                    const ParamBindings<ParamValue>& params,
+                                    std::vector<StateValue>& state, const std::string& label) {
+    (void)label;
+    return AsyncResult(execute(inputs, params, state));
+  }
   /// What to keep for state `index` holding `value` (its type is the spec's): a host copy
   /// (CPU), a device upload (PJRT). Called without the executable's lock (the zeros of a first
   /// use under the state store's); may throw.
@@ -311,6 +335,7 @@ class ExecutableCore : public Executable {
   std::shared_ptr<StateStore<StateValue>> state_;  // shared by share_state, guarded by mu_
   std::vector<StateValue> no_state_;               // execute's state without CompileOptions::state
   mutable std::mutex mu_;
+  uint64_t async_runs_ = 0;  // run_async calls so far, to name each run in its errors (mu_)
 };
 
 }  // namespace rlx

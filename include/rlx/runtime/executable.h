@@ -62,6 +62,56 @@ struct Capabilities {
   bool zero_copy_params = false;
 };
 
+/// The outputs of one Executable::run_async, like the arrays jax returns under asynchronous
+/// dispatch: the run may still be executing on the device when run_async returns. The first
+/// read of an output (output(), outputs()) waits for the run and copies that output to the host
+/// once; later reads return the same tensor. block_until_ready() waits without copying (jax's
+/// `block_until_ready`). An error the device raised while running surfaces at the first read or
+/// wait as rlx::Error naming the run ("run 3 of 'mlp' on pjrt:0 failed: ..."), and again at
+/// every later read. Destroying a result that was never read is safe: the run completes on the
+/// device and its output buffers are freed (an error of that run is then seen through the state
+/// it wrote, if any: get_state and later runs report it). Reads are
+/// serialized by an internal mutex. Move-only.
+class AsyncResult {
+ public:
+  /// Where a pending run's outputs come from; a backend implements it (pjrt: device buffers).
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    /// Blocks until every output is computed; throws rlx::Error when the run failed.
+    virtual void wait() = 0;
+    /// Output `index` as a host tensor (waits for it first); throws rlx::Error when the run
+    /// failed. Called at most once per index.
+    virtual Tensor fetch(size_t index) = 0;
+  };
+
+  /// No run, no outputs.
+  AsyncResult();
+  /// A run that has already finished with `outputs` (backends that run synchronously).
+  explicit AsyncResult(std::vector<Tensor> outputs);
+  /// A pending run with `count` outputs read from `pending`; `label` names the run in errors.
+  AsyncResult(std::unique_ptr<Pending> pending, size_t count, std::string label);
+  ~AsyncResult();
+  AsyncResult(AsyncResult&&) noexcept;
+  AsyncResult& operator=(AsyncResult&&) noexcept;
+
+  /// The number of outputs (Executable::outputs().size()).
+  size_t size() const;
+  /// Output `index` (waits and copies it to the host on first access). Throws rlx::Error for
+  /// an index >= size() ("AsyncResult: output 2 of a run with 2 outputs") or the run's error.
+  const Tensor& output(size_t index);
+  /// Every output in outputs() order (copies share storage with output(i)); throws as output().
+  std::vector<Tensor> outputs();
+  /// Waits until the run finished (no copy); throws the run's error.
+  void block_until_ready();
+  /// The run's name in errors ("run 3 of 'mlp' on pjrt:0"; "" for a finished run).
+  const std::string& label() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 /// A compiled graph. Created by Backend::compile (usually through Session::compile).
 ///
 /// run() is serialized per executable (an internal mutex); for parallel inference give each
@@ -133,6 +183,17 @@ class Executable {
   /// f32[3,2]"), naming unknown inputs with the list of valid names, missing inputs, and params
   /// never set; all of that is checked before anything runs.
   virtual std::vector<Tensor> run(const TensorMap& inputs) = 0;
+  /// run() dispatched asynchronously (jax's async dispatch): validates `inputs` exactly as
+  /// run() (those errors are thrown here), starts the run and returns without waiting for it;
+  /// the outputs are read through the AsyncResult (waiting on first read). The state is updated
+  /// at dispatch: the next run or run_async takes the new state buffers as its (donated)
+  /// inputs and is ordered after this run on the device, so a loop of run_async calls on
+  /// resident state never moves the state through the host. get_state / set_state wait for
+  /// the pending runs as needed. An error of the run itself surfaces at the first read of the
+  /// result; its state outputs then hold the error too (get_state throws it) until
+  /// set_state / reset_state. The default runs synchronously (run()) and returns the finished
+  /// outputs (the CPU backend); pjrt dispatches for real.
+  virtual AsyncResult run_async(const TensorMap& inputs);
   /// run() where each input may have any dtype and is converted to the declared dtype as by the
   /// convert op (shapes must match: "run_typed: input 'x': expected shape [2,3], got [3,2]").
   /// Outputs are returned in `output_dtype` when given (converted likewise), else in their

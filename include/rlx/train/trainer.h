@@ -74,6 +74,16 @@ class Trainer {
   /// host first (check_class_labels); feeds are checked by Executable::run (names, types).
   /// On error nothing is updated.
   std::vector<Tensor> step(const TensorMap& batch, double lr);
+  /// step() without waiting for the device (Executable::run_async, jax's async dispatch): with
+  /// resident params and state the update is dispatched and this returns at once; the loss
+  /// outputs are read (and waited for) through the AsyncResult, so a loop of step_async calls
+  /// chains the updates on the device (the state buffers of step k are the donated inputs of
+  /// step k + 1) and reads nothing until the caller does. params() / state() wait for the
+  /// steps dispatched before them. A device error of a step surfaces at the first read of its
+  /// result (and of every later step's, whose inputs it computed) and at params(). Not
+  /// resident: runs step() and returns its finished outputs. Throws step()'s argument errors
+  /// at the call; nothing is updated then.
+  AsyncResult step_async(const TensorMap& batch, double lr);
 
   /// Current values of every param and trained leaf of loss_graph, by name (resident: read
   /// back from the executable by this call; the reference stays valid until the next call).
@@ -99,6 +109,8 @@ class Trainer {
   void prepare(const Graph& loss_graph, const TensorMap& initial, const Optimizer& opt);
   // After exe_ is compiled: binds the untrained params once, and the initial state.
   void bind_initial();
+  // The feeds of the next step: `batch` (labels checked) plus train.step and train.lr.
+  TensorMap step_feeds(const TensorMap& batch, double lr) const;
   CompileOptions step_options(const CompileOptions& base) const;
 
   bool resident_ = false;

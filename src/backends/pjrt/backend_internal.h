@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pjrt_client.h"
+#include "rlx/ir/error.h"
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend_core.h"
 
@@ -37,6 +38,26 @@ ShardingForm requested_sharding_form(ShardingForm configured);
 /// Shardy error appended; nothing is recorded.
 ShardingForm compile_in_sharding_form(ShardingForm requested, std::atomic<ShardingForm>& accepted,
                                       const std::function<void(ShardingForm)>& compile);
+
+/// Throws the rlx::Error for a run the plugin refused (PJRT_LoadedExecutable_Execute returned
+/// `e`). Buffer donation means the plugin may already have consumed (deleted) the donated state
+/// buffers: when `consumed(state[j])` holds for some j, the state is gone, so every state is
+/// reset (`state` cleared: zeros at the next use) and the message says so and what to do;
+/// otherwise the state is unchanged and the message says that.
+template <class StateValue, class Consumed>
+[[noreturn]] void throw_after_failed_execute(const Error& e, std::vector<StateValue>& state,
+                                             const std::vector<StateSpec>& specs,
+                                             Consumed consumed) {
+  if (state.empty()) throw e;
+  std::string lost;
+  for (size_t j = 0; j < state.size(); ++j)
+    if (consumed(state[j])) lost += (lost.empty() ? "'" : ", '") + specs[j].name + "'";
+  if (lost.empty()) throw Error(std::string(e.what()) + " (the state is unchanged)");
+  state.clear();  // zeros again at the next use (ExecutableCore::materialize)
+  throw Error(std::string(e.what()) + "; the failed run consumed the donated state " + lost +
+              ", so every state of this executable was reset to zeros: set_state() it again "
+              "(e.g. from a checkpoint) before the next run");
+}
 
 /// A backend's client, created at its first compile and kept for the backend's lifetime:
 /// the plugin `plugin_path`, or ("" ) the one plugin_path_from_env() names; rlx::Error saying

@@ -27,6 +27,24 @@ struct Program : ProgramInfo {
   capi::PJRT_Device* pjrt_device = nullptr;  // null: the compile-time default (device 0)
 };
 
+// The device side of one run_async: its returned output buffers, the input buffers it reads
+// and the program (which keeps the client and the loaded executable alive while it runs).
+struct PendingRun final : AsyncResult::Pending {
+  explicit PendingRun(std::shared_ptr<const Program> p) : program(std::move(p)) {}
+  void wait() override {
+    for (const auto& b : outputs) b->await_ready();
+  }
+  Tensor fetch(size_t index) override {
+    const TensorType& t = program->outputs[index].type;
+    Tensor out(t.dtype, t.shape);
+    outputs[index]->download(out);  // waits for the run (PJRT_Buffer_ToHostBuffer's event)
+    return out;
+  }
+  std::shared_ptr<const Program> program;
+  std::vector<std::shared_ptr<const DeviceBuffer>> outputs;  // by outputs() index
+  std::vector<std::unique_ptr<DeviceBuffer>> fed;            // this run's inputs
+};
+
 // Params live on the device: set_param uploads once, runs reuse the device copy. State too:
 // each run takes the state buffers as (donated) arguments and keeps the buffers of their bound
 // outputs as the new state, so the state never leaves the device between runs.
@@ -59,21 +77,37 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
   Tensor read_state(size_t index, const DeviceParam& value) const override {
     const TensorType& t = program().state[index].type;
     Tensor out(t.dtype, t.shape);
-    value->download(out);
+    try {
+      value->download(out);  // waits for the run computing it
+    } catch (const Error& e) {
+      throw Error("state '" + program().state[index].name + "': " + e.what() +
+                  " (the state holds the output of a failed run: set_state() or reset_state() "
+                  "it before the next run)");
+    }
     return out;
   }
 
   std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<DeviceParam>& params,
                               std::vector<DeviceParam>& state) override {
+    const std::string label =
+        "run of '" + program().graph.name() + "' on " + program().device.to_string();
+    return execute_async(inputs, params, state, label).outputs();
+  }
+
+  // Uploads the inputs, starts the run and returns at once: the plugin orders this run after
+  // the runs that compute its arguments (the state buffers of the previous run), and the
+  // returned outputs are read, and waited for, through the AsyncResult.
+  AsyncResult execute_async(const TensorMap& inputs, const ParamBindings<DeviceParam>& params,
+                            std::vector<DeviceParam>& state, const std::string& label) override {
     const Program& p = program();
     const Client& client = *p.loaded->client();
-    std::vector<std::unique_ptr<DeviceBuffer>> fed;  // this run's inputs, freed after it
+    auto pending = std::make_unique<PendingRun>(program_ptr());
     std::vector<capi::PJRT_Buffer*> args;
     for (auto [kind, index] : p.args) {
       switch (kind) {
         case Program::Arg::Input:
-          fed.push_back(client.upload(inputs.at(p.inputs[index].name), device_ptr()));
-          args.push_back(fed.back()->raw());
+          pending->fed.push_back(client.upload(inputs.at(p.inputs[index].name), device_ptr()));
+          args.push_back(pending->fed.back()->raw());
           break;
         case Program::Arg::Param:
           args.push_back(params[index]->raw());
@@ -83,18 +117,21 @@ class PjrtExecutable final : public ExecutableCore<Program, DeviceParam> {
           break;
       }
     }
-    std::vector<std::unique_ptr<DeviceBuffer>> outs =
-        p.loaded->execute(args, p.graph.outputs().size(), p.pjrt_device);
-    std::vector<Tensor> results;
-    results.reserve(p.returned.size());
-    for (size_t i = 0; i < p.returned.size(); ++i) {
-      Tensor t(p.outputs[i].type.dtype, p.outputs[i].type.shape);
-      outs[p.returned[i]]->download(t);
-      results.push_back(std::move(t));
+    std::vector<std::unique_ptr<DeviceBuffer>> outs;
+    try {
+      outs = p.loaded->execute(args, p.graph.outputs().size(), p.pjrt_device);
+    } catch (const Error& e) {
+      throw_after_failed_execute(e, state, p.state,
+                                 [](const DeviceParam& b) { return b->is_deleted(); });
     }
-    // The donated state buffers are consumed by the run (aliased to these outputs).
-    for (size_t j = 0; j < state.size(); ++j) state[j] = std::move(outs[p.state_outputs[j]]);
-    return results;
+    std::vector<DeviceParam> results(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) results[i] = std::move(outs[i]);
+    for (size_t i = 0; i < p.returned.size(); ++i)
+      pending->outputs.push_back(results[p.returned[i]]);
+    // The donated state buffers are consumed by the run (aliased to these outputs), which may
+    // still be computing them: the next run takes them as arguments, get_state waits.
+    for (size_t j = 0; j < state.size(); ++j) state[j] = results[p.state_outputs[j]];
+    return AsyncResult(std::move(pending), p.returned.size(), label);
   }
 
  private:

@@ -330,13 +330,22 @@ struct PJRT_Buffer_ToHostBuffer_Args {
   RLX_PJRT_ARGS_TAIL;
 };
 
+/// An event that fires when the buffer's data are computed (or its computation failed: the
+/// event's error is the run's).
+struct PJRT_Buffer_ReadyEvent_Args {
+  RLX_PJRT_ARGS_HEADER;
+  PJRT_Buffer* buffer;
+  PJRT_Event* event;  // out, destroyed by the caller
+  RLX_PJRT_ARGS_TAIL;
+};
+
 #undef RLX_PJRT_ARGS_HEADER
 #undef RLX_PJRT_ARGS_TAIL
 
 using PJRT_Fn = PJRT_Error* (*)(void*);  // placeholder type of table entries we never call
 
 /// The prefix of the PJRT_Api function table up to the last entry rlx calls
-/// (PJRT_Buffer_ToHostBuffer), in the upstream order. Entries we do not call are PJRT_Fn.
+/// (PJRT_Buffer_ReadyEvent), in the upstream order. Entries we do not call are PJRT_Fn.
 struct PJRT_Api {
   size_t struct_size;  // of the plugin's full table: must cover our prefix
   void* extension_start;
@@ -424,6 +433,8 @@ struct PJRT_Api {
   PJRT_Error* (*PJRT_Buffer_IsDeleted)(PJRT_Buffer_IsDeleted_Args*);
   PJRT_Fn PJRT_Buffer_CopyToDevice;
   PJRT_Error* (*PJRT_Buffer_ToHostBuffer)(PJRT_Buffer_ToHostBuffer_Args*);
+  PJRT_Fn PJRT_Buffer_IsOnCpu;
+  PJRT_Error* (*PJRT_Buffer_ReadyEvent)(PJRT_Buffer_ReadyEvent_Args*);
 };
 
 /// The plugin's entry point: `const PJRT_Api* GetPjrtApi()`.

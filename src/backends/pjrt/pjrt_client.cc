@@ -259,6 +259,21 @@ void DeviceBuffer::download(Tensor& out) const {
   p.check(derr, "pjrt: Event_Destroy");
 }
 
+void DeviceBuffer::await_ready() const {
+  const Plugin& p = client_->plugin();
+  auto a = make_args<capi::PJRT_Buffer_ReadyEvent_Args>();
+  a.buffer = buffer_;
+  p.check(p.api->PJRT_Buffer_ReadyEvent(&a), "pjrt: Buffer_ReadyEvent");
+  auto await = make_args<capi::PJRT_Event_Await_Args>();
+  await.event = a.event;
+  capi::PJRT_Error* err = p.api->PJRT_Event_Await(&await);
+  auto destroy = make_args<capi::PJRT_Event_Destroy_Args>();
+  destroy.event = a.event;
+  capi::PJRT_Error* derr = p.api->PJRT_Event_Destroy(&destroy);
+  p.check(err, "pjrt: waiting for a result");
+  p.check(derr, "pjrt: Event_Destroy");
+}
+
 bool DeviceBuffer::is_deleted() const {
   const Plugin& p = client_->plugin();
   auto a = make_args<capi::PJRT_Buffer_IsDeleted_Args>();

@@ -75,6 +75,9 @@ class DeviceBuffer {
   capi::PJRT_Buffer* raw() const { return buffer_; }
   /// Copies the buffer into `out` (whose dtype and shape the caller knows) and waits.
   void download(Tensor& out) const;
+  /// Blocks until the buffer's data are computed (PJRT_Buffer_ReadyEvent); throws rlx::Error
+  /// "pjrt: waiting for a result: <plugin message>" when the computation that defines it failed.
+  void await_ready() const;
   /// Whether the plugin deleted the buffer's data, e.g. because a run took it as a donated
   /// argument (input/output aliasing).
   bool is_deleted() const;

@@ -295,6 +295,61 @@ struct SpmdProgram : ProgramInfo {
   bool stacked = false;
 };
 
+// The host tensor of `type` from one buffer per mesh position of `p` (a replicated one:
+// position 0's). Waits for the run computing them.
+Tensor download_shards(const SpmdProgram& p,
+                       const std::vector<std::unique_ptr<DeviceBuffer>>& shards,
+                       const TensorType& type, const PartitionSpec& spec) {
+  if (spec.is_replicated()) {  // every device holds the whole tensor: read one
+    Tensor t(type.dtype, type.shape);
+    shards[0]->download(t);
+    return t;
+  }
+  Shape piece = shard_shape(p.mesh, spec, type.shape);
+  std::vector<Tensor> host;
+  for (const auto& b : shards) {
+    Tensor s(type.dtype, piece);
+    b->download(s);
+    host.push_back(std::move(s));
+  }
+  return assemble_from_shards(host, type, p.mesh, spec);
+}
+
+// ReplicaLayout::Stacked: the [N, ...] tensor of `type` whose slice r is replica r's result.
+// Waits for the run computing them.
+Tensor download_stacked(const std::vector<std::unique_ptr<DeviceBuffer>>& replicas,
+                        const TensorType& type) {
+  Tensor t(type.dtype, type.shape);
+  Shape one(std::vector<int64_t>(type.shape.dims().begin() + 1, type.shape.dims().end()));
+  size_t bytes = t.nbytes() / replicas.size();
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    Tensor slice = Tensor::borrow(type.dtype, one, t.data() + r * bytes);
+    replicas[r]->download(slice);
+  }
+  return t;
+}
+
+using Shards = std::vector<std::unique_ptr<DeviceBuffer>>;
+
+// The device side of one SPMD run_async: each returned output's shards (by mesh position), the
+// input shards the run reads, and the program (which keeps the client and executable alive).
+struct SpmdPendingRun final : AsyncResult::Pending {
+  explicit SpmdPendingRun(std::shared_ptr<const SpmdProgram> p) : program(std::move(p)) {}
+  void wait() override {
+    for (const Shards& o : outputs)
+      for (const auto& b : o) b->await_ready();
+  }
+  Tensor fetch(size_t index) override {
+    const SpmdProgram& p = *program;
+    if (p.stacked) return download_stacked(outputs[index], p.outputs[index].type);
+    return download_shards(p, outputs[index], p.outputs[index].type,
+                           p.result_specs[p.returned[index]]);
+  }
+  std::shared_ptr<const SpmdProgram> program;
+  std::vector<Shards> outputs;  // by outputs() index
+  std::vector<Shards> fed;      // this run's input shards
+};
+
 // A param's shards, one per mesh position, uploaded once by set_param.
 using ShardedParam = std::shared_ptr<const std::vector<std::unique_ptr<DeviceBuffer>>>;
 
@@ -328,56 +383,72 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
   }
   Tensor read_state(size_t index, const ShardedParam& value) const override {
     const SpmdProgram& p = program();
-    return download_shards(*value, p.state[index].type, p.state_specs[index]);
+    try {
+      return download_shards(p, *value, p.state[index].type, p.state_specs[index]);
+    } catch (const Error& e) {
+      throw Error("state '" + p.state[index].name + "': " + e.what() +
+                  " (the state holds the output of a failed run: set_state() or reset_state() "
+                  "it before the next run)");
+    }
   }
 
   std::vector<Tensor> execute(const TensorMap& inputs, const ParamBindings<ShardedParam>& params,
                               std::vector<ShardedParam>& state) override {
+    const std::string label =
+        "run of '" + program().graph.name() + "' on " + program().device.to_string();
+    return execute_async(inputs, params, state, label).outputs();
+  }
+
+  // Uploads the input shards, starts the run on every device and returns at once; outputs are
+  // downloaded and assembled on first read, state shards stay on the devices.
+  AsyncResult execute_async(const TensorMap& inputs, const ParamBindings<ShardedParam>& params,
+                            std::vector<ShardedParam>& state, const std::string& label) override {
     const SpmdProgram& p = program();
     size_t n = static_cast<size_t>(p.mesh.size());
-    std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> fed;  // this run's input shards
+    auto pending = std::make_unique<SpmdPendingRun>(program_ptr());
     std::vector<std::vector<capi::PJRT_Buffer*>> args(n);
-    fed.reserve(p.args.size());  // `shards` points into it
+    pending->fed.reserve(p.args.size());  // `shards` points into it
     for (const SpmdProgram::Arg& arg : p.args) {
-      const std::vector<std::unique_ptr<DeviceBuffer>>* shards = nullptr;
+      const Shards* shards = nullptr;
       if (arg.kind == SpmdProgram::Kind::Param) {
         shards = params[arg.index].get();
       } else if (arg.kind == SpmdProgram::Kind::State) {
         shards = state[arg.index].get();
       } else if (p.stacked) {
-        fed.push_back(upload_stacked(inputs.at(p.inputs[arg.index].name)));
-        shards = &fed.back();
+        pending->fed.push_back(upload_stacked(inputs.at(p.inputs[arg.index].name)));
+        shards = &pending->fed.back();
       } else {
-        fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
-        shards = &fed.back();
+        pending->fed.push_back(upload_shards(inputs.at(p.inputs[arg.index].name), arg.spec));
+        shards = &pending->fed.back();
       }
       for (size_t slot = 0; slot < n; ++slot)
         args[slot].push_back((*shards)[static_cast<size_t>(p.position_of_slot[slot])]->raw());
     }
-    std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> outs =
-        p.loaded->execute_all(args, p.graph.outputs().size());
+    std::vector<std::vector<std::unique_ptr<DeviceBuffer>>> outs;
+    try {
+      outs = p.loaded->execute_all(args, p.graph.outputs().size());
+    } catch (const Error& e) {
+      throw_after_failed_execute(e, state, p.state, [](const ShardedParam& shards) {
+        return std::any_of(shards->begin(), shards->end(),
+                           [](const auto& b) { return b->is_deleted(); });
+      });
+    }
     std::vector<size_t> slot_of_position(n);
     for (size_t slot = 0; slot < n; ++slot)
       slot_of_position[static_cast<size_t>(p.position_of_slot[slot])] = slot;
-    std::vector<Tensor> results;
-    results.reserve(p.returned.size());
     auto per_position = [&](size_t out) {
-      std::vector<std::unique_ptr<DeviceBuffer>> shards(n);
+      Shards shards(n);
       for (size_t pos = 0; pos < n; ++pos)
         shards[pos] = std::move(outs[slot_of_position[pos]][out]);
       return shards;
     };
-    for (size_t i = 0; i < p.returned.size(); ++i) {
-      size_t out = p.returned[i];
-      results.push_back(
-          p.stacked ? download_stacked(per_position(out), p.outputs[i].type)
-                    : download_shards(per_position(out), p.outputs[i].type, p.result_specs[out]));
-    }
-    // The donated state shards are consumed by the run (aliased to these outputs).
+    for (size_t i = 0; i < p.returned.size(); ++i)
+      pending->outputs.push_back(per_position(p.returned[i]));
+    // The donated state shards are consumed by the run (aliased to these outputs), which may
+    // still be computing them.
     for (size_t j = 0; j < state.size(); ++j)
-      state[j] = std::make_shared<const std::vector<std::unique_ptr<DeviceBuffer>>>(
-          per_position(p.state_outputs[j]));
-    return results;
+      state[j] = std::make_shared<const Shards>(per_position(p.state_outputs[j]));
+    return AsyncResult(std::move(pending), p.returned.size(), label);
   }
 
  private:
@@ -392,38 +463,6 @@ class SpmdExecutable final : public ExecutableCore<SpmdProgram, ShardedParam> {
       out.push_back(client.upload(Tensor::borrow(value.dtype(), one, value.data() + r * bytes),
                                   p.device_of_position[r]));
     return out;
-  }
-
-  // ReplicaLayout::Stacked: the [N, ...] tensor of `type` whose slice r is replica r's result.
-  static Tensor download_stacked(const std::vector<std::unique_ptr<DeviceBuffer>>& replicas,
-                                 const TensorType& type) {
-    Tensor t(type.dtype, type.shape);
-    Shape one(std::vector<int64_t>(type.shape.dims().begin() + 1, type.shape.dims().end()));
-    size_t bytes = t.nbytes() / replicas.size();
-    for (size_t r = 0; r < replicas.size(); ++r) {
-      Tensor slice = Tensor::borrow(type.dtype, one, t.data() + r * bytes);
-      replicas[r]->download(slice);
-    }
-    return t;
-  }
-
-  // The host tensor of `type` from one buffer per mesh position (a replicated one: position 0).
-  Tensor download_shards(const std::vector<std::unique_ptr<DeviceBuffer>>& shards,
-                         const TensorType& type, const PartitionSpec& spec) const {
-    const SpmdProgram& p = program();
-    if (spec.is_replicated()) {  // every device holds the whole tensor: read one
-      Tensor t(type.dtype, type.shape);
-      shards[0]->download(t);
-      return t;
-    }
-    Shape piece = shard_shape(p.mesh, spec, type.shape);
-    std::vector<Tensor> host;
-    for (const auto& b : shards) {
-      Tensor s(type.dtype, piece);
-      b->download(s);
-      host.push_back(std::move(s));
-    }
-    return assemble_from_shards(host, type, p.mesh, spec);
   }
 
   std::vector<std::unique_ptr<DeviceBuffer>> upload_shards(const Tensor& value,
