@@ -156,7 +156,7 @@ Shape full_shape(const Mesh& mesh, const PartitionSpec& spec, const Shape& shard
 // argument / result gets its spec (unnamed: P()), checked against its full shape. `full`
 // receives the full shape of each input / param node id and graph output.
 Annotated manual_sharding(const Graph& g, const IoSpecs& io, const ShardingConfig& config,
-                 std::map<int32_t, Shape>& full, std::vector<Shape>& full_results) {
+                          std::map<int32_t, Shape>& full, std::vector<Shape>& full_results) {
   Annotated a;
   a.num_partitions = config.mesh.size();
   a.result_specs.resize(g.outputs().size());
@@ -493,8 +493,8 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
         "pjrt: state is not supported with replicated data parallelism (" +
             sharding.mesh.to_string() + "); use an SPMD mesh");
   check(!manual || options.state.empty(),
-        "pjrt: state is not supported in a shard_map-style program (" +
-            sharding.mesh.to_string() + "); use make_pjrt_spmd_backend");
+        "pjrt: state is not supported in a shard_map-style program (" + sharding.mesh.to_string() +
+            "); use make_pjrt_spmd_backend");
   PipelineResult compiled = run_pjrt_pipeline(graph, options);
   auto program = std::make_shared<SpmdProgram>();
   SpmdProgram& p = *program;
@@ -507,8 +507,9 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
   std::map<int32_t, Shape> full;  // shard_map-style: full shapes of the arguments / results
   std::vector<Shape> full_results;
   Annotated a = replicas ? replicated(p.graph, io_specs_of(graph), p.mesh.size(), layout)
-                : manual ? manual_sharding(p.graph, io_specs_of(graph), sharding, full, full_results)
-                         : annotate(p.graph, io_specs_of(graph), sharding, state);
+                : manual
+                    ? manual_sharding(p.graph, io_specs_of(graph), sharding, full, full_results)
+                    : annotate(p.graph, io_specs_of(graph), sharding, state);
   if (manual) {  // runs take and give the full tensors
     auto full_of = [&](const std::string& name) { return full.at(p.graph.find(name)); };
     for (IoSpec& s : p.inputs) s.type.shape = full_of(s.name);
@@ -576,11 +577,10 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
       emitter.set_spmd(spmd_annotations(p.graph, a, p.mesh, form));
       p.stablehlo = emitter.run();
     }
-    p.loaded =
-        load_or_compile(client, p.stablehlo,
-                        replicas ? replicated_compile_options(ids)
-                                  : spmd_compile_options(ids, form == ShardingForm::Shardy),
-                        replicas ? "none" : sharding_form_name(form));
+    p.loaded = load_or_compile(client, p.stablehlo,
+                               replicas ? replicated_compile_options(ids)
+                                        : spmd_compile_options(ids, form == ShardingForm::Shardy),
+                               replicas ? "none" : sharding_form_name(form));
   };
   std::string note;
   if (replicas) {
@@ -713,8 +713,8 @@ std::unique_ptr<Executable> compile_data_parallel(const Graph& graph, const Comp
   };
   for (const IoSpec& s : io.inputs) shard(s, "input", config.inputs);
   for (const IoSpec& s : io.outputs) shard(s, "output", config.outputs);
-  return compile_on_mesh(graph, options, device, config, /*replicas=*/false,
-                         ReplicaLayout::Concat, /*manual=*/false, client);
+  return compile_on_mesh(graph, options, device, config, /*replicas=*/false, ReplicaLayout::Concat,
+                         /*manual=*/false, client);
 }
 
 std::shared_ptr<Backend> make_pjrt_spmd_backend(ShardingConfig sharding, std::string plugin_path) {
