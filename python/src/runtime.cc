@@ -242,15 +242,20 @@ void bind_async_result(py::module_& m) {
       .def("__len__", &AsyncResult::size)
       .def(
           "output",
-          [](AsyncResult& r, size_t i) {
+          [](AsyncResult& r, int64_t i) {
+            const auto n = static_cast<int64_t>(r.size());
+            check(i >= -n && i < n, "AsyncResult: output " + std::to_string(i) + " of a run with " +
+                                        std::to_string(n) + " outputs");
             Tensor t;
             {
               py::gil_scoped_release nogil;
-              t = r.output(i);
+              t = r.output(static_cast<size_t>(i < 0 ? i + n : i));
             }
             return to_numpy(t);
           },
-          py::arg("index"), "Output `index` as a numpy array (waits for the run on first read).")
+          py::arg("index"),
+          "Output `index` as a numpy array (waits for the run on first read); negative indices "
+          "count from the end, as in a Python sequence.")
       .def(
           "outputs",
           [](AsyncResult& r) {

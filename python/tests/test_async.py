@@ -36,6 +36,9 @@ def test_run_async_equals_run(device):
     assert r.output(1).tobytes() == want[1].tobytes()  # read twice
     with pytest.raises(rlx.Error, match=r"AsyncResult: output 2 of a run with 2 outputs"):
         r.output(2)
+    assert r.output(-1).tobytes() == want[1].tobytes()  # from the end, as a sequence
+    with pytest.raises(rlx.Error, match=r"AsyncResult: output -3 of a run with 2 outputs"):
+        r.output(-3)
     with pytest.raises(rlx.Error, match=r"run: input 'x': expected f32\[4,3\], got f32\[3,4\]"):
         exe.run_async(xs.T.copy())
     if device.startswith("pjrt"):

@@ -20,6 +20,12 @@ namespace rlx::pjrt {
 BackendFacts pjrt_facts();
 /// The standard pipeline for the pjrt backend: legalize to native_ops(), DCE, fold, CSE, AMP.
 PipelineResult run_pjrt_pipeline(const Graph& graph, const CompileOptions& options);
+/// Checks the IR collectives of `g` before any plugin is involved: on a single device
+/// (`devices` 1) their groups must cover that one device (a collective over 4 devices would
+/// otherwise run as the identity); in an auto-partitioned SPMD program (`partitioned`) there
+/// may be none, since XLA's partitioner owns the communication there. Throws rlx::Error naming
+/// the op, the node and `where`, and the backends that run per-device programs.
+void check_collectives(const Graph& g, int64_t devices, bool partitioned, const std::string& where);
 /// Every computing node of `g` as part of the one XLA executable compiled from `stablehlo`;
 /// `note` follows "compiled from StableHLO" in the program text (e.g. " (SPMD over Mesh(...),
 /// shardings in Shardy form)").

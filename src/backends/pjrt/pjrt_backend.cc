@@ -10,7 +10,9 @@
 #include "compile_cache.h"
 #include "pjrt_client.h"
 #include "rlx/backends/pjrt/pjrt.h"
+#include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/op.h"
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend_core.h"
 
@@ -155,6 +157,25 @@ BackendFacts pjrt_facts() {
 }
 
 // The standard pipeline for the pjrt backend: legalize to native_ops(), DCE, fold, CSE, AMP.
+void check_collectives(const Graph& g, int64_t devices, bool partitioned,
+                       const std::string& where) {
+  const std::string hint =
+      "; write the per-device program and compile it with make_pjrt_replicated_backend "
+      "(rlx.compile_replicated, jax.pmap-style) or make_pjrt_shard_map_backend "
+      "(rlx.compile_shard_map)";
+  for (const Node& n : g.nodes()) {
+    if (!op_info(n.op).has(kCollective)) continue;
+    const std::string what = std::string(op_name(n.op)) + " (node %" + n.name + ")";
+    check(!partitioned, "pjrt: " + what + " is a per-device collective, but " + where +
+                            " is partitioned by XLA, which inserts its own communication" + hint);
+    try {
+      groups_for_run(n.attrs, devices);
+    } catch (const Error& e) {
+      throw Error("pjrt: " + what + " on " + where + ": " + e.what() + hint);
+    }
+  }
+}
+
 PipelineResult run_pjrt_pipeline(const Graph& graph, const CompileOptions& options) {
   return run_standard_pipeline(graph, make_pipeline_options(pjrt_facts(), options));
 }
@@ -192,6 +213,7 @@ class PjrtBackend final : public Backend {
                                       const Device& device) override {
     if (device.is_set()) return compile_data_parallel(graph, options, device, client_);
     check_compile_request(pjrt_facts(), device, graph, options);
+    check_collectives(graph, 1, false, device.to_string() + " (one device)");
     // Legalize and optimize first: an unsupported graph fails before any plugin is needed.
     PipelineResult compiled = run_pjrt_pipeline(graph, options);
 

@@ -64,9 +64,17 @@ void check_names(const IoSpecs& io, const ShardingConfig& config) {
   for (const auto& [kind, map, specs] : {std::tuple{"input", &config.inputs, &io.inputs},
                                          std::tuple{"param", &config.params, &io.params},
                                          std::tuple{"output", &config.outputs, &io.outputs}})
-    for (const auto& [name, spec] : *map)
-      check(known(*specs, name), std::string("sharding: the graph has no ") + kind + " '" + name +
-                                     "' (" + kind + "s: " + names_of(*specs) + ")");
+    for (const auto& [name, spec] : *map) {
+      if (known(*specs, name)) continue;
+      // A name of the other leaf kind: say where it belongs (in_shardings vs param_shardings).
+      std::string hint;
+      if (map != &config.params && known(io.params, name))
+        hint = "; '" + name + "' is a param: shard it through the params' shardings";
+      else if (map == &config.params && known(io.inputs, name))
+        hint = "; '" + name + "' is an input: shard it through the inputs' shardings";
+      throw Error(std::string("sharding: the graph has no ") + kind + " '" + name + "' (" + kind +
+                  "s: " + names_of(*specs) + ")" + hint);
+    }
 }
 
 // Checks `config` against the graph given to compile (`io`: its specs) and the compiled graph
@@ -495,6 +503,9 @@ std::unique_ptr<Executable> compile_on_mesh(const Graph& graph, const CompileOpt
   check(!manual || options.state.empty(),
         "pjrt: state is not supported in a shard_map-style program (" + sharding.mesh.to_string() +
             "); use make_pjrt_spmd_backend");
+  if (!replicas && !manual)
+    check_collectives(graph, sharding.mesh.size(), true,
+                      "the SPMD program over " + sharding.mesh.to_string());
   PipelineResult compiled = run_pjrt_pipeline(graph, options);
   auto program = std::make_shared<SpmdProgram>();
   SpmdProgram& p = *program;

@@ -268,6 +268,45 @@ TEST(PjrtCollectives, GroupsThatDoNotFitTheReplicasFailAtCompile) {
   }
 }
 
+// A collective where XLA would not run it as written is an error before the plugin, naming the
+// op and node and where per-device programs go: on one device (an all_reduce over 4 devices
+// would be the identity there) and in an auto-partitioned SPMD program (XLA's partitioner owns
+// the communication; it used to fail inside XLA with a RET_CHECK). Over one device it runs.
+TEST(PjrtCollectives, CollectivesOutsidePerDeviceProgramsAreClearErrors) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  auto graph = [](const Layout& l) {
+    Graph g("reduce");
+    Value x = g.input("x", DType::f32, Shape{4, 4});
+    g.set_outputs({g.emit1(OpKind::AllReduce, {x}, attrs(l, {{"reduce", std::string("sum")}}))});
+    return g;
+  };
+  auto single = make_pjrt_backend(testing::test_plugin());
+  for (const Layout& l : {Layout{"all", 4, {}}, Layout{"pairs", 2, {{0, 1}}}}) {
+    Graph g = graph(l);
+    std::string msg = ::rlx::testing::error_of(
+        [&] { single->compile(g, f32_options(), Device::parse("pjrt:0")); });
+    EXPECT_NE(msg.find("all_reduce (node %"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("on pjrt:0 (one device)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rlx.compile_shard_map"), std::string::npos) << msg;
+  }
+  Graph one = graph(Layout{"one", 1, {}});
+  auto exe = single->compile(one, f32_options(), Device::parse("pjrt:0"));
+  Tensor x = Tensor::full(DType::f32, Shape{4, 4}, 1.5);
+  EXPECT_TRUE(all_close(exe->run({{"x", x}})[0], x, Tolerance{0, 0}));
+
+  ShardingConfig config{Mesh({{"data", 2}}, {0, 1}), {}, {}, {}};
+  auto spmd = make_pjrt_spmd_backend(config, testing::test_plugin());
+  Graph g = graph(Layout{"all", 2, {}});
+  std::string msg =
+      ::rlx::testing::error_of([&] { spmd->compile(g, f32_options(), Device::parse("pjrt:0")); });
+  EXPECT_NE(msg.find("all_reduce (node %"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is a per-device collective, but the SPMD program over Mesh('data': 2) is "
+                     "partitioned by XLA"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("make_pjrt_shard_map_backend"), std::string::npos) << msg;
+}
+
 // Scalars travel under Stacked ([N]); under Concat they are refused, and per-device rows of
 // rank >= 1 come back concatenated along dim 0.
 TEST(PjrtCollectives, StackedScalarsAndTheConcatLayout) {

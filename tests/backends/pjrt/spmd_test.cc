@@ -532,6 +532,16 @@ TEST(PjrtSpmd, BadShardingsAreClearErrors) {
             }),
             "sharding: the graph has no param 'w3' (params: 'w1', 'b1', 'w2', 'b2')");
   EXPECT_EQ(error_of([&] {
+              lower({kMesh2x2, {{"w1", PartitionSpec({"data"})}}, {}, {}});
+            }),
+            "sharding: the graph has no input 'w1' (inputs: 'x'); 'w1' is a param: shard it "
+            "through the params' shardings");
+  EXPECT_EQ(error_of([&] {
+              lower({kMesh2x2, {}, {{"x", PartitionSpec({"data"})}}, {}});
+            }),
+            "sharding: the graph has no param 'x' (params: 'w1', 'b1', 'w2', 'b2'); 'x' is an "
+            "input: shard it through the inputs' shardings");
+  EXPECT_EQ(error_of([&] {
               lower({kMesh2x2, {}, {{"w1", PartitionSpec({"", "batch"})}}, {}});
             }),
             "sharding of param 'w1' [16,32] with P(None, 'batch') on Mesh('data': 2, 'model': 2): "
