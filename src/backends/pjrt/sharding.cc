@@ -101,6 +101,13 @@ Mesh::Mesh(std::vector<std::pair<std::string, int64_t>> axes, std::vector<int> d
   std::set<std::string> seen;
   for (const auto& [name, size] : axes_) {
     check(!name.empty(), "Mesh: an axis name is empty");
+    // Axis names are written into the module (Shardy's sdy.mesh): checked here, so that no
+    // sharding form can fail on a name (Auto would otherwise fall back to GSPMD for it).
+    for (char c : name)
+      check(c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20,
+            "Mesh: axis name '" + name +
+                "' has a quote, backslash or control character (axis names are written into the "
+                "compiled module)");
     check(seen.insert(name).second, "Mesh: axis '" + name + "' appears twice");
     check(size >= 1,
           "Mesh: axis '" + name + "' has size " + std::to_string(size) + "; sizes must be >= 1");
@@ -253,12 +260,6 @@ ShardingForm sharding_form_from_env() {
 }
 
 std::string sdy_mesh(const Mesh& mesh) {
-  for (const auto& [name, size] : mesh.axes())
-    for (char c : name)
-      check(c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20,
-            "sharding: mesh axis '" + name + "' of " + mesh.to_string() +
-                " cannot be written in Shardy form (no quotes, backslashes or control characters "
-                "in axis names)");
   std::string out = "sdy.mesh @mesh = <[";
   for (size_t i = 0; i < mesh.axes().size(); ++i)
     out +=

@@ -17,7 +17,8 @@ namespace rlx::pjrt {
 /// major-to-minor order, e.g. {{"data", 2}, {"model", 2}}: 4 devices, position p = 2 * data +
 /// model. `devices` are pjrt device indices (pjrt:<i>) in that row-major order; empty means
 /// 0 .. size()-1. Position p of the mesh is XLA's partition p (the device assignment maps it
-/// to devices[p]). Throws rlx::Error for no axes, an empty or repeated axis name, a size < 1,
+/// to devices[p]). Throws rlx::Error for no axes, an empty or repeated axis name, one with a
+/// quote, backslash or control character, a size < 1,
 /// a device list of another length than the product of the sizes, or a device listed twice.
 class Mesh {
  public:
