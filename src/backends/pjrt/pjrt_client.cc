@@ -241,6 +241,29 @@ DeviceBuffer::~DeviceBuffer() {
   }
 }
 
+namespace {
+
+// Waits for `event`, destroys it, then throws rlx::Error "<what>: <plugin message>" if the wait
+// failed (else if the destroy did); neither error object leaks.
+void await_event(const Plugin& p, capi::PJRT_Event* event, const std::string& what) {
+  auto await = make_args<capi::PJRT_Event_Await_Args>();
+  await.event = event;
+  capi::PJRT_Error* err = p.api->PJRT_Event_Await(&await);
+  auto destroy = make_args<capi::PJRT_Event_Destroy_Args>();
+  destroy.event = event;
+  capi::PJRT_Error* derr = p.api->PJRT_Event_Destroy(&destroy);
+  if (err != nullptr && derr != nullptr) {
+    auto d = make_args<capi::PJRT_Error_Destroy_Args>();
+    d.error = derr;
+    p.api->PJRT_Error_Destroy(&d);
+    derr = nullptr;
+  }
+  p.check(err, what);
+  p.check(derr, "pjrt: Event_Destroy");
+}
+
+}  // namespace
+
 void DeviceBuffer::download(Tensor& out) const {
   if (out.nbytes() == 0) return;
   const Plugin& p = client_->plugin();
@@ -249,14 +272,7 @@ void DeviceBuffer::download(Tensor& out) const {
   a.dst = out.data();
   a.dst_size = out.nbytes();
   p.check(p.api->PJRT_Buffer_ToHostBuffer(&a), "pjrt: Buffer_ToHostBuffer");
-  auto await = make_args<capi::PJRT_Event_Await_Args>();
-  await.event = a.event;
-  capi::PJRT_Error* err = p.api->PJRT_Event_Await(&await);
-  auto destroy = make_args<capi::PJRT_Event_Destroy_Args>();
-  destroy.event = a.event;
-  capi::PJRT_Error* derr = p.api->PJRT_Event_Destroy(&destroy);
-  p.check(err, "pjrt: copying a result to the host");
-  p.check(derr, "pjrt: Event_Destroy");
+  await_event(p, a.event, "pjrt: copying a result to the host");
 }
 
 void DeviceBuffer::await_ready() const {
@@ -264,14 +280,7 @@ void DeviceBuffer::await_ready() const {
   auto a = make_args<capi::PJRT_Buffer_ReadyEvent_Args>();
   a.buffer = buffer_;
   p.check(p.api->PJRT_Buffer_ReadyEvent(&a), "pjrt: Buffer_ReadyEvent");
-  auto await = make_args<capi::PJRT_Event_Await_Args>();
-  await.event = a.event;
-  capi::PJRT_Error* err = p.api->PJRT_Event_Await(&await);
-  auto destroy = make_args<capi::PJRT_Event_Destroy_Args>();
-  destroy.event = a.event;
-  capi::PJRT_Error* derr = p.api->PJRT_Event_Destroy(&destroy);
-  p.check(err, "pjrt: waiting for a result");
-  p.check(derr, "pjrt: Event_Destroy");
+  await_event(p, a.event, "pjrt: waiting for a result");
 }
 
 bool DeviceBuffer::is_deleted() const {

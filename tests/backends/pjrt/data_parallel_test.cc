@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/scoped_env.h"
+#include "common/test_util.h"
 #include "pjrt_test_util.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
@@ -22,14 +23,7 @@ using rlx::testing::ScopedEnv;
 using testing::all_close;
 using testing::f32_options;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using rlx::testing::error_of;
 
 // The registered pjrt backend (what Session uses) finds the plugin under test.
 struct PluginEnv {

@@ -17,6 +17,7 @@
 
 #include "backend_internal.h"
 #include "common/scoped_env.h"
+#include "common/test_util.h"
 #include "compile_cache.h"
 #include "pjrt_client.h"
 #include "pjrt_test_util.h"
@@ -34,14 +35,7 @@ using rlx::testing::ScopedEnv;
 using testing::all_close;
 using testing::f32_options;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using rlx::testing::error_of;
 
 const Mesh kMesh2x2({{"data", 2}, {"model", 2}});
 

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/test_util.h"
 #include "pjrt_test_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/backends/pjrt/sharding.h"
@@ -20,14 +21,7 @@ using testing::all_close;
 using testing::f32_options;
 using testing::Tolerance;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using rlx::testing::error_of;
 
 const Mesh kMesh2x2({{"data", 2}, {"model", 2}});
 
