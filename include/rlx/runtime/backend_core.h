@@ -192,27 +192,16 @@ class ExecutableCore : public Executable {
   }
 
   std::vector<Tensor> run(const TensorMap& inputs) final {
-    check_run_inputs(program_->inputs, inputs, program_->state);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!params_.all_set())
-      check_params_set(program_->params, [&](size_t i) { return params_.is_set(i); });
-    if (program_->state.empty()) return execute(inputs, params_, no_state_);
-    std::lock_guard<std::mutex> state_lock(state_->mu);
-    materialize(*state_);
-    return execute(inputs, params_, state_->values);
+    return locked_run(
+        inputs, [&](std::vector<StateValue>& state) { return execute(inputs, params_, state); });
   }
 
   AsyncResult run_async(const TensorMap& inputs) final {
-    check_run_inputs(program_->inputs, inputs, program_->state);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!params_.all_set())
-      check_params_set(program_->params, [&](size_t i) { return params_.is_set(i); });
-    std::string label = "run " + std::to_string(++async_runs_) + " of '" + program_->graph.name() +
-                        "' on " + program_->device.to_string();
-    if (program_->state.empty()) return execute_async(inputs, params_, no_state_, label);
-    std::lock_guard<std::mutex> state_lock(state_->mu);
-    materialize(*state_);
-    return execute_async(inputs, params_, state_->values, label);
+    return locked_run(inputs, [&](std::vector<StateValue>& state) {
+      std::string label = "run " + std::to_string(++async_runs_) + " of '" +
+                          program_->graph.name() + "' on " + program_->device.to_string();
+      return execute_async(inputs, params_, state, label);
+    });
   }
 
   void set_state(const std::string& name, const Tensor& value) final {
@@ -328,6 +317,21 @@ class ExecutableCore : public Executable {
   std::shared_ptr<StateStore<StateValue>> state_store() const {
     std::lock_guard<std::mutex> lock(mu_);
     return state_;
+  }
+
+  // What run() and run_async() share: checks the inputs and that every param is set, then
+  // calls `f(state)` under the executable's lock (and the state store's, after materializing
+  // it, when the program has state).
+  template <class F>
+  auto locked_run(const TensorMap& inputs, F&& f) {
+    check_run_inputs(program_->inputs, inputs, program_->state);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!params_.all_set())
+      check_params_set(program_->params, [&](size_t i) { return params_.is_set(i); });
+    if (program_->state.empty()) return f(no_state_);
+    std::lock_guard<std::mutex> state_lock(state_->mu);
+    materialize(*state_);
+    return f(state_->values);
   }
 
   std::shared_ptr<const Program> program_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/collective_layouts.h"
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "pjrt_test_util.h"
 #include "rlx/ir/collective.h"
@@ -161,18 +162,8 @@ TEST(PjrtCollectives, EightReplicasWhenConfigured) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (describe_plugin(testing::test_plugin()).platform != "cpu")
     GTEST_SKIP() << "RLX_PJRT_CPU_DEVICE_COUNT is an XLA CPU plugin option";
-  const char* old = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT");
-  struct Restore {
-    std::string value;
-    bool had;
-    ~Restore() {
-      if (had)
-        ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", value.c_str(), 1);
-      else
-        ::unsetenv("RLX_PJRT_CPU_DEVICE_COUNT");
-    }
-  } restore{old ? old : "", old != nullptr};
-  ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", "8", 1);
+  ::rlx::testing::ScopedEnv env;  // restores the variable
+  env.set("RLX_PJRT_CPU_DEVICE_COUNT", "8");
   ASSERT_EQ(describe_plugin(testing::test_plugin()).devices.size(), 8u);
   double worst = 0;
   for (const Layout& l :

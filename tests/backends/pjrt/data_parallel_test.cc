@@ -22,6 +22,7 @@ namespace {
 using rlx::testing::ScopedEnv;
 using testing::all_close;
 using testing::f32_options;
+using testing::random_feeds;
 
 using rlx::testing::error_of;
 
@@ -43,20 +44,6 @@ Graph mlp(int64_t batch) {
   Value y = g.matmul(h, w2);
   g.set_outputs({y, g.reduce_sum(y, {0, 1})});
   return g;
-}
-
-TensorMap random_feeds(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  TensorMap m;
-  for (const std::vector<int32_t>& leaves : {g.inputs(), g.params()})
-    for (int32_t id : leaves) {
-      const Node& n = g.node(id);
-      Tensor t(n.results[0].dtype, n.results[0].shape);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
-      m.emplace(n.name, std::move(t));
-    }
-  return m;
 }
 
 std::vector<Tensor> run_on(const std::string& device, const Graph& g, const TensorMap& feeds) {

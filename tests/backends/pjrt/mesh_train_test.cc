@@ -344,19 +344,8 @@ TEST(PjrtMeshTrain, EightDevicesWhenConfigured) {
     GTEST_SKIP() << "RLX_PJRT_CPU_DEVICE_COUNT is an XLA CPU plugin option";
   constexpr int kSteps = 20;
   TrainRun want = single_device(kSteps);
-  const char* old = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT");
-  std::string saved = old ? old : "";
-  ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", "8", 1);
-  struct Restore {
-    std::string value;
-    bool had;
-    ~Restore() {
-      if (had)
-        ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", value.c_str(), 1);
-      else
-        ::unsetenv("RLX_PJRT_CPU_DEVICE_COUNT");
-    }
-  } restore{saved, old != nullptr};
+  ::rlx::testing::ScopedEnv env;  // restores the variable
+  env.set("RLX_PJRT_CPU_DEVICE_COUNT", "8");
   ASSERT_EQ(describe_plugin(testing::test_plugin()).devices.size(), 8u);
   std::map<std::string, PartitionSpec> fsdp = {{"w1", PartitionSpec({"model"})},
                                                {"b1", PartitionSpec({"model"})},

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/evaluator.h"
@@ -18,6 +20,21 @@ namespace rlx::pjrt::testing {
 inline std::string test_plugin() {
   if (const char* env = std::getenv("RLX_PJRT_PLUGIN"); env != nullptr && *env != '\0') return env;
   return RLX_PJRT_DEFAULT_PLUGIN;
+}
+
+/// Uniform [-1, 1) f32 values (seeded) for every input and param of the f32 graph `g`, by name.
+inline TensorMap random_feeds(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  TensorMap m;
+  for (const std::vector<int32_t>& leaves : {g.inputs(), g.params()})
+    for (int32_t id : leaves) {
+      const Node& n = g.node(id);
+      Tensor t(n.results[0].dtype, n.results[0].shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+      m.emplace(n.name, std::move(t));
+    }
+  return m;
 }
 
 /// Skips the test with a clear message when no plugin is available.

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <random>
 
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "pjrt_test_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
@@ -19,6 +20,7 @@ namespace {
 
 using testing::all_close;
 using testing::f32_options;
+using testing::random_feeds;
 using testing::Tolerance;
 
 using rlx::testing::error_of;
@@ -128,20 +130,6 @@ Graph mlp() {
   Value y = g.add(g.matmul(h, w2), b2);
   g.set_outputs({y});
   return g;
-}
-
-TensorMap random_feeds(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  TensorMap m;
-  for (const std::vector<int32_t>& leaves : {g.inputs(), g.params()})
-    for (int32_t id : leaves) {
-      const Node& n = g.node(id);
-      Tensor t(n.results[0].dtype, n.results[0].shape);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
-      m.emplace(n.name, std::move(t));
-    }
-  return m;
 }
 
 // `program`: set to the executable's kernel-report program text.
@@ -303,19 +291,8 @@ TEST(PjrtSpmd, EightCpuDevicesWhenConfigured) {
   RLX_REQUIRE_PJRT_PLUGIN();
   if (describe_plugin(testing::test_plugin()).platform != "cpu")
     GTEST_SKIP() << "RLX_PJRT_CPU_DEVICE_COUNT is an XLA CPU plugin option";
-  const char* old = std::getenv("RLX_PJRT_CPU_DEVICE_COUNT");
-  std::string saved = old ? old : "";
-  ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", "8", 1);
-  struct Restore {
-    std::string value;
-    bool had;
-    ~Restore() {
-      if (had)
-        ::setenv("RLX_PJRT_CPU_DEVICE_COUNT", value.c_str(), 1);
-      else
-        ::unsetenv("RLX_PJRT_CPU_DEVICE_COUNT");
-    }
-  } restore{saved, old != nullptr};
+  ::rlx::testing::ScopedEnv env;  // restores the variable
+  env.set("RLX_PJRT_CPU_DEVICE_COUNT", "8");
   ASSERT_EQ(describe_plugin(testing::test_plugin()).devices.size(), 8u);
   Mesh mesh({{"data", 2}, {"model", 4}});
   Graph g = mlp();
