@@ -23,6 +23,7 @@ OpTable<VjpFn>& rules() {
     register_vjp_shape();
     register_vjp_nn();
     register_vjp_collective();
+    register_vjp_control_flow();
   });
   return t;
 }
@@ -126,7 +127,7 @@ bool keep_for_ad(OpKind op) {
 // The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of
 // some values; returns d/d leaf for each of `wrt` (zeros when nothing reaches it).
 std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>& seeds,
-                            const std::vector<int32_t>& wrt) {
+                            const std::vector<int32_t>& wrt, const GradOptions& options = {}) {
   const size_t n = g.nodes().size();
   // A value is active when it is a float that depends on a wrt leaf: only those carry
   // cotangents (integer paths, e.g. indices, never do).
@@ -158,7 +159,7 @@ std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>
     bool has_ct = false;
     for (Value c : cts[i]) has_ct = has_ct || c.valid();
     if (!has_ct) continue;
-    VjpContext ctx{g, node, node.operands, {}, cts[i], {}};
+    VjpContext ctx{g, node, node.operands, {}, cts[i], {}, options};
     bool any_wanted = false;
     for (Value v : node.operands) {
       bool w = active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
@@ -263,14 +264,15 @@ void derivative_names(const std::string& prefix, const std::vector<std::string>&
 
 }  // namespace
 
-Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
+Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss,
+                     const GradOptions& options) {
   resolve_wrt(g, wrt);  // errors name the caller's graph
   Graph out = prepare(g, loss, true);
   std::vector<int32_t> ids = resolve_wrt(out, wrt);
   std::vector<Value> outs = out.outputs();
   Value lv = outs.back();
   outs.pop_back();
-  std::vector<Value> grads = backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids);
+  std::vector<Value> grads = backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids, options);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
@@ -283,13 +285,15 @@ Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSp
   return out;
 }
 
-Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
+Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss,
+           const GradOptions& options) {
   resolve_wrt(g, wrt);
   Graph out = prepare(g, loss, true);
   std::vector<int32_t> ids = resolve_wrt(out, wrt);
   Value lv = out.outputs().back();
   std::vector<Value> outs{lv};
-  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids)) outs.push_back(v);
+  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids, options))
+    outs.push_back(v);
   out.set_outputs(outs);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
@@ -300,7 +304,7 @@ Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss) {
   return out;
 }
 
-Graph vjp(const Graph& g, const std::vector<std::string>& wrt) {
+Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions& options) {
   resolve_wrt(g, wrt);
   check(!g.outputs().empty(), "grad: graph @" + g.name() + " has no outputs to differentiate");
   Graph out = prepare(g, 0, false);
@@ -313,7 +317,7 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt) {
     if (!is_float(t.dtype)) continue;
     seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
   }
-  std::vector<Value> grads = backprop(out, seeds, ids);
+  std::vector<Value> grads = backprop(out, seeds, ids, options);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);

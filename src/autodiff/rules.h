@@ -18,6 +18,8 @@ struct VjpContext {
   std::vector<Value> results;
   std::vector<Value> cts;
   std::vector<bool> wants;
+  /// The transform's options (a rule that differentiates a body passes them on).
+  GradOptions options{};
 
   /// Cotangent of result i, materialized as zeros when none flows in.
   Value ct(size_t i = 0);
@@ -43,6 +45,7 @@ void register_vjp_reduce();
 void register_vjp_shape();
 void register_vjp_nn();
 void register_vjp_collective();
+void register_vjp_control_flow();
 
 // ---- helpers
 /// Zeros of `type`.

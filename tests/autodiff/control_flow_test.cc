@@ -1,8 +1,11 @@
-// Autodiff and vmap on graphs holding control flow (cond, while_loop, scan): their rules are not
-// written yet (issue 16), so a transform that must go through one fails with an error naming
-// the op and node; one that does not touch them works as before.
+// Autodiff on graphs holding control flow (cond, while_loop, scan): scan checkpointing (bitwise
+// equal gradients, fewer stacked residual bytes), the vjp of a bounded while_loop against the
+// same loop written as a scan, and the errors (an unbounded while_loop, a checkpoint interval
+// that does not divide the length, vmap without a batching rule). Finite differences of every
+// rule (grad, jvp, hvp) run from the op cases in fd_test.cc.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "common/test_util.h"
@@ -14,50 +17,187 @@ namespace rlx::autodiff {
 namespace {
 
 using rlx::testing::error_of;
+using rlx::testing::random_tensor;
 
-TEST(ControlFlowAutodiff, GradThroughAScanNamesTheOp) {
-  Graph g("scan_loss");
-  Value xs = g.input("xs", DType::f32, {4, 3});
-  Value w = g.param("w", DType::f32, {3});
-  Graph b("step");
-  Value c = b.input("c", DType::f32, {3});
-  Value x = b.input("x", DType::f32, {3});
-  b.set_outputs({b.mul(c, x)});
-  Value init = g.broadcast_in_dim(g.scalar(1, DType::f32), {3}, {});
-  Value prod = g.scan(std::move(b), {init}, {xs})[0];
-  Value loss = g.add(g.reduce_sum(prod, {0}), g.reduce_sum(g.mul(w, w), {0}));
-  Value other = g.reduce_sum(g.mul(w, w), {0});
-  g.set_outputs({loss, other});
-  std::string m = error_of([&] { grad(g, {"xs"}); });
-  EXPECT_NE(m.find("op 'scan' (node %"), std::string::npos) << m;
-  EXPECT_NE(m.find("has no vjp rule"), std::string::npos) << m;
-  // The second output does not go through the scan: its gradient works.
-  Graph dg = grad(g, {"w"}, LossSpec(1));
-  Tensor wv = Tensor::from_doubles(DType::f32, {3}, std::vector<double>{1, -2, 0.5});
-  std::vector<Tensor> out = evaluate(dg, {{"xs", Tensor(DType::f32, {4, 3})}, {"w", wv}});
-  EXPECT_EQ(out[1].get_f64(1), -4);  // outputs: loss, d loss / d w = 2 w
-  // jvp transposes the vjp, so it names the op too.
-  EXPECT_NE(error_of([&] { jvp(g, {"xs"}); }).find("op 'scan'"), std::string::npos);
+// The 50-step tanh RNN of the golden data: h' = tanh(h w + x_t), loss = sum(h_T^2) + sum(ys).
+Graph rnn_loss(DType t, int64_t steps, int64_t batch, int64_t n) {
+  Graph g("rnn");
+  Value w = g.param("w", t, {n, n});
+  Value h0 = g.input("h0", t, {batch, n});
+  Value xs = g.input("xs", t, {steps, batch, n});
+  Graph cell("cell");
+  Value cw = cell.input("w", t, {n, n});
+  Value ch = cell.input("h", t, {batch, n});
+  Value cx = cell.input("x", t, {batch, n});
+  Value h2 = cell.tanh(cell.add(cell.matmul(ch, cw), cx));
+  cell.set_outputs({h2, cell.mul(cell.sin(h2), cx)});
+  std::vector<Value> r = g.scan(std::move(cell), {h0}, {xs}, {w});
+  Value loss = g.add(g.reduce_sum(g.mul(r[0], r[0]), {0, 1}), g.reduce_sum(r[1], {0, 1, 2}));
+  g.set_outputs({loss});
+  return g;
 }
 
-TEST(ControlFlowAutodiff, GradThroughCondAndWhileNamesTheOp) {
-  Graph g("branchy");
-  Value p = g.input("p", DType::bool_, {});
+TensorMap rnn_feeds(DType t, int64_t steps, int64_t batch, int64_t n) {
+  return {{"w", random_tensor(t, {n, n}, 1, -0.8, 0.8)},
+          {"h0", random_tensor(t, {batch, n}, 2, -1, 1)},
+          {"xs", random_tensor(t, {steps, batch, n}, 3, -1, 1)}};
+}
+
+// Bytes of the values the backward pass keeps across steps: the stacked carries of the top-level
+// residual scan ("scan_residuals") or of the checkpoint scan ("scan_checkpoints") plus, for the
+// latter, the residuals one segment recomputes inside the backward body (live one segment at a
+// time). Read from the graph's types: no backend needed.
+int64_t stacked_residual_bytes(const Graph& g) {
+  int64_t total = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Scan) continue;
+    const bool residual = n.name.rfind("scan_residuals", 0) == 0;
+    const bool checkpoints = n.name.rfind("scan_checkpoints", 0) == 0;
+    if (residual || checkpoints) {
+      const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
+      for (size_t r = nk; r < n.results.size(); ++r)
+        total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
+    }
+    if (n.attrs.has("body")) total += stacked_residual_bytes(n.attrs.get_graph("body"));
+  }
+  return total;
+}
+
+TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
+  for (DType t : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g = rnn_loss(t, 50, 4, 8);
+    TensorMap feeds = rnn_feeds(t, 50, 4, 8);
+    Graph plain = grad(g, {"w", "h0", "xs"});
+    std::vector<Tensor> want = evaluate(plain, feeds);
+    const int64_t plain_bytes = stacked_residual_bytes(plain);
+    // 50 carries of [4, 8].
+    EXPECT_EQ(plain_bytes, 50 * 4 * 8 * static_cast<int64_t>(dtype_size(t)));
+    for (int64_t k : {1, 5, 10, 25, 50}) {
+      GradOptions o;
+      o.scan_checkpoint_every = k;
+      Graph ck = grad(g, {"w", "h0", "xs"}, {}, o);
+      ASSERT_TRUE(ck.verify().empty()) << ck.verify()[0];
+      std::vector<Tensor> got = evaluate(ck, feeds);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].type(), want[i].type());
+        EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].nbytes()), 0)
+            << "k " << k << " output " << i << " differs bitwise";
+      }
+      const int64_t bytes = stacked_residual_bytes(ck);
+      // k < length: 50 / k checkpoints plus k recomputed carries; k >= length: unchecked.
+      const int64_t carries = k < 50 ? 50 / k + k : 50;
+      EXPECT_EQ(bytes, carries * 4 * 8 * static_cast<int64_t>(dtype_size(t))) << "k " << k;
+      if (k == 5 || k == 10) {
+        EXPECT_LT(bytes, plain_bytes / 3) << "k " << k;
+      }
+    }
+  }
+}
+
+TEST(ControlFlowAutodiff, CheckpointIntervalMustDivideTheLength) {
+  Graph g = rnn_loss(DType::f32, 10, 2, 3);
+  GradOptions o;
+  o.scan_checkpoint_every = 3;
+  std::string m = error_of([&] { grad(g, {"w"}, {}, o); });
+  EXPECT_NE(m.find("grad: scan_checkpoint_every 3 does not divide the length 10 of op 'scan' "
+                   "(node %"),
+            std::string::npos)
+      << m;
+  o.scan_checkpoint_every = -1;
+  m = error_of([&] { grad(g, {"w"}, {}, o); });
+  EXPECT_NE(m.find("scan_checkpoint_every must be >= 0, found -1"), std::string::npos) << m;
+}
+
+// A bounded while_loop's gradient equals that of the same computation as a scan of exactly
+// the trips it runs (the remaining bounded trips are masked off).
+TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
+  const DType t = DType::f64;
+  auto step = [&](Graph& b, Value a, Value x) { return b.add(b.mul(b.sin(x), a), x); };
+  Graph g("loop");
+  Value a = g.input("a", t, {3});
+  Value x0 = g.input("x", t, {3});
+  Graph c("c");
+  c.input("a", t, {3});
+  Value n = c.input("n", DType::i32, {});
+  c.input("x", t, {3});
+  c.set_outputs({c.lt(n, c.scalar(4, DType::i32))});
+  Graph b("b");
+  Value ba = b.input("a", t, {3});
+  Value bn = b.input("n", DType::i32, {});
+  Value bx = b.input("x", t, {3});
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), step(b, ba, bx)});
+  Value r = g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {a}, 9)[1];
+  g.set_outputs({g.reduce_sum(g.mul(r, r), {0})});
+
+  Graph s("as_scan");
+  Value sa = s.input("a", t, {3});
+  Value sx0 = s.input("x", t, {3});
+  Graph sb("b");
+  Value sba = sb.input("a", t, {3});
+  Value sbx = sb.input("x", t, {3});
+  sb.set_outputs({step(sb, sba, sbx)});
+  ScanOptions o;
+  o.length = 4;
+  Value sr = s.scan(std::move(sb), {sx0}, {}, {sa}, o)[0];
+  s.set_outputs({s.reduce_sum(s.mul(sr, sr), {0})});
+
+  TensorMap feeds{{"a", random_tensor(t, {3}, 4, -1, 1)}, {"x", random_tensor(t, {3}, 5, -1, 1)}};
+  std::vector<Tensor> got = evaluate(grad(g, {"a", "x"}), feeds);
+  std::vector<Tensor> want = evaluate(grad(s, {"a", "x"}), feeds);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(rlx::testing::all_close(got[i], want[i], 1e-14, 1e-14)) << "output " << i;
+  // Checkpointing applies to the loop's scan too (9 trips, every 3rd carry).
+  GradOptions ck;
+  ck.scan_checkpoint_every = 3;
+  std::vector<Tensor> got_ck = evaluate(grad(g, {"a", "x"}, {}, ck), feeds);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(std::memcmp(got_ck[i].data(), got[i].data(), got[i].nbytes()), 0) << i;
+}
+
+TEST(ControlFlowAutodiff, UnboundedWhileHasNoVjp) {
+  Graph g("unbounded");
   Value x = g.input("x", DType::f32, {});
-  Graph t("t"), f("f");
-  t.set_outputs({t.exp(t.input("x", DType::f32, {}))});
-  f.set_outputs({f.neg(f.input("x", DType::f32, {}))});
-  Value r = g.cond(p, std::move(t), std::move(f), {x})[0];
   Graph c("c"), b("b");
   c.set_outputs({c.lt(c.input("v", DType::f32, {}), c.scalar(10, DType::f32))});
   Value bv = b.input("v", DType::f32, {});
   b.set_outputs({b.add(bv, bv)});
   Value l = g.while_loop(std::move(c), std::move(b), {x})[0];
-  g.set_outputs({r, l});
-  std::string m = error_of([&] { grad(g, {"x"}, LossSpec(0)); });
-  EXPECT_NE(m.find("op 'cond' (node %"), std::string::npos) << m;
-  m = error_of([&] { grad(g, {"x"}, LossSpec(1)); });
-  EXPECT_NE(m.find("op 'while_loop' (node %"), std::string::npos) << m;
+  g.set_outputs({l});
+  std::string m = error_of([&] { grad(g, {"x"}); });
+  EXPECT_NE(m.find("grad: op 'while_loop' (node %"), std::string::npos) << m;
+  EXPECT_NE(m.find("has no max_trip_count"), std::string::npos) << m;
+  EXPECT_NE(error_of([&] { jvp(g, {"x"}); }).find("has no max_trip_count"), std::string::npos);
+}
+
+// Integer carries and consts get no cotangent; a scan without a carry and a cond whose float
+// operand reaches only one branch still differentiate.
+TEST(ControlFlowAutodiff, MixedDtypesAndNoCarry) {
+  Graph g("mixed");
+  Value xs = g.input("xs", DType::f64, {4, 3});
+  Value k = g.input("k", DType::i32, {});
+  Graph b("sq");
+  Value bx = b.input("x", DType::f64, {3});
+  b.set_outputs({b.mul(bx, bx)});
+  Value ys = g.scan(std::move(b), {}, {xs})[0];  // no carry: ys = xs^2
+  Graph t("t"), f("f");
+  t.input("k", DType::i32, {});
+  Value tv = t.input("v", DType::f64, {4, 3});
+  t.set_outputs({t.mul(tv, t.scalar(3, DType::f64))});
+  Value fk = f.input("k", DType::i32, {});
+  f.input("v", DType::f64, {4, 3});
+  f.set_outputs({f.broadcast_in_dim(f.convert(fk, DType::f64), {4, 3}, {})});
+  Value r = g.cond(g.gt(k, g.scalar(0, DType::i32)), std::move(t), std::move(f), {k, ys})[0];
+  g.set_outputs({g.reduce_sum(r, {0, 1})});
+  Tensor xv = random_tensor(DType::f64, {4, 3}, 9, -1, 1);
+  for (int kv : {1, 0}) {
+    TensorMap feeds{{"xs", xv},
+                    {"k", Tensor::from_doubles(DType::i32, {}, std::vector<double>{double(kv)})}};
+    std::vector<Tensor> out = evaluate(grad(g, {"xs"}), feeds);
+    for (int64_t e = 0; e < 12; ++e)  // d/dx sum(3 x^2) = 6 x, or 0 on the false branch
+      EXPECT_DOUBLE_EQ(out[1].get_f64(e), kv ? 6 * xv.get_f64(e) : 0.0);
+  }
 }
 
 TEST(ControlFlowAutodiff, VmapThroughAScanNamesTheOp) {

@@ -26,6 +26,18 @@ struct LossSpec {
   LossSpec(Value v) : value(v) {}                           // NOLINT: implicit from a value
 };
 
+/// Options of the reverse-mode transforms (grad, value_and_grad, vjp).
+struct GradOptions {
+  /// Checkpointing of `scan` (and of a bounded `while_loop`, differentiated as a scan): 0 (the
+  /// default) stacks the carry of every step for the backward scan, O(length) carries; k >= 1
+  /// stores only every k-th carry and recomputes the k steps in between inside the backward
+  /// scan, O(length / k + k) carries for one forward pass more (jax.checkpoint of the scan
+  /// body, segment-wise). The gradients are bitwise those of k = 0. k must divide the length
+  /// of every scan it applies to (an error names the op, the node, k and the length); a scan
+  /// with length <= k, or without a carry, is differentiated unchecked.
+  int64_t scan_checkpoint_every = 0;
+};
+
 /// jax.grad as a graph transform. Returns a new graph with the inputs and params of `g` whose
 /// outputs are the loss, then d loss / d leaf for each name of `wrt` (in order), each with the
 /// leaf's exact dtype and shape (f16/bf16 leaves are differentiated in their own dtype).
@@ -38,18 +50,20 @@ struct LossSpec {
 /// Throws rlx::Error (prefix "grad: ") for an unknown or duplicated `wrt` name, a non-float
 /// leaf, an output index out of range, a value not in `g`, or a loss that is not a scalar
 /// float (the message names its type, e.g. "f32[2,3]").
-Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss = {});
+Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss = {},
+           const GradOptions& options = {});
 
 /// jax.value_and_grad, keeping every forward output: the result's outputs are all outputs of
 /// `g` (in order, the loss among them when it is one) followed by one gradient per `wrt` name.
 /// Same rules and errors as grad().
-Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss = {});
+Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss = {},
+                     const GradOptions& options = {});
 
 /// jax.vjp for all outputs at once: the result has g's inputs and params plus one cotangent
 /// input per output of `g`, named "ct.<i>" with that output's type, and outputs the outputs of
 /// `g` followed by sum_i <ct_i, d out_i / d leaf> for each `wrt` name. Outputs that are not
 /// float receive no cotangent input. Errors as grad() (no scalar requirement).
-Graph vjp(const Graph& g, const std::vector<std::string>& wrt);
+Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions& options = {});
 
 /// jax.jvp as a graph transform: the result has g's inputs and params plus one tangent input
 /// "tangent.<name>" (the leaf's type) per name of `primals`, and outputs g's outputs followed

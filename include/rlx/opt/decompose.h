@@ -23,6 +23,12 @@ bool has_decomposition(OpKind op);
 /// composites). Throws rlx::Error if `node.op` has no decomposition.
 std::vector<Value> decompose_node(Graph& dst, const Node& node, std::span<const Value> operands);
 
+/// Copies the nodes of `body` (a region or any graph without params) into `g`, its inputs (in
+/// creation order) standing for `args` by position (values of `g` of the inputs' types), and
+/// returns the values of body's outputs (how elementwise_region decomposes, and how autodiff
+/// composes body transforms). Throws rlx::Error when the counts differ or a node does not type.
+std::vector<Value> inline_graph(Graph& g, const Graph& body, std::span<const Value> args);
+
 /// Returns a copy of `g` in which every composite op for which `keep(op)` is false (all, when
 /// `keep` is empty) is replaced by its decomposition, recursively, until only primitives and
 /// kept ops remain. Input and param names and graph outputs are preserved; `g` is unchanged.

@@ -5,8 +5,35 @@
 #include <vector>
 
 #include "decompose.h"
+#include "rlx/ir/error.h"
 
-namespace rlx::detail {
+namespace rlx {
+
+std::vector<Value> inline_graph(Graph& g, const Graph& body, std::span<const Value> args) {
+  std::vector<int32_t> ins = body.inputs();
+  check(ins.size() == args.size(), "inline_graph: graph @" + body.name() + " takes " +
+                                       std::to_string(ins.size()) + " inputs, given " +
+                                       std::to_string(args.size()));
+  std::vector<std::vector<Value>> map(body.nodes().size());
+  size_t next_input = 0;
+  for (size_t i = 0; i < body.nodes().size(); ++i) {
+    const Node& n = body.nodes()[i];
+    if (n.op == OpKind::Input) {
+      map[i] = {args[next_input++]};
+      continue;
+    }
+    std::vector<Value> operands;
+    for (Value v : n.operands)
+      operands.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    map[i] = g.emit(n.op, std::move(operands), n.attrs);
+  }
+  std::vector<Value> out;
+  for (Value v : body.outputs())
+    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  return out;
+}
+
+namespace detail {
 namespace {
 
 std::vector<Value> decompose_matmul_bias_act(Graph& g, const Node& node,
@@ -33,27 +60,10 @@ std::vector<Value> decompose_residual_rms_norm(Graph& g, const Node& node,
   return {g.rms_norm(h, ops[2], node.attrs.get_int("axis"), node.attrs.get_float("eps")), h};
 }
 
-// Copies the body's nodes into g, with body input i standing for operand i.
+// The region body inlined onto the operands.
 std::vector<Value> decompose_elementwise_region(Graph& g, const Node& node,
                                                 std::span<const Value> ops) {
-  const Graph& body = node.attrs.get_graph("body");
-  std::vector<std::vector<Value>> map(body.nodes().size());
-  size_t next_input = 0;
-  for (size_t i = 0; i < body.nodes().size(); ++i) {
-    const Node& n = body.nodes()[i];
-    if (n.op == OpKind::Input) {
-      map[i] = {ops[next_input++]};
-      continue;
-    }
-    std::vector<Value> operands;
-    for (Value v : n.operands)
-      operands.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    map[i] = g.emit(n.op, std::move(operands), n.attrs);
-  }
-  std::vector<Value> out;
-  for (Value v : body.outputs())
-    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  return out;
+  return inline_graph(g, node.attrs.get_graph("body"), ops);
 }
 
 }  // namespace
@@ -65,4 +75,5 @@ void register_decompose_fused() {
   set_decomposition(OpKind::ElementwiseRegion, decompose_elementwise_region);
 }
 
-}  // namespace rlx::detail
+}  // namespace detail
+}  // namespace rlx

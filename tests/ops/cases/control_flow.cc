@@ -29,6 +29,33 @@ Graph passthrough(const std::string& name, const std::vector<TensorType>& types,
   return b;
 }
 
+// Nontrivial float bodies for the autodiff suites (finite differences: grad, jvp, hvp).
+constexpr const char* kWhyAd =
+    "control flow has vjp rules (reference evaluator) but no CPU kernel or StableHLO lowering "
+    "yet (issue 16)";
+
+// An RNN cell: consts (w [n,n]), carry h [b,n], x_t [b,n] -> (tanh(h w + x_t), sin(h') * x_t).
+Graph rnn_cell(DType t, int64_t b, int64_t n) {
+  Graph cell("cell");
+  Value w = cell.input("w", t, {n, n});
+  Value h = cell.input("h", t, {b, n});
+  Value x = cell.input("x", t, {b, n});
+  Value h2 = cell.tanh(cell.add(cell.matmul(h, w), x));
+  cell.set_outputs({h2, cell.mul(cell.sin(h2), x)});
+  return cell;
+}
+
+// Branches over (x, y) returning two values of x's type.
+Graph branch(const std::string& name, DType t, int k) {
+  Graph b(name);
+  Value x = b.input("x", t, {3});
+  Value y = b.input("y", t, {3});
+  if (k == 0) b.set_outputs({b.mul(b.tanh(x), y), b.sin(x)});
+  if (k == 1) b.set_outputs({b.add(b.mul(x, y), y), b.exp(b.mul(y, b.scalar(0.5, t)))});
+  if (k == 2) b.set_outputs({b.mul(x, x), b.cos(b.add(x, y))});
+  return b;
+}
+
 }  // namespace
 
 void add_control_flow_cases(CaseList& cs) {
@@ -84,6 +111,61 @@ void add_control_flow_cases(CaseList& cs) {
                 return g.scan(passthrough("empty", ts, false), {}, {in[0]});
               })
       .only(kTextSuite, kWhy);
+
+  cs.add(OpKind::Cond, "ad_pred")
+      .in(kFloatDTypes)
+      .sample({fixed(DType::bool_, {}, {1}), T({3}), T({3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                return g.cond(in[0], branch("t", t, 0), branch("f", t, 1), {in[1], in[2]});
+              })
+      .sample({fixed(DType::bool_, {}, {0}), T({3}), T({3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                return g.cond(in[0], branch("t", t, 0), branch("f", t, 1), {in[1], in[2]});
+              })
+      .only(kTextSuite | kFdSuite, kWhyAd);
+  cs.add(OpKind::Cond, "ad_switch")
+      .in(kFloatDTypes)
+      .sample({fixed(DType::i32, {}, {2}), T({3}), T({3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                std::vector<Graph> bs;
+                for (int k = 0; k < 3; ++k) bs.push_back(branch("b" + std::to_string(k), t, k));
+                return g.switch_case(in[0], std::move(bs), {in[1], in[2]});
+              })
+      .only(kTextSuite | kFdSuite, kWhyAd);
+  cs.add(OpKind::Scan, "ad_rnn")
+      .in(kFloatDTypes)
+      .sample({T({3, 3}), T({2, 3}), T({5, 2, 3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                return g.scan(rnn_cell(t, 2, 3), {in[1]}, {in[2]}, {in[0]});
+              })
+      .sample({T({3, 3}), T({2, 3}), T({4, 2, 3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                ScanOptions o;
+                o.reverse = true;
+                return g.scan(rnn_cell(t, 2, 3), {in[1]}, {in[2]}, {in[0]}, o);
+              })
+      .only(kTextSuite | kFdSuite, kWhyAd);
+  // A bounded loop that stops on its counter after 3 of at most 5 trips, with a float carry
+  // updated from a float const.
+  cs.add(OpKind::WhileLoop, "ad_bounded")
+      .in(kFloatDTypes)
+      .sample({T({3}), T({3})},
+              [](Graph& g, const std::vector<Value>& in, DType t) {
+                Graph c("c");
+                c.input("a", t, {3});
+                Value n = c.input("n", DType::i32, {});
+                c.input("x", t, {3});
+                c.set_outputs({c.lt(n, c.scalar(3, DType::i32))});
+                Graph b("b");
+                Value a = b.input("a", t, {3});
+                Value bn = b.input("n", DType::i32, {});
+                Value x = b.input("x", t, {3});
+                b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), b.add(b.mul(b.sin(x), a), x)});
+                Value zero = g.scalar(0, DType::i32);
+                return std::vector<Value>{
+                    g.while_loop(std::move(c), std::move(b), {zero, in[1]}, {in[0]}, 5)[1]};
+              })
+      .only(kTextSuite | kFdSuite, kWhyAd);
 }
 
 }  // namespace rlx::testing
