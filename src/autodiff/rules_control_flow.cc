@@ -80,8 +80,7 @@ Graph carry_body(const ScanSpec& s, bool stack_inputs) {
 std::vector<Value> residual_carries(Graph& g, const ScanSpec& s, const std::vector<Value>& c,
                                     const std::vector<Value>& h, const std::vector<Value>& x) {
   if (s.nk == 0) return {};
-  std::vector<Value> r =
-      g.scan(carry_body(s, true), h, x, c, scan_options(s.length, s.reverse));
+  std::vector<Value> r = g.scan(carry_body(s, true), h, x, c, scan_options(s.length, s.reverse));
   g.rename(r[0].node, "scan_residuals");  // what the backward pass keeps (tests measure it)
   return std::vector<Value>(r.begin() + static_cast<ptrdiff_t>(s.nk), r.end());
 }
@@ -143,7 +142,8 @@ ScanCotangents backward_scan(Graph& g, const ScanSpec& s, const Graph& v,
   xs.insert(xs.end(), ct_y.begin(), ct_y.end());
   std::vector<Value> r = g.scan(std::move(b), init, xs, c, scan_options(s.length, !s.reverse));
   out.dh.assign(r.begin(), r.begin() + static_cast<ptrdiff_t>(kf));
-  out.dc.assign(r.begin() + static_cast<ptrdiff_t>(kf), r.begin() + static_cast<ptrdiff_t>(num_carry));
+  out.dc.assign(r.begin() + static_cast<ptrdiff_t>(kf),
+                r.begin() + static_cast<ptrdiff_t>(num_carry));
   out.dx.assign(r.begin() + static_cast<ptrdiff_t>(num_carry), r.end());
   return out;
 }
@@ -181,8 +181,8 @@ ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const Node& node, const std
     return backward_scan(g, s, v, c, hs, x, ct_h, acc0, ct_y);
   }
   check(s.length % k == 0, "grad: scan_checkpoint_every " + std::to_string(k) +
-                               " does not divide the length " + std::to_string(s.length) +
-                               " of " + node_ref(node));
+                               " does not divide the length " + std::to_string(s.length) + " of " +
+                               node_ref(node));
   const int64_t nseg = s.length / k;
   std::vector<Value> xseg, ctyseg;
   for (Value xi : x) xseg.push_back(split_steps(g, xi, k));
@@ -356,7 +356,8 @@ std::vector<Value> vjp_while(VjpContext& ctx) {
   sb.set_outputs(outs);
   // The scan's operands: consts, init (true, carry...); no xs.
   Graph& g = ctx.g;
-  std::vector<Value> operands(ctx.operands.begin(), ctx.operands.begin() + static_cast<ptrdiff_t>(nc));
+  std::vector<Value> operands(ctx.operands.begin(),
+                              ctx.operands.begin() + static_cast<ptrdiff_t>(nc));
   operands.push_back(g.constant(Tensor::from_doubles(DType::bool_, {}, std::vector<double>{1})));
   operands.insert(operands.end(), ctx.operands.begin() + static_cast<ptrdiff_t>(nc),
                   ctx.operands.end());
