@@ -21,6 +21,7 @@ OpTable<BatchFn>& rules() {
     register_batch_nn();
     register_batch_quant();
     register_batch_collective();
+    register_batch_control_flow();
   });
   return t;
 }

@@ -1,11 +1,13 @@
-// Autodiff on graphs holding control flow (cond, while_loop, scan): scan checkpointing (bitwise
-// equal gradients, fewer stacked residual bytes), the vjp of a bounded while_loop against the
-// same loop written as a scan, and the errors (an unbounded while_loop, a checkpoint interval
-// that does not divide the length, vmap without a batching rule). Finite differences of every
-// rule (grad, jvp, hvp) run from the op cases in fd_test.cc.
+// Autodiff and vmap on graphs holding control flow (cond, while_loop, scan): scan checkpointing
+// (bitwise equal gradients, fewer stacked residual bytes), the vjp of a bounded while_loop
+// against the same loop written as a scan, the errors (an unbounded while_loop, a checkpoint
+// interval that does not divide the length), and vmap with batched predicates against the
+// per-example loop. Finite differences of every rule (grad, jvp, hvp) and the generic vmap
+// combinations run from the op cases (fd_test.cc, vmap_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "common/test_util.h"
@@ -200,16 +202,122 @@ TEST(ControlFlowAutodiff, MixedDtypesAndNoCarry) {
   }
 }
 
-TEST(ControlFlowAutodiff, VmapThroughAScanNamesTheOp) {
-  Graph g("scan_only");
-  Value xs = g.input("xs", DType::f32, {4});
-  Graph b("step");
-  Value c = b.input("c", DType::f32, {});
-  Value x = b.input("x", DType::f32, {});
-  b.set_outputs({b.add(c, x)});
-  g.set_outputs({g.scan(std::move(b), {g.scalar(0, DType::f32)}, {xs})[0]});
-  std::string m = error_of([&] { vmap(g, {0}, {}, 3); });
-  EXPECT_NE(m.find("vmap: no batching rule for op 'scan' (node %"), std::string::npos) << m;
+// vmap(g) with every input batched at axis 0 (or shared, `shared`) against g run per example:
+// bitwise equal on the evaluator (the same ops on the same values).
+void expect_vmap_is_per_example(const Graph& g, const TensorMap& feeds, int64_t size,
+                                const std::set<std::string>& shared = {}) {
+  std::vector<BatchAxis> in_axes;
+  for (int32_t id : g.inputs())
+    in_axes.push_back(shared.count(g.node(id).name) ? BatchAxis{} : BatchAxis{0});
+  Graph v = vmap(g, in_axes, {}, size);
+  ASSERT_TRUE(v.verify().empty()) << v.verify()[0];
+  std::vector<Tensor> got = evaluate(v, feeds);
+  for (int64_t b = 0; b < size; ++b) {
+    TensorMap one;
+    for (const auto& [n, t] : feeds) {
+      if (shared.count(n)) {
+        one[n] = t;
+        continue;
+      }
+      Tensor s(t.dtype(),
+               Shape(std::vector<int64_t>(t.shape().dims().begin() + 1, t.shape().dims().end())));
+      std::memcpy(s.data(), t.data() + static_cast<size_t>(b) * s.nbytes(), s.nbytes());
+      one[n] = s;
+    }
+    std::vector<Tensor> want = evaluate(g, one);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j)
+      EXPECT_EQ(std::memcmp(got[j].data() + static_cast<size_t>(b) * want[j].nbytes(),
+                            want[j].data(), want[j].nbytes()),
+                0)
+          << "example " << b << " output " << j;
+  }
+}
+
+Tensor ints(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
+
+// A batched bool predicate selects per lane; a batched switch index too, clamped per lane.
+TEST(ControlFlowVmap, BatchedPredicateSelectsPerLane) {
+  Graph g("cond");
+  Value p = g.input("p", DType::bool_, {});
+  Value x = g.input("x", DType::f32, {3});
+  Graph t("t"), f("f");
+  t.set_outputs({t.sin(t.input("x", DType::f32, {3}))});
+  Value fx = f.input("x", DType::f32, {3});
+  f.set_outputs({f.mul(fx, fx)});
+  g.set_outputs({g.cond(p, std::move(t), std::move(f), {x})[0]});
+  TensorMap feeds{{"p", ints(DType::bool_, {4}, {1, 0, 0, 1})},
+                  {"x", random_tensor(DType::f32, {4, 3}, 1, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 4);
+  expect_vmap_is_per_example(g, {{"p", ints(DType::bool_, {}, {0})}, {"x", feeds["x"]}}, 4, {"p"});
+
+  Graph s("switch");
+  Value i = s.input("i", DType::i32, {});
+  Value sx = s.input("x", DType::f32, {2});
+  std::vector<Graph> bs;
+  for (int k = 0; k < 3; ++k) {
+    Graph b("b" + std::to_string(k));
+    Value bx = b.input("x", DType::f32, {2});
+    b.set_outputs({b.add(bx, b.scalar(10.0 * k, DType::f32)), b.convert(bx, DType::i32)});
+    bs.push_back(std::move(b));
+  }
+  std::vector<Value> r = s.switch_case(i, std::move(bs), {sx});
+  s.set_outputs(r);
+  expect_vmap_is_per_example(s,
+                             {{"i", ints(DType::i32, {5}, {-2, 0, 1, 2, 9})},
+                              {"x", random_tensor(DType::f32, {5, 2}, 2, -3, 3)}},
+                             5);
+}
+
+// A batched while predicate: each lane runs its own number of trips (Newton's sqrt to a
+// per-lane tolerance and a doubling loop with per-lane limits), finished lanes frozen.
+TEST(ControlFlowVmap, BatchedWhileRunsEachLaneItsTrips) {
+  Graph g("doubling");
+  Value lim = g.input("lim", DType::f32, {});
+  Value x0 = g.input("x", DType::f32, {2});
+  Graph c("c"), b("b");
+  Value cl = c.input("lim", DType::f32, {});
+  c.input("n", DType::i32, {});
+  Value cx = c.input("x", DType::f32, {2});
+  c.set_outputs({c.lt(c.reduce_sum(cx, {0}), cl)});
+  b.input("lim", DType::f32, {});
+  Value bn = b.input("n", DType::i32, {});
+  Value bx = b.input("x", DType::f32, {2});
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), b.add(bx, bx)});
+  std::vector<Value> r =
+      g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {lim});
+  g.set_outputs(r);
+  TensorMap feeds{{"lim", ints(DType::f32, {4}, {1, 10, 1000, -5})},
+                  {"x", ints(DType::f32, {4, 2}, {0.25, 0.5, 1, 1, 0.5, 0.5, 1, 2})}};
+  expect_vmap_is_per_example(g, feeds, 4);
+  std::vector<Tensor> out = evaluate(vmap(g, {0, 0}, {}, 4), feeds);
+  EXPECT_EQ(out[0].get_i64(0), 1);  // trips per lane: 1, 3, 10, 0
+  EXPECT_EQ(out[0].get_i64(1), 3);
+  EXPECT_EQ(out[0].get_i64(2), 10);
+  EXPECT_EQ(out[0].get_i64(3), 0);
+}
+
+// scan: shared init with a batched const (the carry becomes batched), batched xs, reverse.
+TEST(ControlFlowVmap, ScanBatchesBodyAndMovesTheStepAxis) {
+  Graph g("scan");
+  Value w = g.input("w", DType::f64, {3, 3});
+  Value h0 = g.input("h0", DType::f64, {3});
+  Value xs = g.input("xs", DType::f64, {6, 3});
+  Graph cell("cell");
+  Value cw = cell.input("w", DType::f64, {3, 3});
+  Value ch = cell.input("h", DType::f64, {3});
+  Value cx = cell.input("x", DType::f64, {3});
+  Value h2 = cell.tanh(cell.add(cell.dot_general(ch, cw, {}, {}, {0}, {0}), cx));
+  cell.set_outputs({h2, cell.sin(h2)});
+  ScanOptions o;
+  o.reverse = true;
+  g.set_outputs(g.scan(std::move(cell), {h0}, {xs}, {w}, o));
+  TensorMap feeds{{"w", random_tensor(DType::f64, {2, 3, 3}, 3, -1, 1)},
+                  {"h0", random_tensor(DType::f64, {3}, 4, -1, 1)},
+                  {"xs", random_tensor(DType::f64, {2, 6, 3}, 5, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 2, {"h0"});
+  feeds["xs"] = random_tensor(DType::f64, {6, 3}, 6, -1, 1);
+  expect_vmap_is_per_example(g, feeds, 2, {"h0", "xs"});
 }
 
 }  // namespace

@@ -60,7 +60,6 @@ struct DeclaredHole {
 std::vector<DeclaredHole> control_flow_holes() {
   std::vector<DeclaredHole> out;
   for (OpKind op : {OpKind::Cond, OpKind::WhileLoop, OpKind::Scan}) {
-    out.push_back({Layer::Batch, op, "vmap of control flow is planned (issue 16)"});
     out.push_back({Layer::Cpu, op, "no CPU kernel yet: compiling fails naming the op"});
     out.push_back({Layer::Pjrt, op, "no StableHLO lowering yet: compiling fails naming the op"});
   }

@@ -122,7 +122,7 @@ void add_control_flow_cases(CaseList& cs) {
               [](Graph& g, const std::vector<Value>& in, DType t) {
                 return g.cond(in[0], branch("t", t, 0), branch("f", t, 1), {in[1], in[2]});
               })
-      .only(kTextSuite | kFdSuite, kWhyAd);
+      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
   cs.add(OpKind::Cond, "ad_switch")
       .in(kFloatDTypes)
       .sample({fixed(DType::i32, {}, {2}), T({3}), T({3})},
@@ -131,7 +131,7 @@ void add_control_flow_cases(CaseList& cs) {
                 for (int k = 0; k < 3; ++k) bs.push_back(branch("b" + std::to_string(k), t, k));
                 return g.switch_case(in[0], std::move(bs), {in[1], in[2]});
               })
-      .only(kTextSuite | kFdSuite, kWhyAd);
+      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
   cs.add(OpKind::Scan, "ad_rnn")
       .in(kFloatDTypes)
       .sample({T({3, 3}), T({2, 3}), T({5, 2, 3})},
@@ -144,7 +144,7 @@ void add_control_flow_cases(CaseList& cs) {
                 o.reverse = true;
                 return g.scan(rnn_cell(t, 2, 3), {in[1]}, {in[2]}, {in[0]}, o);
               })
-      .only(kTextSuite | kFdSuite, kWhyAd);
+      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
   // A bounded loop that stops on its counter after 3 of at most 5 trips, with a float carry
   // updated from a float const.
   cs.add(OpKind::WhileLoop, "ad_bounded")
@@ -165,7 +165,7 @@ void add_control_flow_cases(CaseList& cs) {
                 return std::vector<Value>{
                     g.while_loop(std::move(c), std::move(b), {zero, in[1]}, {in[0]}, 5)[1]};
               })
-      .only(kTextSuite | kFdSuite, kWhyAd);
+      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
 }
 
 }  // namespace rlx::testing
