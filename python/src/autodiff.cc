@@ -59,34 +59,44 @@ std::vector<BatchAxis> axes(const py::object& seq, const char* what) {
   return out;
 }
 
+autodiff::GradOptions grad_options(int64_t scan_checkpoint_every) {
+  autodiff::GradOptions o;
+  o.scan_checkpoint_every = scan_checkpoint_every;
+  return o;
+}
+
 }  // namespace
 
 void bind_autodiff(pybind11::module_& m) {
   m.def(
       "grad",
-      [](const Graph& g, const Names& wrt, const py::object& loss) {
+      [](const Graph& g, const Names& wrt, const py::object& loss, int64_t every) {
         LossSpec spec = loss_spec(g, loss);
         py::gil_scoped_release nogil;
-        return autodiff::grad(g, wrt, spec);
+        return autodiff::grad(g, wrt, spec, grad_options(every));
       },
-      py::arg("graph"), py::arg("wrt"), py::arg("loss") = 0,
-      "jax.grad as a graph transform: outputs the loss then d loss / d leaf per `wrt` name.");
+      py::arg("graph"), py::arg("wrt"), py::arg("loss") = 0, py::kw_only(),
+      py::arg("scan_checkpoint_every") = 0,
+      "jax.grad as a graph transform: outputs the loss then d loss / d leaf per `wrt` name.\n"
+      "scan_checkpoint_every=k (>= 1) keeps every k-th carry of each scan and recomputes the\n"
+      "steps in between (docs/autodiff.md); 0 keeps every step's carry.");
   m.def(
       "value_and_grad",
-      [](const Graph& g, const Names& wrt, const py::object& loss) {
+      [](const Graph& g, const Names& wrt, const py::object& loss, int64_t every) {
         LossSpec spec = loss_spec(g, loss);
         py::gil_scoped_release nogil;
-        return autodiff::value_and_grad(g, wrt, spec);
+        return autodiff::value_and_grad(g, wrt, spec, grad_options(every));
       },
-      py::arg("graph"), py::arg("wrt"), py::arg("loss") = 0,
+      py::arg("graph"), py::arg("wrt"), py::arg("loss") = 0, py::kw_only(),
+      py::arg("scan_checkpoint_every") = 0,
       "jax.value_and_grad: every output of `graph`, then one gradient per `wrt` name.");
   m.def(
       "vjp",
-      [](const Graph& g, const Names& wrt) {
+      [](const Graph& g, const Names& wrt, int64_t every) {
         py::gil_scoped_release nogil;
-        return autodiff::vjp(g, wrt);
+        return autodiff::vjp(g, wrt, grad_options(every));
       },
-      py::arg("graph"), py::arg("wrt"),
+      py::arg("graph"), py::arg("wrt"), py::kw_only(), py::arg("scan_checkpoint_every") = 0,
       "jax.vjp: adds cotangent inputs 'ct.<i>'; outputs g's outputs then one vjp per `wrt`.");
   m.def(
       "jvp",
