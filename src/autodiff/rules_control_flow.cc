@@ -91,61 +91,82 @@ struct ScanCotangents {
   std::vector<Value> dx;  // per float xs, stacked
 };
 
-// The reverse scan of the body's vjp over stacked residual carries `hs`: its carry holds the
-// carry cotangents (from `ct_h`) and the float consts' accumulated cotangents (from
-// `acc_init`); its xs are the residuals, the xs and the float ys' cotangents `ct_y`.
-ScanCotangents backward_scan(Graph& g, const ScanSpec& s, const Graph& v,
-                             const std::vector<Value>& c, const std::vector<Value>& hs,
-                             const std::vector<Value>& x, const std::vector<Value>& ct_h,
-                             const std::vector<Value>& acc_init, const std::vector<Value>& ct_y) {
+// A backward body's inputs in its scan's operand order: consts; the carry (carry cotangents,
+// const accumulators); per step the residual carry, the xs and the ys' cotangents. With
+// `steps` > 0 the xs and ys' cotangents are a segment's [steps, ...] (the carry entering the
+// segment stands in the residual's place).
+struct BackwardBody {
+  Graph b;
+  std::vector<Value> c, ct_h, acc, h, x, ct_y;
+};
+
+BackwardBody backward_body(const std::string& name, const ScanSpec& s, const Graph& g,
+                           const std::vector<Value>& ct_h, const std::vector<Value>& acc,
+                           const std::vector<Value>& ct_y, int64_t steps) {
   std::vector<TensorType> bt = input_types(*s.body);
-  Graph b(s.body->name() + "_vjp");
-  std::vector<Value> bc, bh, bx, bct_h, bacc, bct_y;
-  for (size_t i = 0; i < s.nc; ++i)
-    bc.push_back(b.input("c" + std::to_string(i), bt[i].dtype, bt[i].shape));
-  for (size_t i = 0; i < ct_h.size(); ++i) {
-    TensorType t = g.type(ct_h[i]);
-    bct_h.push_back(b.input("ct_h" + std::to_string(i), t.dtype, t.shape));
+  BackwardBody r{Graph(name), {}, {}, {}, {}, {}, {}};
+  auto add = [&](std::vector<Value>& to, const std::string& prefix, TensorType t, bool segment) {
+    if (segment && steps > 0) t.shape.dims().insert(t.shape.dims().begin(), steps);
+    to.push_back(r.b.input(prefix + std::to_string(to.size()), t.dtype, t.shape));
+  };
+  for (size_t i = 0; i < s.nc; ++i) add(r.c, "c", bt[i], false);
+  for (Value v : ct_h) add(r.ct_h, "ct_h", g.type(v), false);
+  for (Value v : acc) add(r.acc, "acc", g.type(v), false);
+  for (size_t i = 0; i < s.nk; ++i) add(r.h, "h", bt[s.nc + i], false);
+  for (size_t i = s.nc + s.nk; i < bt.size(); ++i) add(r.x, "x", bt[i], true);
+  for (Value v : ct_y) {
+    TensorType t = g.type(v);
+    t.shape.dims().erase(t.shape.dims().begin());
+    add(r.ct_y, "ct_y", t, true);
   }
-  for (size_t i = 0; i < acc_init.size(); ++i) {
-    TensorType t = g.type(acc_init[i]);
-    bacc.push_back(b.input("acc" + std::to_string(i), t.dtype, t.shape));
-  }
-  for (size_t i = 0; i < s.nk; ++i)
-    bh.push_back(b.input("h" + std::to_string(i), bt[s.nc + i].dtype, bt[s.nc + i].shape));
-  for (size_t i = s.nc + s.nk; i < bt.size(); ++i)
-    bx.push_back(b.input("x" + std::to_string(i - s.nc - s.nk), bt[i].dtype, bt[i].shape));
-  for (size_t i = 0; i < ct_y.size(); ++i) {
-    Shape sh = g.shape(ct_y[i]);
-    std::vector<int64_t> d(sh.dims().begin() + 1, sh.dims().end());
-    bct_y.push_back(b.input("ct_y" + std::to_string(i), g.dtype(ct_y[i]), Shape(d)));
-  }
-  std::vector<Value> args = bc;
-  args.insert(args.end(), bh.begin(), bh.end());
-  args.insert(args.end(), bx.begin(), bx.end());
-  args.insert(args.end(), bct_h.begin(), bct_h.end());
-  args.insert(args.end(), bct_y.begin(), bct_y.end());
-  std::vector<Value> d = inline_graph(b, v, args);  // float consts, carries, xs
-  const size_t cf = acc_init.size(), kf = ct_h.size();
-  std::vector<Value> outs(d.begin() + static_cast<ptrdiff_t>(cf),
-                          d.begin() + static_cast<ptrdiff_t>(cf + kf));
-  for (size_t i = 0; i < cf; ++i) outs.push_back(b.add(bacc[i], d[i]));
-  const size_t num_carry = outs.size();
-  outs.insert(outs.end(), d.begin() + static_cast<ptrdiff_t>(cf + kf), d.end());
+  return r;
+}
+
+std::vector<Value> concat(std::vector<Value> a, const std::vector<Value>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Runs `body` with outputs `outs` (carry cotangents and accumulators as its carry, the xs'
+// cotangents as ys) over `xs` for `length` steps in the reverse of the forward's direction,
+// its carry starting at (ct_h, acc).
+ScanCotangents run_backward(Graph& g, BackwardBody body, const ScanCotangents& outs,
+                            const std::vector<Value>& c, const std::vector<Value>& ct_h,
+                            const std::vector<Value>& acc, const std::vector<Value>& xs,
+                            int64_t length, bool reverse) {
+  std::vector<Value> o = concat(outs.dh, outs.dc);
+  const size_t kf = outs.dh.size(), num_carry = o.size();
+  o = concat(o, outs.dx);
+  if (o.empty()) return {};
+  body.b.set_outputs(o);
+  std::vector<Value> r =
+      g.scan(std::move(body.b), concat(ct_h, acc), xs, c, scan_options(length, !reverse));
   ScanCotangents out;
-  if (outs.empty()) return out;
-  b.set_outputs(outs);
-  std::vector<Value> init = ct_h;
-  init.insert(init.end(), acc_init.begin(), acc_init.end());
-  std::vector<Value> xs = hs;
-  xs.insert(xs.end(), x.begin(), x.end());
-  xs.insert(xs.end(), ct_y.begin(), ct_y.end());
-  std::vector<Value> r = g.scan(std::move(b), init, xs, c, scan_options(s.length, !s.reverse));
   out.dh.assign(r.begin(), r.begin() + static_cast<ptrdiff_t>(kf));
   out.dc.assign(r.begin() + static_cast<ptrdiff_t>(kf),
                 r.begin() + static_cast<ptrdiff_t>(num_carry));
   out.dx.assign(r.begin() + static_cast<ptrdiff_t>(num_carry), r.end());
   return out;
+}
+
+// The reverse scan of the body's vjp `v` over stacked residual carries `hs`: its carry holds
+// the carry cotangents (from `ct_h`) and the float consts' accumulated cotangents (from
+// `acc`, adding each step's); its xs are the residuals, the xs and the float ys' cotangents.
+ScanCotangents backward_scan(Graph& g, const ScanSpec& s, const Graph& v,
+                             const std::vector<Value>& c, const std::vector<Value>& hs,
+                             const std::vector<Value>& x, const std::vector<Value>& ct_h,
+                             const std::vector<Value>& acc, const std::vector<Value>& ct_y) {
+  BackwardBody b = backward_body(s.body->name() + "_vjp", s, g, ct_h, acc, ct_y, 0);
+  std::vector<Value> d =  // cotangents of the float consts, carries, xs
+      inline_graph(b.b, v, concat(concat(concat(concat(b.c, b.h), b.x), b.ct_h), b.ct_y));
+  const size_t cf = acc.size(), kf = ct_h.size();
+  ScanCotangents outs;
+  outs.dh.assign(d.begin() + static_cast<ptrdiff_t>(cf),
+                 d.begin() + static_cast<ptrdiff_t>(cf + kf));
+  for (size_t i = 0; i < cf; ++i) outs.dc.push_back(b.b.add(b.acc[i], d[i]));
+  outs.dx.assign(d.begin() + static_cast<ptrdiff_t>(cf + kf), d.end());
+  return run_backward(g, std::move(b), outs, c, ct_h, acc, concat(concat(hs, x), ct_y), s.length,
+                      s.reverse);
 }
 
 // [length, rest...] -> [length / k, k, rest...] and back.
@@ -162,11 +183,23 @@ Value merge_steps(Graph& g, Value v) {
   return g.reshape(v, d);
 }
 
+// Steps [from, to) of a stacked value.
+Value steps_of(Graph& g, Value v, int64_t from, int64_t to) {
+  std::vector<int64_t> start(static_cast<size_t>(g.shape(v).rank()), 0);
+  std::vector<int64_t> limit = g.shape(v).dims();
+  start[0] = from;
+  limit[0] = to;
+  return g.slice(v, start, limit);
+}
+
 // Emits the cotangents of a scan's float consts, carries and xs given those of its float
-// carries (`ct_h`) and float ys (`ct_y`). With checkpointing (every k-th carry, k dividing the
-// length) the segments run as an outer scan whose body recomputes the k residual carries and
-// runs the same backward scan over them, so the arithmetic is that of the unchecked form.
-ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const Node& node, const std::vector<Value>& c,
+// carries (`ct_h`) and float ys (`ct_y`). With checkpointing every k steps, the first q * k
+// steps the forward runs form q segments: a checkpoint scan stacks the carry entering each, and
+// in the backward an outer scan over the segments recomputes each one's k residual carries and
+// runs the same backward scan over them; the r = length - q * k steps the forward runs last (a
+// tail shorter than k) are differentiated unchecked first. The backward visits the steps in
+// the unchecked order with the same ops, so the gradients are bitwise the unchecked ones.
+ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const std::vector<Value>& c,
                         const std::vector<Value>& h, const std::vector<Value>& x,
                         const std::vector<Value>& ct_h, const std::vector<Value>& ct_y,
                         const GradOptions& options) {
@@ -176,77 +209,52 @@ ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const Node& node, const std
     if (is_float(g.dtype(ci))) acc0.push_back(zeros(g, g.type(ci)));
   const int64_t k = options.scan_checkpoint_every;
   check(k >= 0, "grad: scan_checkpoint_every must be >= 0, found " + std::to_string(k));
-  if (k == 0 || s.length <= k || s.nk == 0) {
-    std::vector<Value> hs = residual_carries(g, s, c, h, x);
-    return backward_scan(g, s, v, c, hs, x, ct_h, acc0, ct_y);
+  if (k == 0 || s.length <= k || s.nk == 0)
+    return backward_scan(g, s, v, c, residual_carries(g, s, c, h, x), x, ct_h, acc0, ct_y);
+  const int64_t nseg = s.length / k, rest = s.length % k;
+  // The segments' steps and the tail's, in step order (a reverse scan runs the tail last too:
+  // its steps are the first ones).
+  const int64_t seg_from = s.reverse ? rest : 0, seg_to = seg_from + nseg * k;
+  const int64_t tail_from = s.reverse ? 0 : seg_to, tail_to = tail_from + rest;
+  std::vector<Value> xseg, ctyseg, xtail, ctytail;
+  for (Value xi : x) {
+    xseg.push_back(split_steps(g, rest ? steps_of(g, xi, seg_from, seg_to) : xi, k));
+    if (rest) xtail.push_back(steps_of(g, xi, tail_from, tail_to));
   }
-  check(s.length % k == 0, "grad: scan_checkpoint_every " + std::to_string(k) +
-                               " does not divide the length " + std::to_string(s.length) + " of " +
-                               node_ref(node));
-  const int64_t nseg = s.length / k;
-  std::vector<Value> xseg, ctyseg;
-  for (Value xi : x) xseg.push_back(split_steps(g, xi, k));
-  for (Value yi : ct_y) ctyseg.push_back(split_steps(g, yi, k));
+  for (Value yi : ct_y) {
+    ctyseg.push_back(split_steps(g, rest ? steps_of(g, yi, seg_from, seg_to) : yi, k));
+    if (rest) ctytail.push_back(steps_of(g, yi, tail_from, tail_to));
+  }
   ScanSpec inner = s;
   inner.length = k;
-  std::vector<TensorType> bt = input_types(*s.body);
-  auto seg_input = [&](Graph& b, const std::string& name, const TensorType& t) {
-    std::vector<int64_t> d = t.shape.dims();
-    d.insert(d.begin(), k);
-    return b.input(name, t.dtype, Shape(d));
-  };
-  // Forward: the carry entering each segment, stacked [nseg, carry...].
-  Graph fwd(s.body->name() + "_checkpoints");
-  std::vector<Value> fc, fh, fx;
-  for (size_t i = 0; i < s.nc; ++i)
-    fc.push_back(fwd.input("c" + std::to_string(i), bt[i].dtype, bt[i].shape));
-  for (size_t i = 0; i < s.nk; ++i)
-    fh.push_back(fwd.input("h" + std::to_string(i), bt[s.nc + i].dtype, bt[s.nc + i].shape));
-  for (size_t i = s.nc + s.nk; i < bt.size(); ++i)
-    fx.push_back(seg_input(fwd, "x" + std::to_string(i - s.nc - s.nk), bt[i]));
-  std::vector<Value> fo = fwd.scan(carry_body(s, false), fh, fx, fc, scan_options(k, s.reverse));
-  fo.insert(fo.end(), fh.begin(), fh.end());
-  fwd.set_outputs(fo);
-  std::vector<Value> ck = g.scan(std::move(fwd), h, xseg, c, scan_options(nseg, s.reverse));
+  // Forward: the carry entering each segment, stacked [nseg, carry...], and the carry after them.
+  BackwardBody fwd = backward_body(s.body->name() + "_checkpoints", s, g, {}, {}, {}, k);
+  std::vector<Value> fo =
+      fwd.b.scan(carry_body(s, false), fwd.h, fwd.x, fwd.c, scan_options(k, s.reverse));
+  fwd.b.set_outputs(concat(fo, fwd.h));
+  std::vector<Value> ck = g.scan(std::move(fwd.b), h, xseg, c, scan_options(nseg, s.reverse));
+  std::vector<Value> hmid(ck.begin(), ck.begin() + static_cast<ptrdiff_t>(s.nk));
   std::vector<Value> hck(ck.begin() + static_cast<ptrdiff_t>(s.nk), ck.end());
   g.rename(hck[0].node, "scan_checkpoints");
-  // Backward: per segment, recompute its k residual carries and run the backward scan on them.
-  Graph seg(s.body->name() + "_segment_vjp");
-  std::vector<Value> sc, sct_h, sacc, sh, sx, sct_y;
-  for (size_t i = 0; i < s.nc; ++i)
-    sc.push_back(seg.input("c" + std::to_string(i), bt[i].dtype, bt[i].shape));
-  for (size_t i = 0; i < ct_h.size(); ++i)
-    sct_h.push_back(seg.input("ct_h" + std::to_string(i), g.dtype(ct_h[i]), g.shape(ct_h[i])));
-  for (size_t i = 0; i < acc0.size(); ++i)
-    sacc.push_back(seg.input("acc" + std::to_string(i), g.dtype(acc0[i]), g.shape(acc0[i])));
-  for (size_t i = 0; i < s.nk; ++i)
-    sh.push_back(seg.input("h" + std::to_string(i), bt[s.nc + i].dtype, bt[s.nc + i].shape));
-  for (size_t i = s.nc + s.nk; i < bt.size(); ++i)
-    sx.push_back(seg_input(seg, "x" + std::to_string(i - s.nc - s.nk), bt[i]));
-  for (size_t i = 0; i < ct_y.size(); ++i) {
-    std::vector<int64_t> d = g.shape(ct_y[i]).dims();
-    d[0] = k;
-    sct_y.push_back(seg.input("ct_y" + std::to_string(i), g.dtype(ct_y[i]), Shape(d)));
+  // Backward of the tail, from the carry the segments end with.
+  ScanCotangents tail{ct_h, acc0, {}};
+  if (rest) {
+    ScanSpec ts = s;
+    ts.length = rest;
+    tail = backward_scan(g, ts, v, c, residual_carries(g, ts, c, hmid, xtail), xtail, ct_h, acc0,
+                         ctytail);
   }
-  std::vector<Value> shs = residual_carries(seg, inner, sc, sh, sx);
-  ScanCotangents r = backward_scan(seg, inner, v, sc, shs, sx, sct_h, sacc, sct_y);
-  std::vector<Value> so = r.dh;
-  so.insert(so.end(), r.dc.begin(), r.dc.end());
-  const size_t num_carry = so.size();
-  so.insert(so.end(), r.dx.begin(), r.dx.end());
-  ScanCotangents out;
-  if (so.empty()) return out;
-  seg.set_outputs(so);
-  std::vector<Value> init = ct_h;
-  init.insert(init.end(), acc0.begin(), acc0.end());
-  std::vector<Value> xs = hck;
-  xs.insert(xs.end(), xseg.begin(), xseg.end());
-  xs.insert(xs.end(), ctyseg.begin(), ctyseg.end());
-  std::vector<Value> o = g.scan(std::move(seg), init, xs, c, scan_options(nseg, !s.reverse));
-  out.dh.assign(o.begin(), o.begin() + static_cast<ptrdiff_t>(ct_h.size()));
-  out.dc.assign(o.begin() + static_cast<ptrdiff_t>(ct_h.size()),
-                o.begin() + static_cast<ptrdiff_t>(num_carry));
-  for (size_t i = num_carry; i < o.size(); ++i) out.dx.push_back(merge_steps(g, o[i]));
+  // Backward of the segments: recompute each one's k residual carries, run the backward scan.
+  BackwardBody seg = backward_body(s.body->name() + "_segment_vjp", s, g, ct_h, acc0, ct_y, k);
+  std::vector<Value> shs = residual_carries(seg.b, inner, seg.c, seg.h, seg.x);
+  ScanCotangents r = backward_scan(seg.b, inner, v, seg.c, shs, seg.x, seg.ct_h, seg.acc, seg.ct_y);
+  ScanCotangents out = run_backward(g, std::move(seg), r, c, tail.dh, tail.dc,
+                                    concat(concat(hck, xseg), ctyseg), nseg, s.reverse);
+  for (size_t i = 0; i < out.dx.size(); ++i) {
+    Value d = merge_steps(g, out.dx[i]);
+    if (rest) d = s.reverse ? g.concatenate({tail.dx[i], d}, 0) : g.concatenate({d, tail.dx[i]}, 0);
+    out.dx[i] = d;
+  }
   return out;
 }
 
@@ -262,7 +270,7 @@ std::vector<Value> scan_like_vjp(VjpContext& ctx, const ScanSpec& s) {
     if (is_float(g.dtype(h[i]))) ct_h.push_back(ctx.ct(i));
   for (size_t i = s.nk; i < ctx.results.size(); ++i)
     if (is_float(ctx.result_type(i).dtype)) ct_y.push_back(ctx.ct(i));
-  ScanCotangents r = scan_vjp(g, s, ctx.node, c, h, x, ct_h, ct_y, ctx.options);
+  ScanCotangents r = scan_vjp(g, s, c, h, x, ct_h, ct_y, ctx.options);
   std::vector<Value> grads(ctx.operands.size());
   size_t ic = 0, ik = 0, ix = 0;
   for (size_t i = 0; i < ctx.operands.size(); ++i) {

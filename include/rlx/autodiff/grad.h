@@ -32,9 +32,9 @@ struct GradOptions {
   /// default) stacks the carry of every step for the backward scan, O(length) carries; k >= 1
   /// stores only every k-th carry and recomputes the k steps in between inside the backward
   /// scan, O(length / k + k) carries for one forward pass more (jax.checkpoint of the scan
-  /// body, segment-wise). The gradients are bitwise those of k = 0. k must divide the length
-  /// of every scan it applies to (an error names the op, the node, k and the length); a scan
-  /// with length <= k, or without a carry, is differentiated unchecked.
+  /// body, segment-wise). The gradients are bitwise those of k = 0. When k does not divide the
+  /// length, the length % k steps the forward runs last are differentiated unchecked; a scan
+  /// with length <= k, or without a carry, is differentiated unchecked. k < 0 is an error.
   int64_t scan_checkpoint_every = 0;
 };
 
