@@ -196,6 +196,82 @@ TEST(ControlFlowAutodiff, MixedDtypesAndNoCarry) {
   }
 }
 
+// f64 central difference of output 0 of g along `dir` of input `name`.
+double central_difference(const Graph& g, TensorMap feeds, const std::string& name,
+                          const Tensor& dir) {
+  const double h = 1e-6;
+  Tensor x = feeds.at(name);
+  auto at = [&](double s) {
+    Tensor m = x.clone();
+    for (int64_t e = 0; e < m.numel(); ++e) m.set_f64(e, x.get_f64(e) + s * dir.get_f64(e));
+    feeds[name] = m;
+    return evaluate(g, feeds)[0].get_f64(0);
+  };
+  return (at(h) - at(-h)) / (2 * h);
+}
+
+// Nested regions: a scan whose body holds a cond on the step's sign, inside a cond branch;
+// grad, jvp and vmap(grad) (per-example gradients) against f64 differences.
+TEST(ControlFlowAutodiff, NestedRegionsDifferentiateAndBatch) {
+  const DType t = DType::f64;
+  Graph g("nested");
+  Value p = g.input("p", DType::bool_, {});
+  Value xs = g.input("xs", t, {6, 2});
+  Graph step("step");
+  Value c = step.input("c", t, {2});
+  Value x = step.input("x", t, {2});
+  Graph pos("pos"), neg("neg");
+  Value pc = pos.input("c", t, {2}), px = pos.input("x", t, {2});
+  pos.set_outputs({pos.add(pos.mul(pos.sin(pc), px), pc)});
+  Value nc = neg.input("c", t, {2}), nx = neg.input("x", t, {2});
+  neg.set_outputs({neg.sub(neg.mul(nc, nx), neg.tanh(nx))});
+  Value positive = step.gt(step.reduce_sum(x, {0}), step.scalar(0, t));
+  Value next = step.cond(positive, std::move(pos), std::move(neg), {c, x})[0];
+  step.set_outputs({next, step.mul(next, next)});
+  Graph with_scan("with_scan"), plain("plain");
+  Value wx = with_scan.input("xs", t, {6, 2});
+  Value init = with_scan.broadcast_in_dim(with_scan.scalar(0.5, t), {2}, {});
+  std::vector<Value> r = with_scan.scan(std::move(step), {init}, {wx});
+  with_scan.set_outputs(
+      {with_scan.add(with_scan.reduce_sum(r[0], {0}), with_scan.reduce_sum(r[1], {0, 1}))});
+  Value px2 = plain.input("xs", t, {6, 2});
+  plain.set_outputs({plain.reduce_sum(plain.mul(px2, px2), {0, 1})});
+  g.set_outputs({g.cond(p, std::move(with_scan), std::move(plain), {xs})[0]});
+
+  Tensor xv = random_tensor(t, {6, 2}, 11, -1, 1);
+  Tensor dir = random_tensor(t, {6, 2}, 12, -1, 1);
+  for (int pv : {1, 0}) {
+    SCOPED_TRACE(pv);
+    TensorMap feeds{{"p", Tensor::from_doubles(DType::bool_, {}, std::vector<double>{double(pv)})},
+                    {"xs", xv}};
+    const double fd = central_difference(g, feeds, "xs", dir);
+    std::vector<Tensor> dg = evaluate(grad(g, {"xs"}), feeds);
+    double ad = 0;
+    for (int64_t e = 0; e < 12; ++e) ad += dg[1].get_f64(e) * dir.get_f64(e);
+    EXPECT_NEAR(ad, fd, 1e-6 * (1 + std::abs(fd)));
+    TensorMap jf = feeds;
+    jf["tangent.xs"] = dir;
+    EXPECT_NEAR(evaluate(jvp(g, {"xs"}), jf)[1].get_f64(0), fd, 1e-6 * (1 + std::abs(fd)));
+  }
+  // Per-example gradients: vmap of the gradient graph over a batch of (p, xs).
+  Graph per_example = vmap(grad(g, {"xs"}), {0, 0}, {}, 2);
+  Tensor ps = Tensor::from_doubles(DType::bool_, {2}, std::vector<double>{1, 0});
+  Tensor xb(t, {2, 6, 2});
+  for (int64_t e = 0; e < 24; ++e) xb.set_f64(e, xv.get_f64(e % 12) * (e < 12 ? 1 : -1));
+  std::vector<Tensor> pe = evaluate(per_example, {{"p", ps}, {"xs", xb}});
+  for (int64_t b = 0; b < 2; ++b) {
+    Tensor xb1(t, {6, 2});
+    for (int64_t e = 0; e < 12; ++e) xb1.set_f64(e, xb.get_f64(b * 12 + e));
+    std::vector<Tensor> one = evaluate(
+        grad(g, {"xs"}),
+        {{"p", Tensor::from_doubles(DType::bool_, {}, std::vector<double>{b == 0 ? 1.0 : 0.0})},
+         {"xs", xb1}});
+    for (int64_t e = 0; e < 12; ++e)
+      EXPECT_EQ(pe[1].get_f64(b * 12 + e), one[1].get_f64(e))
+          << "example " << b << " [" << e << "]";
+  }
+}
+
 // vmap(g) with every input batched at axis 0 (or shared, `shared`) against g run per example:
 // bitwise equal on the evaluator (the same ops on the same values).
 void expect_vmap_is_per_example(const Graph& g, const TensorMap& feeds, int64_t size,
