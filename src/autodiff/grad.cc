@@ -3,6 +3,7 @@
 #include "rlx/autodiff/grad.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "rlx/ir/error.h"
@@ -124,25 +125,28 @@ bool keep_for_ad(OpKind op) {
          op_info(op).has(kLeaf);
 }
 
-// The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of
-// some values; returns d/d leaf for each of `wrt` (zeros when nothing reaches it).
+// The backward sweep over the nodes of g: seeds give the cotangents of some values; returns
+// d/d v for each value of `wrt` (zeros when nothing reaches it). Nodes in `cut` are treated
+// as leaves: nothing flows through them, and their results may be among `wrt`.
 std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>& seeds,
-                            const std::vector<int32_t>& wrt, const GradOptions& options = {}) {
+                            const std::vector<Value>& wrt, const GradOptions& options = {},
+                            const std::set<int32_t>& cut = {}) {
   const size_t n = g.nodes().size();
-  // A value is active when it is a float that depends on a wrt leaf: only those carry
+  // A value is active when it is a float that depends on a wrt value: only those carry
   // cotangents (integer paths, e.g. indices, never do).
   std::vector<std::vector<bool>> active(n);
-  std::vector<bool> is_wrt(n, false);
-  for (int32_t id : wrt) is_wrt[static_cast<size_t>(id)] = true;
+  std::set<std::pair<int32_t, int32_t>> is_wrt;
+  for (Value v : wrt) is_wrt.insert({v.node, v.index});
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes()[i];
-    bool any = is_wrt[i];
-    if (!detail::is_non_differentiable(node.op))
+    bool any = false;
+    if (!detail::is_non_differentiable(node.op) && cut.count(static_cast<int32_t>(i)) == 0)
       for (Value v : node.operands)
         any = any || active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
     active[i].resize(node.results.size());
     for (size_t r = 0; r < node.results.size(); ++r)
-      active[i][r] = any && is_float(node.results[r].dtype);
+      active[i][r] = (any || is_wrt.count({static_cast<int32_t>(i), static_cast<int32_t>(r)})) &&
+                     is_float(node.results[r].dtype);
   }
   std::vector<std::vector<Value>> cts(n);
   for (size_t i = 0; i < n; ++i) cts[i].resize(g.nodes()[i].results.size());
@@ -155,7 +159,9 @@ std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>
 
   for (size_t i = n; i-- > 0;) {
     Node node = g.nodes()[i];  // a copy: rules append to the node list
-    if (op_info(node.op).has(kLeaf) || detail::is_non_differentiable(node.op)) continue;
+    if (op_info(node.op).has(kLeaf) || detail::is_non_differentiable(node.op) ||
+        cut.count(static_cast<int32_t>(i)) != 0)
+      continue;
     bool has_ct = false;
     for (Value c : cts[i]) has_ct = has_ct || c.valid();
     if (!has_ct) continue;
@@ -187,10 +193,16 @@ std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>
     }
   }
   std::vector<Value> out;
-  for (int32_t id : wrt) {
-    Value c = cts[static_cast<size_t>(id)][0];
-    out.push_back(c.valid() ? c : detail::zeros(g, g.node(id).results[0]));
+  for (Value v : wrt) {
+    Value c = cts[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    out.push_back(c.valid() ? c : detail::zeros(g, g.type(v)));
   }
+  return out;
+}
+
+std::vector<Value> leaf_values(const std::vector<int32_t>& ids) {
+  std::vector<Value> out;
+  for (int32_t id : ids) out.push_back(Value{id, 0});
   return out;
 }
 
@@ -272,7 +284,8 @@ Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSp
   std::vector<Value> outs = out.outputs();
   Value lv = outs.back();
   outs.pop_back();
-  std::vector<Value> grads = backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids, options);
+  std::vector<Value> grads =
+      backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
@@ -292,7 +305,7 @@ Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss,
   std::vector<int32_t> ids = resolve_wrt(out, wrt);
   Value lv = out.outputs().back();
   std::vector<Value> outs{lv};
-  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, ids, options))
+  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options))
     outs.push_back(v);
   out.set_outputs(outs);
   std::vector<std::string> names;
@@ -317,7 +330,7 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions
     if (!is_float(t.dtype)) continue;
     seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
   }
-  std::vector<Value> grads = backprop(out, seeds, ids, options);
+  std::vector<Value> grads = backprop(out, seeds, leaf_values(ids), options);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
@@ -330,6 +343,90 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions
   return out;
 }
 
+namespace {
+
+// J t for each of `values` of g (zeros for a value nothing reaches), t the tangents of the
+// `wrt` values (tangents[i] for wrt[i], values of g), by transposition: the vjp u -> J^T u is
+// built for a stand-in u per value, then its own vjp with cotangent t, taken with respect to
+// u, is J t. `cut` nodes are leaves (their results, among wrt, carry given tangents).
+std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
+                                  const std::vector<Value>& wrt, const std::vector<Value>& tangents,
+                                  const std::set<int32_t>& cut) {
+  // u only needs a node to hang its cotangent on: J^T u is linear in u, so the final J t never
+  // reads u's value, and DCE then removes it (an input would stay and have to be fed).
+  std::vector<Value> us;
+  std::vector<std::pair<Value, Value>> seeds;
+  for (Value v : values) {
+    us.push_back(detail::zeros(g, g.type(v)));
+    seeds.emplace_back(v, us.back());
+  }
+  std::vector<Value> jt_u = backprop(g, seeds, wrt, {}, cut);
+  std::vector<std::pair<Value, Value>> tseeds;
+  for (size_t i = 0; i < wrt.size(); ++i) tseeds.emplace_back(jt_u[i], tangents[i]);
+  return backprop(g, tseeds, us);
+}
+
+// Forward mode of a while_loop without max_trip_count, which has no vjp to transpose: the loop
+// carries the tangents alongside (jax's while jvp rule). Emits the loop over (consts, their
+// tangents; carry, its tangents) whose body is the body's jvp, and returns the tangents of
+// the float results (invalid for the others). `t_operands` has a tangent per operand
+// (invalid: none, for a non-float operand).
+std::vector<Value> while_jvp(Graph& g, const Node& node, const std::vector<Value>& t_operands) {
+  const AttrMap& a = node.attrs;
+  const Graph& cond = a.get_graph("cond");
+  const Graph& body = a.get_graph("body");
+  const auto nc = static_cast<size_t>(a.get_int("num_consts"));
+  std::vector<size_t> fc, fk;  // float consts and carries, by operand index
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if (t_operands[i].valid()) (i < nc ? fc : fk).push_back(i);
+  std::vector<std::string> names;
+  std::vector<int32_t> ins = body.inputs();
+  for (size_t i : fc) names.push_back(body.node(ins[i]).name);
+  for (size_t i : fk) names.push_back(body.node(ins[i]).name);
+  Graph jb = jvp(body, names);  // inputs: body's, then tangent.<name>; outputs: carry, tangents
+  // The new regions' inputs: consts, const tangents, carry, carry tangents.
+  auto region = [&](const std::string& name, std::vector<Value>& primal, std::vector<Value>& tang) {
+    Graph r(name);
+    std::vector<TensorType> ts;
+    for (int32_t id : ins) ts.push_back(body.node(id).results[0]);
+    for (size_t i = 0; i < nc; ++i)
+      primal.push_back(r.input("c" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    for (size_t i : fc) tang.push_back(r.input("tc" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    for (size_t i = nc; i < ts.size(); ++i)
+      primal.push_back(r.input("h" + std::to_string(i - nc), ts[i].dtype, ts[i].shape));
+    for (size_t i : fk) tang.push_back(r.input("th" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    return r;
+  };
+  std::vector<Value> cp, ct, bp, bt;
+  Graph c2 = region(cond.name() + "_jvp", cp, ct);
+  c2.set_outputs(inline_graph(c2, cond, cp));
+  Graph b2 = region(body.name() + "_jvp", bp, bt);
+  std::vector<Value> jo = inline_graph(b2, jb, [&] {
+    std::vector<Value> args = bp;
+    args.insert(args.end(), bt.begin(), bt.end());
+    return args;
+  }());
+  // jb's outputs: the carry, then the tangent of each float carry.
+  b2.set_outputs(jo);
+  std::vector<Value> operands(node.operands.begin(),
+                              node.operands.begin() + static_cast<ptrdiff_t>(nc));
+  for (size_t i : fc) operands.push_back(t_operands[i]);
+  operands.insert(operands.end(), node.operands.begin() + static_cast<ptrdiff_t>(nc),
+                  node.operands.end());
+  for (size_t i : fk) operands.push_back(t_operands[i]);
+  AttrMap attrs = a;
+  attrs.set("num_consts", static_cast<int64_t>(nc + fc.size()));
+  attrs.set("cond", std::make_shared<const Graph>(std::move(c2)));
+  attrs.set("body", std::make_shared<const Graph>(std::move(b2)));
+  std::vector<Value> r = g.emit(OpKind::WhileLoop, operands, attrs);
+  std::vector<Value> out(node.results.size());
+  const size_t nk = node.results.size();
+  for (size_t j = 0; j < fk.size(); ++j) out[fk[j] - nc] = r[nk + j];
+  return out;
+}
+
+}  // namespace
+
 Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
   resolve_wrt(g, primals);
   check(!g.outputs().empty(), "grad: graph @" + g.name() + " has no outputs to differentiate");
@@ -337,36 +434,46 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
   std::vector<int32_t> ids = resolve_wrt(out, primals);
   std::vector<Value> outs = out.outputs();
   outs.pop_back();
-  // Stage 1: u -> J^T u for a stand-in u per float output. u only needs a node to hang its
-  // cotangent on: J^T u is linear in u, so the final J t never reads u's value, and DCE then
-  // removes it (an input would stay and have to be fed).
-  std::vector<Value> us;
-  std::vector<std::pair<Value, Value>> seeds;
-  for (Value o : outs) {
-    TensorType t = out.type(o);
-    if (!is_float(t.dtype)) continue;
-    us.push_back(detail::zeros(out, t));
-    seeds.emplace_back(o, us.back());
-  }
-  std::vector<Value> jt_u = backprop(out, seeds, ids);
-  // Stage 2: the vjp of u -> J^T u with cotangent t, taken with respect to u, is J t.
-  std::vector<std::pair<Value, Value>> tangents;
+  std::vector<Value> wrt = leaf_values(ids), tangents;
   for (size_t i = 0; i < ids.size(); ++i) {
     const TensorType t = out.node(ids[i]).results[0];
-    tangents.emplace_back(jt_u[i], out.input("tangent." + primals[i], t.dtype, t.shape));
+    tangents.push_back(out.input("tangent." + primals[i], t.dtype, t.shape));
   }
-  std::vector<int32_t> u_ids;
-  u_ids.reserve(us.size());
-  for (Value u : us) u_ids.push_back(u.node);
-  std::vector<Value> jt = backprop(out, tangents, u_ids);
+  // A while_loop without max_trip_count has no vjp: it is cut from the transposition, its
+  // result tangents computed in forward mode from its operands' tangents (in node order, so a
+  // loop's operands may depend on earlier loops).
+  std::set<int32_t> cut;
+  const size_t num_forward = out.nodes().size();
+  for (size_t i = 0; i < num_forward; ++i) {
+    Node node = out.nodes()[i];
+    if (node.op != OpKind::WhileLoop || node.attrs.has("max_trip_count")) continue;
+    std::vector<Value> float_ops;
+    for (Value v : node.operands)
+      if (is_float(out.dtype(v))) float_ops.push_back(v);
+    if (float_ops.empty()) continue;  // nothing to carry a tangent
+    std::vector<Value> t_float = transposed_jvp(out, float_ops, wrt, tangents, cut);
+    std::vector<Value> t_ops;
+    size_t k = 0;
+    for (Value v : node.operands) t_ops.push_back(is_float(out.dtype(v)) ? t_float[k++] : Value{});
+    std::vector<Value> t_res = while_jvp(out, node, t_ops);
+    cut.insert(static_cast<int32_t>(i));
+    for (size_t r = 0; r < t_res.size(); ++r) {
+      if (!t_res[r].valid()) continue;
+      wrt.push_back(Value{static_cast<int32_t>(i), static_cast<int32_t>(r)});
+      tangents.push_back(t_res[r]);
+    }
+  }
+  std::vector<Value> float_outs;
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(outs.size(), -1, names, numbered_only);
   for (size_t i = 0; i < outs.size(); ++i)  // J t of each float output i: "jvp_<i>"
     if (is_float(out.type(outs[i]).dtype)) {
+      float_outs.push_back(outs[i]);
       names.push_back("jvp_" + std::to_string(i));
       numbered_only.push_back(false);
     }
+  std::vector<Value> jt = transposed_jvp(out, float_outs, wrt, tangents, cut);
   outs.insert(outs.end(), jt.begin(), jt.end());
   out.set_outputs(outs);
   name_outputs(out, names, numbered_only);

@@ -333,14 +333,15 @@ Graph identity_body(const std::string& name, const std::vector<TensorType>& type
 // while_loop with max_trip_count N: differentiated as the equivalent scan of N steps carrying
 // (alive, carry...): alive' = alive && cond(consts, carry), carry' = cond(alive', body,
 // identity)(consts, carry) (jax's reverse mode of a bounded loop). Without a bound the loop has
-// no vjp, as in jax (lax.while_loop is not reverse-differentiable).
+// no vjp, as in jax (lax.while_loop is not reverse-differentiable); jvp() differentiates it in
+// forward mode instead (grad.cc, while_jvp).
 std::vector<Value> vjp_while(VjpContext& ctx) {
   const AttrMap& a = ctx.node.attrs;
   check(a.has("max_trip_count"),
         "grad: " + node_ref(ctx.node) +
             " has no max_trip_count: reverse-mode differentiation of a while_loop needs a bound "
-            "on its trip count (as jax's lax.while_loop; give max_trip_count, or use scan); rlx's "
-            "forward mode (jvp) transposes the vjp, so it needs the bound too");
+            "on its trip count (as jax's lax.while_loop; give max_trip_count, or use scan); "
+            "forward mode (jvp) works without one");
   const Graph& cond = a.get_graph("cond");
   const Graph& body = a.get_graph("body");
   const auto nc = static_cast<size_t>(a.get_int("num_consts"));

@@ -1,4 +1,5 @@
-// grad and jvp through scan, cond, switch and a bounded while_loop on the reference evaluator
+// grad and jvp through scan, cond, switch and while_loop (bounded; jvp of an unbounded one) on
+// the reference evaluator
 // against jax.grad / jax.jvp (tests/autodiff/control_flow_ref.json, written by
 // gen_control_flow_ref.py; the graphs below are the generator's, built with the C++ builder).
 #include <gtest/gtest.h>
@@ -133,11 +134,37 @@ Graph loop_graph(const std::map<std::string, TensorType>& ty) {
   return g;
 }
 
+// Newton's iteration for sqrt(a) until max |x^2 - a| <= 1e-12 (or 100 steps), no trip bound;
+// outputs the step count and x.
+Graph newton_graph(const std::map<std::string, TensorType>& ty) {
+  Graph g("newton");
+  const TensorType t = ty.at("a");
+  Value a = g.input("a", t.dtype, t.shape);
+  auto region = [&](const std::string& name, Value& ra, Value& ri, Value& rx) {
+    Graph r(name);
+    ra = r.input("a", t.dtype, t.shape);
+    ri = r.input("i", DType::i32, {});
+    rx = r.input("x", t.dtype, t.shape);
+    return r;
+  };
+  Value ca, ci, cx, ba, bi, bx;
+  Graph c = region("c", ca, ci, cx);
+  Value err = c.reduce_max(c.abs(c.sub(c.mul(cx, cx), ca)), {0});
+  c.set_outputs(
+      {c.logical_and(c.gt(err, c.scalar(1e-12, t.dtype)), c.lt(ci, c.scalar(100, DType::i32)))});
+  Graph b = region("b", ba, bi, bx);
+  b.set_outputs({b.add(bi, b.scalar(1, DType::i32)),
+                 b.mul(b.add(bx, b.div(ba, bx)), b.scalar(0.5, t.dtype))});
+  g.set_outputs(g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), a}, {a}));
+  return g;
+}
+
 Graph reference_graph(const std::string& name, const std::map<std::string, TensorType>& ty) {
   if (name == "rnn_loss" || name == "rnn") return rnn_graph(ty, name == "rnn_loss");
   if (name == "cond_loss" || name == "cond") return cond_graph(ty, name == "cond_loss");
   if (name == "switch_loss") return switch_graph(ty);
   if (name == "loop_loss") return loop_graph(ty);
+  if (name == "newton") return newton_graph(ty);
   throw Error("control_flow_ref_test: no graph named '" + name + "'");
 }
 
@@ -145,7 +172,7 @@ class ControlFlowRef : public ::testing::TestWithParam<std::string> {};
 
 TEST(ControlFlowRefFile, HasTheCases) {
   ASSERT_TRUE(reference().contains("cases")) << "missing tests/autodiff/control_flow_ref.json";
-  EXPECT_GE(reference().at("cases").size(), 10u);
+  EXPECT_GE(reference().at("cases").size(), 11u);
 }
 
 TEST_P(ControlFlowRef, EvaluatorMatchesJax) {

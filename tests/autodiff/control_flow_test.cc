@@ -152,19 +152,71 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
     EXPECT_EQ(std::memcmp(got_ck[i].data(), got[i].data(), got[i].nbytes()), 0) << i;
 }
 
-TEST(ControlFlowAutodiff, UnboundedWhileHasNoVjp) {
+// A while_loop without max_trip_count: grad fails naming the op and saying forward mode works;
+// jvp carries the tangents alongside (also through two loops in a row, the second fed by the
+// first, and a loop inside a scan body) and matches f64 differences.
+TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
+  const DType t = DType::f64;
+  // while sum(x) < lim: x = 1.5 x + a sin(x); `a` and `lim` consts.
+  auto loop = [&](Graph& g, Value a, Value x) {
+    Graph c("c"), b("b");
+    c.input("a", t, {3});
+    Value cx = c.input("x", t, {3});
+    c.set_outputs({c.lt(c.reduce_sum(cx, {0}), c.scalar(20, t))});
+    Value ba = b.input("a", t, {3});
+    Value bx = b.input("x", t, {3});
+    b.set_outputs({b.add(b.mul(bx, b.scalar(1.5, t)), b.mul(ba, b.sin(bx)))});
+    return g.while_loop(std::move(c), std::move(b), {x}, {a})[0];
+  };
   Graph g("unbounded");
-  Value x = g.input("x", DType::f32, {});
-  Graph c("c"), b("b");
-  c.set_outputs({c.lt(c.input("v", DType::f32, {}), c.scalar(10, DType::f32))});
-  Value bv = b.input("v", DType::f32, {});
-  b.set_outputs({b.add(bv, bv)});
-  Value l = g.while_loop(std::move(c), std::move(b), {x})[0];
-  g.set_outputs({l});
+  Value a = g.input("a", t, {3});
+  Value x = g.input("x", t, {3});
+  Value r1 = loop(g, a, x);
+  Value r2 = loop(g, g.mul(a, g.scalar(0.5, t)), g.mul(r1, g.scalar(0.01, t)));
+  g.set_outputs({g.add(g.reduce_sum(g.mul(r1, r1), {0}), g.reduce_sum(g.sin(r2), {0}))});
   std::string m = error_of([&] { grad(g, {"x"}); });
   EXPECT_NE(m.find("grad: op 'while_loop' (node %"), std::string::npos) << m;
   EXPECT_NE(m.find("has no max_trip_count"), std::string::npos) << m;
-  EXPECT_NE(error_of([&] { jvp(g, {"x"}); }).find("has no max_trip_count"), std::string::npos);
+  EXPECT_NE(m.find("forward mode (jvp) works without one"), std::string::npos) << m;
+
+  TensorMap feeds{{"a", random_tensor(t, {3}, 21, 0.1, 0.5)},
+                  {"x", random_tensor(t, {3}, 22, 0.5, 1)}};
+  Tensor da = random_tensor(t, {3}, 23, -1, 1), dx = random_tensor(t, {3}, 24, -1, 1);
+  Graph jg = jvp(g, {"a", "x"});
+  ASSERT_TRUE(jg.verify().empty()) << jg.verify()[0];
+  TensorMap jf = feeds;
+  jf["tangent.a"] = da;
+  jf["tangent.x"] = dx;
+  std::vector<Tensor> got = evaluate(jg, jf);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].get_f64(0), evaluate(g, feeds)[0].get_f64(0));
+  const double h = 1e-6;
+  auto moved = [&](double s) {
+    TensorMap f = feeds;
+    for (const char* n : {"a", "x"}) {
+      Tensor v = feeds.at(n).clone();
+      const Tensor& d = std::string(n) == "a" ? da : dx;
+      for (int64_t e = 0; e < 3; ++e) v.set_f64(e, v.get_f64(e) + s * d.get_f64(e));
+      f[n] = v;
+    }
+    return evaluate(g, f)[0].get_f64(0);
+  };
+  const double fd = (moved(h) - moved(-h)) / (2 * h);
+  EXPECT_NEAR(got[1].get_f64(0), fd, 1e-6 * (1 + std::abs(fd)));
+  EXPECT_GT(std::abs(fd), 1e-3);  // the loops do depend on the inputs
+
+  // A loop inside a scan body: the scan's vjp differentiates the body, whose unbounded loop
+  // has no vjp, so grad fails and jvp of the scan (transposition) fails naming the loop too.
+  Graph s("scan_of_loop");
+  Value xs = s.input("xs", t, {4, 3});
+  Graph body("step");
+  Value bc = body.input("c", t, {3});
+  Value bx = body.input("x", t, {3});
+  Value lr = loop(body, bx, bc);
+  body.set_outputs({body.mul(lr, body.scalar(0.01, t))});
+  Value init = s.broadcast_in_dim(s.scalar(0.7, t), {3}, {});
+  s.set_outputs({s.reduce_sum(s.scan(std::move(body), {init}, {xs})[0], {0})});
+  EXPECT_NE(error_of([&] { jvp(s, {"xs"}); }).find("has no max_trip_count"), std::string::npos);
 }
 
 // Integer carries and consts get no cotangent; a scan without a carry and a cond whose float

@@ -89,6 +89,14 @@ def loop_loss(a, x0):
     return jnp.sum(x * x)
 
 
+def newton(a):
+    """Newton's iteration for sqrt(a) to convergence: a while_loop without a trip bound."""
+    def cond(c):
+        i, x = c
+        return (jnp.max(jnp.abs(x * x - a)) > 1e-12) & (i < 100)
+    return lax.while_loop(cond, lambda c: (c[0] + 1, (c[1] + a / c[1]) * 0.5), (jnp.int32(0), a))
+
+
 def main():
     cases = []
 
@@ -136,6 +144,13 @@ def main():
     a, x0 = rand("f64", (3,)), rand("f64", (3,))
     loss, grads = jax.value_and_grad(loop_loss, argnums=(0, 1))(jnp.asarray(a), jnp.asarray(x0))
     add("while_bounded_grad", "loop_loss", "f64", {"a": a, "x0": x0}, "grad", [loss, *grads], wrt=["a", "x0"])
+
+    # jvp of an unbounded while_loop (forward mode carries the tangent): d sqrt(a) = t / 2 sqrt(a).
+    a = rand("f64", (3,), 0.5, 40)
+    ta = rand("f64", (3,))
+    outs, touts = jax.jvp(newton, (jnp.asarray(a),), (jnp.asarray(ta),))
+    add("newton_while_jvp", "newton", "f64", {"a": a}, "jvp", [outs[0], outs[1], touts[1]], primals=["a"],
+        tangents={"a": tensor(ta)})
 
     write_cases(os.path.join(HERE, "control_flow_ref.json"), cases)
 

@@ -69,8 +69,10 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions
 /// "tangent.<name>" (the leaf's type) per name of `primals`, and outputs g's outputs followed
 /// by the tangent J t of each float output of `g` (in order; non-float outputs have none).
 /// Forward mode is computed by transposition (JAX's linear_transpose): the vjp u -> J^T u is
-/// linear in u, so its own vjp with cotangent t is J t. It therefore covers exactly the ops the
-/// reverse mode covers, at the cost of a forward plus two backward sweeps. Errors as grad()
+/// linear in u, so its own vjp with cotangent t is J t. It therefore covers the ops the reverse
+/// mode covers, at the cost of a forward plus two backward sweeps, plus a while_loop without
+/// max_trip_count at the top level of `g` (no vjp): that loop is run again carrying the
+/// tangents of its operands alongside (jax's while jvp rule). Errors as grad()
 /// for the names (unknown, duplicated, non-float).
 Graph jvp(const Graph& g, const std::vector<std::string>& primals);
 
