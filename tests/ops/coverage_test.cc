@@ -56,7 +56,7 @@ struct DeclaredHole {
   const char* reason;
 };
 
-// The control-flow ops run on the reference evaluator only so far (issue 16, first slice).
+// The control-flow ops run on the reference evaluator and XLA so far (issue 16).
 std::vector<DeclaredHole> control_flow_holes() {
   std::vector<DeclaredHole> out;
   for (OpKind op : {OpKind::Cond, OpKind::WhileLoop, OpKind::Scan}) {
@@ -64,7 +64,6 @@ std::vector<DeclaredHole> control_flow_holes() {
     out.push_back({Layer::Jvp, op, "autodiff of control flow is planned (issue 16)"});
     out.push_back({Layer::Batch, op, "vmap of control flow is planned (issue 16)"});
     out.push_back({Layer::Cpu, op, "no CPU kernel yet: compiling fails naming the op"});
-    out.push_back({Layer::Pjrt, op, "no StableHLO lowering yet: compiling fails naming the op"});
   }
   return out;
 }

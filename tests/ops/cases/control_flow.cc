@@ -1,7 +1,8 @@
 // Op cases of the control-flow ops cond, while_loop and scan: the text round trip of their
-// regions in every dtype a carry can have. Their values are tested in tests/ir/control_flow_test.cc
-// (evaluator) and against JAX in tests/golden (control_flow_ref.json); the other suites wait for
-// their CPU kernels, lowerings and autodiff rules (docs/ops.md's declared holes).
+// regions in every dtype a carry can have, and XLA (the PJRT suite) against the reference
+// evaluator. Their values are tested in tests/ir/control_flow_test.cc (evaluator) and against JAX
+// in tests/golden (ops.json, also on pjrt:0); the other suites wait for their CPU kernels and
+// autodiff rules (docs/ops.md's declared holes).
 #include "common.h"
 
 namespace rlx::testing {
@@ -9,9 +10,10 @@ namespace {
 
 using namespace cases;
 
+constexpr uint32_t kSuites = kTextSuite | kPjrtSuite;
 constexpr const char* kWhy =
-    "control flow runs on the reference evaluator only so far: no CPU kernel, StableHLO "
-    "lowering, vjp or batching rule yet (issue 16)";
+    "control flow runs on the reference evaluator and XLA so far: no CPU kernel, vjp or "
+    "batching rule yet (issue 16)";
 
 // A body over inputs of `types` returning its first input (combined with the second when
 // there is one and the dtype has arithmetic) plus, if `extra`, one more value of type 0.
@@ -41,7 +43,7 @@ void add_control_flow_cases(CaseList& cs) {
                 return g.cond(in[0], passthrough("t", ts, false), passthrough("f", ts, false),
                               {in[1], in[2]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::Cond, "switch")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {2}), T({4})},
@@ -52,7 +54,7 @@ void add_control_flow_cases(CaseList& cs) {
                   bs.push_back(passthrough("b" + std::to_string(k), ts, true));
                 return g.switch_case(in[0], std::move(bs), {in[1]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::WhileLoop, "bounded")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {3}), T({3})},
@@ -68,7 +70,7 @@ void add_control_flow_cases(CaseList& cs) {
                 b.set_outputs({x});
                 return g.while_loop(std::move(c), std::move(b), {in[1]}, {in[0]}, 4);
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::Scan, "carry_and_ys")
       .in(kAnyDTypes)
       .sample({T({2}), T({5, 2})},
@@ -83,7 +85,7 @@ void add_control_flow_cases(CaseList& cs) {
                 std::vector<TensorType> ts{{t, {3}}};
                 return g.scan(passthrough("empty", ts, false), {}, {in[0]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
 }
 
 }  // namespace rlx::testing
