@@ -137,6 +137,13 @@ std::vector<std::string> Emitter::lower_body(const std::vector<std::string>& inp
   for (int32_t id = 0; id < static_cast<int32_t>(g_.nodes().size()); ++id) {
     const Node& n = g_.node(id);
     if (n.op == OpKind::Input) continue;
+    // Channel handles number the collectives of one graph (lower/collective.cc), and the
+    // pipeline checks the groups of top-level collectives only.
+    if (op_info(n.op).has(kCollective))
+      throw Error("pjrt: collective " + std::string(op_name(n.op)) + " (node %" + n.name +
+                  " in region @" + g_.name() +
+                  ") inside a cond / while_loop / scan body is not supported; apply it to the "
+                  "op's operands or results");
     const LowerFn* lower = lowering_table().find(n.op);
     if (lower == nullptr)
       throw Error("pjrt: op '" + std::string(op_name(n.op)) + "' (node %" + n.name +

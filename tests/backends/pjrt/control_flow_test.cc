@@ -11,8 +11,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/test_util.h"
 #include "golden/golden_data.h"
 #include "pjrt_test_util.h"
+#include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
 
 namespace rlx::pjrt::testing {
@@ -177,6 +179,24 @@ TEST(PjrtControlFlowEmit, LoopsAndBranchesAreRegions) {
   EXPECT_EQ(count(sw, "\"stablehlo.case\""), 1u) << sw;
   EXPECT_EQ(count(sw, "\"stablehlo.while\""), 3u) << sw;
   EXPECT_EQ(count(sw, "\"stablehlo.clamp\""), 1u) << sw;
+}
+
+// A collective inside a body is refused, naming it (channel handles number one graph's
+// collectives).
+TEST(PjrtControlFlowEmit, CollectiveInABodyIsAnError) {
+  Graph b("step");
+  Value c = b.input("c", DType::f32, {2});
+  Value x = b.input("x", DType::f32, {2});
+  AttrMap attrs = collective_attrs({{0, 1}}, "data");
+  attrs.set("reduce", std::string("sum"));
+  b.set_outputs({b.add(c, b.emit1(OpKind::AllReduce, {x}, attrs, "ar"))});
+  Graph g("scan_all_reduce");
+  Value init = g.input("init", DType::f32, {2});
+  Value xs = g.input("xs", DType::f32, {3, 2});
+  g.set_outputs({g.scan(std::move(b), {init}, {xs})[0]});
+  EXPECT_EQ(rlx::testing::error_of([&] { lower_to_stablehlo(g, f32_options()); }),
+            "pjrt: collective all_reduce (node %ar in region @step) inside a cond / while_loop "
+            "/ scan body is not supported; apply it to the op's operands or results");
 }
 
 // ---- runs against the reference evaluator (nested regions, a composite in a body, every

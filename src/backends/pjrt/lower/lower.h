@@ -77,7 +77,8 @@ class Emitter {
   // ---- regions (control flow: lower/control_flow.cc)
 
   /// Binds the inputs of this emitter's graph (a region's body) by position to the SSA values
-  /// `inputs`, lowers every node and returns the SSA names of the graph's outputs.
+  /// `inputs`, lowers every node and returns the SSA names of the graph's outputs. Throws
+  /// rlx::Error naming the op, node and region for a collective (not supported in a body).
   std::vector<std::string> lower_body(const std::vector<std::string>& inputs);
   /// The text of one region holding the ops emitted so far: `{ ^bb0(args): ops;
   /// "stablehlo.return"(results) }`, without a block header when `args` is empty (a
