@@ -24,29 +24,31 @@ def run_pjrt(g, **feeds):
 
 @needs_plugin
 @pytest.mark.parametrize("reverse", [False, True])
-def test_scan_rnn_matches_jax(reverse):
-    T, B, H = 20, 2, 4
-    xs = rng.uniform(-1, 1, (T, B, H)).astype(np.float32)
-    h0 = rng.uniform(-1, 1, (B, H)).astype(np.float32)
-    w = rng.uniform(-0.7, 0.7, (H, H)).astype(np.float32)
-    g = rlx.Graph("rnn")
-    gx, gh, gw = g.input("xs", xs.shape), g.input("h0", h0.shape), g.input("w", w.shape)
+def test_scan_of_two_xs_and_two_ys_matches_jax(reverse):
+    # A moving average m' = alpha * tanh(m) + a_t * b_t over 20 steps, emitting (m, a_t - b_t).
+    T = 20
+    a = rng.uniform(-1, 1, (T, 3)).astype(np.float32)
+    b = rng.uniform(-1, 1, (T,)).astype(np.float32)
+    m0 = rng.uniform(-1, 1, (3,)).astype(np.float32)
+    alpha = np.float32(0.9)
+    g = rlx.Graph("ema")
+    ga, gb = g.input("a", a.shape), g.input("b", b.shape)
+    gm, gal = g.input("m0", (3,)), g.input("alpha", ())
 
-    def cell(w_, h, x):
-        n = h.graph.tanh(x + h @ w_)
-        return n, n * 2.0
+    def step(al, m, x):
+        at, bt = x
+        return al * m.graph.tanh(m) + at * bt, (m, at - bt)
 
-    h, ys = rlx.scan(cell, gh, gx, consts=(gw,), reverse=reverse)
-    g.outputs(h, ys)
-    got = run_pjrt(g, xs=xs, h0=h0, w=w)
+    m, (ms, d) = rlx.scan(step, gm, (ga, gb), consts=(gal,), reverse=reverse)
+    g.outputs(m, ms, d)
+    got = run_pjrt(g, a=a, b=b, m0=m0, alpha=alpha)
 
-    def jcell(c, x):
-        n = jnp.tanh(x + c @ w)
-        return n, n * 2.0
+    def jstep(c, x):
+        return alpha * jnp.tanh(c) + x[0] * x[1], (c, x[0] - x[1])
 
-    want = lax.scan(jcell, h0, xs, reverse=reverse)
-    np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=2e-5)
-    np.testing.assert_allclose(got[1], want[1], rtol=2e-5, atol=2e-5)
+    want_m, (want_ms, want_d) = lax.scan(jstep, m0, (a, b), reverse=reverse)
+    for g_, w_ in zip(got, [want_m, want_ms, want_d]):
+        np.testing.assert_allclose(g_, w_, rtol=2e-5, atol=2e-5)
 
 
 @needs_plugin
