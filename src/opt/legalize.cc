@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -216,10 +217,21 @@ std::string DispatchReport::to_string() const {
                    std::to_string(total.missing));
 }
 
-Graph legalize(const Graph& g, const std::set<OpKind>& supported, const DispatchOptions& opts,
-               std::string_view backend, DispatchReport* report) {
-  DispatchReport rep;
-  rep.backend = std::string(backend);
+namespace {
+
+int decomposed_total(const DispatchReport& rep) {
+  int n = 0;
+  for (const auto& [op, c] : rep.ops) n += c.decomposed;
+  return n;
+}
+
+// Legalizes `g`, then the bodies of its control-flow nodes (recursively, so a composite inside
+// a scan body is decomposed like one at the top level): counts into `rep` and collects what
+// cannot run into `missing`, each node named with `where`, the path of the enclosing
+// control-flow nodes (" in %s.body in %c.branches[1]").
+Graph legalize_graph(const Graph& g, const std::set<OpKind>& supported, const DispatchOptions& opts,
+                     DispatchReport& rep, std::map<OpKind, std::vector<std::string>>& missing,
+                     const std::string& where) {
   std::vector<Origin> origin;
   for (const Node& n : g.nodes()) origin.push_back({n.name, n.op});
   auto needs_decomposition = [&](const Graph& x) {
@@ -232,7 +244,6 @@ Graph legalize(const Graph& g, const std::set<OpKind>& supported, const Dispatch
   Graph out = g;
   while (needs_decomposition(out)) out = decompose_one_level(out, supported, opts, origin, rep);
 
-  std::map<OpKind, std::vector<std::string>> missing;
   for (size_t i = 0; i < out.nodes().size(); ++i) {
     OpKind op = out.nodes()[i].op;
     if (is_data_leaf(op)) continue;
@@ -242,11 +253,32 @@ Graph legalize(const Graph& g, const std::set<OpKind>& supported, const Dispatch
     }
     ++rep.ops[op].missing;
     const Origin& o = origin[i];
-    std::string where = "%" + o.name;
-    if (o.decomposed) where += " via " + std::string(op_name(o.op));
+    std::string name = "%" + o.name;
+    if (o.decomposed) name += " via " + std::string(op_name(o.op));
+    name += where;
     std::vector<std::string>& list = missing[op];
-    if (std::find(list.begin(), list.end(), where) == list.end()) list.push_back(where);
+    if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
   }
+  map_bodies(
+      out,
+      [&](const Node& n, const std::string& region, const Graph& body) -> std::optional<Graph> {
+        int before = decomposed_total(rep);
+        Graph b = legalize_graph(body, supported, opts, rep, missing,
+                                 " in %" + n.name + "." + region + where);
+        if (decomposed_total(rep) == before) return std::nullopt;
+        return b;
+      });
+  return out;
+}
+
+}  // namespace
+
+Graph legalize(const Graph& g, const std::set<OpKind>& supported, const DispatchOptions& opts,
+               std::string_view backend, DispatchReport* report) {
+  DispatchReport rep;
+  rep.backend = std::string(backend);
+  std::map<OpKind, std::vector<std::string>> missing;
+  Graph out = legalize_graph(g, supported, opts, rep, missing, "");
   if (report != nullptr) *report = rep;
   if (report_requested()) std::fputs(rep.to_string().c_str(), stderr);
   if (!missing.empty()) {

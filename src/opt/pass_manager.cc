@@ -126,7 +126,7 @@ std::vector<std::string> PassManager::pass_names() const {
   return out;
 }
 
-bool run_in_bodies(Pass& pass, Graph& g) {
+bool map_bodies(Graph& g, const BodyFn& fn) {
   auto is_control_flow = [](OpKind op) {
     return op == OpKind::Cond || op == OpKind::WhileLoop || op == OpKind::Scan;
   };
@@ -140,19 +140,20 @@ bool run_in_bodies(Pass& pass, Graph& g) {
                   std::span<const Value> operands) -> std::optional<std::vector<Value>> {
                 if (!is_control_flow(n.op)) return std::nullopt;
                 bool here = false;
-                auto update = [&](const GraphRef& body) {
-                  Graph b = *body;
-                  if (!pass.run(b)) return body;
+                auto update = [&](const std::string& region, const GraphRef& body) {
+                  std::optional<Graph> b = fn(n, region, *body);
+                  if (!b) return body;
                   here = true;
-                  return GraphRef(std::make_shared<const Graph>(std::move(b)));
+                  return GraphRef(std::make_shared<const Graph>(std::move(*b)));
                 };
                 AttrMap attrs = n.attrs;
                 for (const auto& [name, value] : n.attrs.entries()) {
                   if (const auto* body = std::get_if<GraphRef>(&value))
-                    attrs.set(name, update(*body));
+                    attrs.set(name, update(name, *body));
                   if (const auto* bodies = std::get_if<GraphList>(&value)) {
                     GraphList updated;
-                    for (const GraphRef& b : *bodies) updated.push_back(update(b));
+                    for (size_t i = 0; i < bodies->size(); ++i)
+                      updated.push_back(update(name + "[" + std::to_string(i) + "]", (*bodies)[i]));
                     attrs.set(name, std::move(updated));
                   }
                 }
@@ -163,6 +164,13 @@ bool run_in_bodies(Pass& pass, Graph& g) {
               });
   if (changed) g = std::move(out);
   return changed;
+}
+
+bool run_in_bodies(Pass& pass, Graph& g) {
+  return map_bodies(g, [&](const Node&, const std::string&, const Graph& body) {
+    Graph b = body;
+    return pass.run(b) ? std::optional<Graph>(std::move(b)) : std::nullopt;
+  });
 }
 
 }  // namespace rlx

@@ -405,6 +405,73 @@ TEST(Legalize, PassWrapper) {
   EXPECT_TRUE(create_legalize_pass(kPrimitives, {}, "no-report")->run(h));
 }
 
+// A cond whose true branch holds a scan whose body applies gelu; bodies are legalized like the
+// top level, nested ones included, and counted in the same report.
+const char* kGeluInScanInCond = R"(graph @g {
+  %p = input : bool[]
+  %x = input : f32[3,2]
+  %c = cond %p, %x {branches=[graph @f {
+    %a = input : f32[3,2]
+    %r = reduce_sum %a {axes=[0], keepdims=false} : f32[2]
+    return %r
+  }, graph @t {
+    %a = input : f32[3,2]
+    %z = constant {value=splat<f32[2]: 0.0>} : f32[2]
+    %s:2 = scan %z, %a {body=graph @step {
+      %h = input : f32[2]
+      %v = input : f32[2]
+      %e = gelu %v : f32[2]
+      %n = add %h, %e : f32[2]
+      return %n, %n
+    }, num_consts=0, num_carry=1, length=3, reverse=false, unroll=1} : f32[2], f32[3,2]
+    return %s#0
+  }]} : f32[2]
+  return %c
+})";
+
+TEST(Legalize, BodiesOfControlFlowAreLegalized) {
+  Graph g = Graph::parse(kGeluInScanInCond);
+  std::set<OpKind> supported = kPrimitives;
+  supported.insert({OpKind::Cond, OpKind::Scan});
+  DispatchReport report;
+  Graph out = legalize(g, supported, {}, "fake", &report);
+  const Node& cond = out.node(out.find("c"));
+  const Graph& branch = *cond.attrs.get_graphs("branches")[1];
+  const Graph& step = branch.node(branch.find("s")).attrs.get_graph("body");
+  EXPECT_TRUE(only_claimed(step, supported)) << step.to_string();
+  EXPECT_EQ(report.ops, (Counts{{OpKind::Cond, native(1)},
+                                {OpKind::Scan, native(1)},
+                                {OpKind::ReduceSum, native(1)},
+                                {OpKind::Gelu, decomposed(1)},
+                                {OpKind::Erf, native(1)},
+                                {OpKind::Add, native(2)},
+                                {OpKind::Mul, native(2)},
+                                {OpKind::Div, native(1)}}));
+  for (bool p : {false, true}) {
+    TensorMap feeds = random_feeds(g, 3);
+    feeds["p"] = Tensor::full(DType::bool_, Shape{}, p ? 1 : 0);
+    auto want = evaluate(g, feeds), got = evaluate(out, feeds);
+    EXPECT_TRUE(all_close(got[0], want[0], 1e-5, 1e-6)) << "pred " << p;
+  }
+  // Nothing to decompose: the graph is returned as it was.
+  std::set<OpKind> all = supported;
+  all.insert(OpKind::Gelu);
+  EXPECT_EQ(legalize(g, all, {}, "fake").to_string(), g.to_string());
+}
+
+TEST(Legalize, MissingOpInABodyIsNamedWithItsEnclosingNodes) {
+  Graph g = Graph::parse(kGeluInScanInCond);
+  std::set<OpKind> supported = kPrimitives;
+  supported.insert(OpKind::Cond);
+  supported.erase(OpKind::Erf);
+  EXPECT_EQ(error_of([&] { legalize(g, supported, {}, "fake"); }),
+            "backend 'fake' cannot run: erf (node %e via gelu in %s.body in %c.branches[1]), "
+            "scan (node %s in %c.branches[1])");
+  supported.insert(OpKind::Scan);
+  EXPECT_EQ(error_of([&] { legalize(g, supported, {}, "fake"); }),
+            "backend 'fake' cannot run: erf (node %e via gelu in %s.body in %c.branches[1])");
+}
+
 TEST(DispatchOptions, ParsesPoliciesAndOverrides) {
   DispatchOptions o = DispatchOptions::parse("");
   EXPECT_EQ(o.policy, KernelDispatch::PreferNative);

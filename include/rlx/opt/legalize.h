@@ -84,12 +84,14 @@ struct DispatchReport {
 /// `supported` that the policy lets run natively: nodes to decompose (see KernelDispatch) are
 /// replaced by their decomposition (decompose_node), level by level, until none is left.
 /// Inputs, params and outputs are kept; node names are kept where the graph is unchanged
-/// around them. `g` itself is unchanged. Fills `*report` when given, and prints it to stderr
-/// when RLX_DISPATCH_REPORT is set to anything but "" or "0" — in both cases also when
-/// legalization fails. Throws one rlx::Error listing every op kind the backend cannot run with
-/// the original nodes concerned (a node from a decomposition is named by the node it came
-/// from), e.g. "backend 'fake' cannot run: erf (nodes %e, %1 via gelu), layer_norm (node %ln,
-/// kept by force_native), top_k (node %t)".
+/// around them. The bodies of control-flow nodes (cond, while_loop, scan) are legalized the
+/// same way, nested ones included, and counted in the same report; a node inside a body is
+/// named with its enclosing nodes in errors ("top_k (node %t in %s.body)"). `g` itself is
+/// unchanged. Fills `*report` when given, and prints it to stderr when RLX_DISPATCH_REPORT is set
+/// to anything but "" or "0" — in both cases also when legalization fails. Throws one rlx::Error
+/// listing every op kind the backend cannot run with the original nodes concerned (a node from a
+/// decomposition is named by the node it came from), e.g. "backend 'fake' cannot run: erf (nodes
+/// %e, %1 via gelu), layer_norm (node %ln, kept by force_native), top_k (node %t)".
 Graph legalize(const Graph& g, const std::set<OpKind>& supported, const DispatchOptions& opts,
                std::string_view backend, DispatchReport* report = nullptr);
 

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,18 @@ class Pass {
 /// (elementwise_region) are left alone: their bodies admit only elementwise ops. Returns true
 /// when a body changed.
 bool run_in_bodies(Pass& pass, Graph& g);
+
+/// A body of a control-flow node handed to map_bodies: the node, the region's label
+/// ("body", "cond", "branches[1]") and the body graph.
+using BodyFn =
+    std::function<std::optional<Graph>(const Node& node, const std::string& region, const Graph&)>;
+
+/// Calls `fn` on every body of the control-flow nodes (cond, while_loop, scan) of `g` (not on
+/// nested bodies: `fn` recurses if it wants to) and rebuilds, under their names, the nodes for
+/// which `fn` returned a new body (nullopt: unchanged). The new body must keep the inputs and
+/// output types of the old one. Returns true when a body changed. run_in_bodies and the
+/// legalization of bodies (legalize()) are built on it.
+bool map_bodies(Graph& g, const BodyFn& fn);
 
 /// Wall time and outcome of one pass run.
 struct PassTiming {

@@ -128,6 +128,77 @@ std::string Emitter::run() {
   return head.str() + body_.str();
 }
 
+std::vector<std::string> Emitter::lower_body(const std::vector<std::string>& inputs) {
+  check(inputs.size() == g_.inputs().size(),
+        "pjrt: region @" + g_.name() + " takes " + std::to_string(g_.inputs().size()) +
+            " inputs but " + std::to_string(inputs.size()) + " values are bound to it");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    names_[static_cast<size_t>(g_.inputs()[i])] = {inputs[i]};
+  for (int32_t id = 0; id < static_cast<int32_t>(g_.nodes().size()); ++id) {
+    const Node& n = g_.node(id);
+    if (n.op == OpKind::Input) continue;
+    // Channel handles number the collectives of one graph (lower/collective.cc), and the
+    // pipeline checks the groups of top-level collectives only.
+    if (op_info(n.op).has(kCollective))
+      throw Error("pjrt: collective " + std::string(op_name(n.op)) + " (node %" + n.name +
+                  " in region @" + g_.name() +
+                  ") inside a cond / while_loop / scan body is not supported; apply it to the "
+                  "op's operands or results");
+    const LowerFn* lower = lowering_table().find(n.op);
+    if (lower == nullptr)
+      throw Error("pjrt: op '" + std::string(op_name(n.op)) + "' (node %" + n.name +
+                  " in region @" + g_.name() +
+                  ") has no StableHLO lowering; legalize the graph for the pjrt backend first");
+    names_[static_cast<size_t>(id)] = (*lower)(*this, n);
+  }
+  std::vector<std::string> out;
+  for (Value v : g_.outputs()) out.push_back(value(v));
+  return out;
+}
+
+std::string Emitter::region(const std::vector<Operand>& args,
+                            const std::vector<Operand>& results) const {
+  std::string out = "{\n";
+  if (!args.empty()) {
+    out += "    ^bb0(";
+    for (size_t i = 0; i < args.size(); ++i)
+      out += (i ? ", " : "") + args[i].name + ": " + tensor_type(args[i].type);
+    out += "):\n";
+  }
+  // The block's ops (written at the enclosing block's depth) one level deeper than the op that
+  // holds the region.
+  std::istringstream lines(body_.str());
+  for (std::string line; std::getline(lines, line);) out += "  " + line + "\n";
+  out += "      \"stablehlo.return\"(";
+  for (size_t i = 0; i < results.size(); ++i) out += (i ? ", " : "") + results[i].name;
+  out += ") : (";
+  for (size_t i = 0; i < results.size(); ++i) out += (i ? ", " : "") + tensor_type(results[i].type);
+  return out + ") -> ()\n    }";
+}
+
+std::vector<std::string> Emitter::emit_with_regions(const std::string& op,
+                                                    const std::vector<Operand>& operands,
+                                                    const std::vector<std::string>& regions,
+                                                    const std::vector<TensorType>& results) {
+  std::string name = fresh();
+  body_ << "    " << name;
+  if (results.size() != 1) body_ << ":" << results.size();
+  body_ << " = \"" << op << "\"(";
+  for (size_t i = 0; i < operands.size(); ++i) body_ << (i ? ", " : "") << operands[i].name;
+  body_ << ") (";
+  for (size_t i = 0; i < regions.size(); ++i) body_ << (i ? ", " : "") << regions[i];
+  body_ << ") : (";
+  for (size_t i = 0; i < operands.size(); ++i)
+    body_ << (i ? ", " : "") << tensor_type(operands[i].type);
+  body_ << ") -> (";
+  for (size_t i = 0; i < results.size(); ++i) body_ << (i ? ", " : "") << tensor_type(results[i]);
+  body_ << ")\n";
+  if (results.size() == 1) return {name};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < results.size(); ++i) out.push_back(name + "#" + std::to_string(i));
+  return out;
+}
+
 const std::vector<std::string>& Emitter::argument(const Node& n) const {
   return names_[static_cast<size_t>(&n - g_.nodes().data())];
 }
@@ -135,7 +206,7 @@ const std::vector<std::string>& Emitter::argument(const Node& n) const {
 std::string Emitter::emit(const std::string& op, const std::vector<Operand>& operands,
                           const std::string& attrs, const TensorType& result,
                           const std::string& region) {
-  std::string name = "%" + std::to_string(next_++);
+  std::string name = "%" + std::to_string((*next_)++);
   body_ << "    " << name << " = \"" << op << "\"(";
   for (size_t i = 0; i < operands.size(); ++i) body_ << (i ? ", " : "") << operands[i].name;
   body_ << ")" << region;
@@ -210,7 +281,7 @@ std::string Emitter::extremum(const char* op, const Operand& a, const Operand& b
 
 std::string Emitter::combiner_region(DType t, const char* combiner) const {
   std::string scalar = tensor_type(t, Shape{});
-  std::string k = std::to_string(next_);
+  std::string k = std::to_string(*next_);
   std::string c(combiner);
   if (is_float(t) && (c == "stablehlo.maximum" || c == "stablehlo.minimum")) {
     // extremum() in the region: a NaN accumulator or element wins.
@@ -239,6 +310,7 @@ const OpTable<LowerFn>& lowering_table() {
     register_quant_lowerings(t);
     register_random_lowerings(t);
     register_collective_lowerings(t);
+    register_control_flow_lowerings(t);
   });
   return table;
 }

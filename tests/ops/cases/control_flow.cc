@@ -1,7 +1,9 @@
 // Op cases of the control-flow ops cond, while_loop and scan: the text round trip of their
-// regions in every dtype a carry can have. Their values are tested in tests/ir/control_flow_test.cc
-// (evaluator) and against JAX in tests/golden (control_flow_ref.json); the other suites wait for
-// their CPU kernels, lowerings and autodiff rules (docs/ops.md's declared holes).
+// regions in every dtype a carry can have, and XLA (the PJRT suite) against the reference
+// evaluator. Their values are tested in tests/ir/control_flow_test.cc (evaluator) and against JAX
+// in tests/golden (ops.json, also on pjrt:0); the ad_* cases with float bodies also run the
+// finite-difference and vmap suites; the CPU suite waits for its kernels (docs/ops.md's
+// declared holes).
 #include "common.h"
 
 namespace rlx::testing {
@@ -9,9 +11,10 @@ namespace {
 
 using namespace cases;
 
+constexpr uint32_t kSuites = kTextSuite | kPjrtSuite;
 constexpr const char* kWhy =
-    "control flow runs on the reference evaluator only so far: no CPU kernel, StableHLO "
-    "lowering, vjp or batching rule yet (issue 16)";
+    "control flow runs on the reference evaluator and XLA and has vjp, jvp and batching rules; "
+    "no CPU kernel yet (issue 16)";
 
 // A body over inputs of `types` returning its first input (combined with the second when
 // there is one and the dtype has arithmetic) plus, if `extra`, one more value of type 0.
@@ -30,9 +33,6 @@ Graph passthrough(const std::string& name, const std::vector<TensorType>& types,
 }
 
 // Nontrivial float bodies for the autodiff suites (finite differences: grad, jvp, hvp).
-constexpr const char* kWhyAd =
-    "control flow has vjp rules (reference evaluator) but no CPU kernel or StableHLO lowering "
-    "yet (issue 16)";
 
 // An RNN cell: consts (w [n,n]), carry h [b,n], x_t [b,n] -> (tanh(h w + x_t), sin(h') * x_t).
 Graph rnn_cell(DType t, int64_t b, int64_t n) {
@@ -68,7 +68,7 @@ void add_control_flow_cases(CaseList& cs) {
                 return g.cond(in[0], passthrough("t", ts, false), passthrough("f", ts, false),
                               {in[1], in[2]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::Cond, "switch")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {2}), T({4})},
@@ -79,7 +79,7 @@ void add_control_flow_cases(CaseList& cs) {
                   bs.push_back(passthrough("b" + std::to_string(k), ts, true));
                 return g.switch_case(in[0], std::move(bs), {in[1]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::WhileLoop, "bounded")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {3}), T({3})},
@@ -95,7 +95,7 @@ void add_control_flow_cases(CaseList& cs) {
                 b.set_outputs({x});
                 return g.while_loop(std::move(c), std::move(b), {in[1]}, {in[0]}, 4);
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
   cs.add(OpKind::Scan, "carry_and_ys")
       .in(kAnyDTypes)
       .sample({T({2}), T({5, 2})},
@@ -110,7 +110,7 @@ void add_control_flow_cases(CaseList& cs) {
                 std::vector<TensorType> ts{{t, {3}}};
                 return g.scan(passthrough("empty", ts, false), {}, {in[0]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kSuites, kWhy);
 
   cs.add(OpKind::Cond, "ad_pred")
       .in(kFloatDTypes)
@@ -122,7 +122,7 @@ void add_control_flow_cases(CaseList& cs) {
               [](Graph& g, const std::vector<Value>& in, DType t) {
                 return g.cond(in[0], branch("t", t, 0), branch("f", t, 1), {in[1], in[2]});
               })
-      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
+      .only(kSuites | kFdSuite | kVmapSuite, kWhy);
   cs.add(OpKind::Cond, "ad_switch")
       .in(kFloatDTypes)
       .sample({fixed(DType::i32, {}, {2}), T({3}), T({3})},
@@ -131,7 +131,7 @@ void add_control_flow_cases(CaseList& cs) {
                 for (int k = 0; k < 3; ++k) bs.push_back(branch("b" + std::to_string(k), t, k));
                 return g.switch_case(in[0], std::move(bs), {in[1], in[2]});
               })
-      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
+      .only(kSuites | kFdSuite | kVmapSuite, kWhy);
   cs.add(OpKind::Scan, "ad_rnn")
       .in(kFloatDTypes)
       .sample({T({3, 3}), T({2, 3}), T({5, 2, 3})},
@@ -144,7 +144,7 @@ void add_control_flow_cases(CaseList& cs) {
                 o.reverse = true;
                 return g.scan(rnn_cell(t, 2, 3), {in[1]}, {in[2]}, {in[0]}, o);
               })
-      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
+      .only(kSuites | kFdSuite | kVmapSuite, kWhy);
   // A bounded loop that stops on its counter after 3 of at most 5 trips, with a float carry
   // updated from a float const.
   cs.add(OpKind::WhileLoop, "ad_bounded")
@@ -165,7 +165,7 @@ void add_control_flow_cases(CaseList& cs) {
                 return std::vector<Value>{
                     g.while_loop(std::move(c), std::move(b), {zero, in[1]}, {in[0]}, 5)[1]};
               })
-      .only(kTextSuite | kFdSuite | kVmapSuite, kWhyAd);
+      .only(kSuites | kFdSuite | kVmapSuite, kWhy);
 }
 
 }  // namespace rlx::testing

@@ -46,6 +46,14 @@ class Emitter {
   /// `aliases`: input node id -> the output index it is aliased to (emit_stablehlo).
   explicit Emitter(const Graph& g, std::map<int32_t, size_t> aliases = {})
       : g_(g), names_(g.nodes().size()), aliases_(std::move(aliases)) {}
+  /// A nested emitter for the block of a region (a cond branch, a loop's cond or body): it
+  /// lowers `body` with the SSA counter and SPMD annotations of `parent`, so that names stay
+  /// unique across the nested regions of one function (MLIR forbids shadowing). Its ops go to
+  /// its own body(); region() wraps them.
+  Emitter(const Graph& body, Emitter& parent)
+      : g_(body), names_(body.nodes().size()), spmd_(parent.spmd_), next_(parent.next_) {}
+  Emitter(const Emitter&) = delete;
+  Emitter& operator=(const Emitter&) = delete;
 
   /// SPMD annotations (docs/pjrt.md, "Devices, meshes and sharding"): a sharding attribute on
   /// the arguments of the input / param nodes in `args` (node id -> the attribute, e.g.
@@ -65,6 +73,25 @@ class Emitter {
 
   /// The module text. Throws rlx::Error naming the op and node for an op without a lowering.
   std::string run();
+
+  // ---- regions (control flow: lower/control_flow.cc)
+
+  /// Binds the inputs of this emitter's graph (a region's body) by position to the SSA values
+  /// `inputs`, lowers every node and returns the SSA names of the graph's outputs. Throws
+  /// rlx::Error naming the op, node and region for a collective (not supported in a body).
+  std::vector<std::string> lower_body(const std::vector<std::string>& inputs);
+  /// The text of one region holding the ops emitted so far: `{ ^bb0(args): ops;
+  /// "stablehlo.return"(results) }`, without a block header when `args` is empty (a
+  /// stablehlo.case branch). `args` are block arguments made with block_argument().
+  std::string region(const std::vector<Operand>& args, const std::vector<Operand>& results) const;
+  /// A fresh, unique name for a block argument of a region.
+  std::string block_argument() { return "%it" + std::to_string((*next_)++); }
+  /// Emits an op with `regions` (texts from region()) and one result per `results` type;
+  /// returns the results' SSA names (`%k#i`, or `%k` for a single result).
+  std::vector<std::string> emit_with_regions(const std::string& op,
+                                             const std::vector<Operand>& operands,
+                                             const std::vector<std::string>& regions,
+                                             const std::vector<TensorType>& results);
 
   // ---- for the lowerings
 
@@ -86,9 +113,9 @@ class Emitter {
                    const std::string& region = "");
   /// For an op written by hand (several results): the next SSA name, then append the op's lines
   /// to body().
-  std::string fresh() { return "%" + std::to_string(next_++); }
+  std::string fresh() { return "%" + std::to_string((*next_)++); }
   /// The number fresh() gives next, for names that must be unique (region block arguments).
-  int next_number() const { return next_; }
+  int next_number() const { return *next_; }
   std::ostringstream& body() { return body_; }
 
   /// A stablehlo.constant with the exact bytes of `t` (one element when `t` is a splat); bool
@@ -121,7 +148,8 @@ class Emitter {
   std::map<int32_t, size_t> aliases_;            // donated input node -> output index
   std::optional<Spmd> spmd_;                     // set: an SPMD module (set_spmd)
   std::ostringstream body_;
-  int next_ = 0;
+  int own_next_ = 0;
+  int* next_ = &own_next_;  // the SSA counter: this emitter's own, or its root's (nested)
 };
 
 /// Straight-line scalar code for the body of a reduce / sort region: each helper appends one
@@ -181,5 +209,6 @@ void register_nn_lowerings(OpTable<LowerFn>& t);
 void register_quant_lowerings(OpTable<LowerFn>& t);
 void register_random_lowerings(OpTable<LowerFn>& t);
 void register_collective_lowerings(OpTable<LowerFn>& t);
+void register_control_flow_lowerings(OpTable<LowerFn>& t);
 
 }  // namespace rlx::pjrt::lower
