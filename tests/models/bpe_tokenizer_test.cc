@@ -169,8 +169,8 @@ TEST(BpeTokenizer, TinyVocabulary) {
 
 TEST(BpeTokenizer, MalformedMetadataErrors) {
   EXPECT_NE(error_of([] {
-              tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.model", std::string("llama")); });
-            }).find("tokenizer.ggml.model: tokenizer model 'llama' is not supported"),
+              tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.model", std::string("bert")); });
+            }).find("tokenizer.ggml.model: tokenizer model 'bert' is not supported"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.pre", std::string("qwen9")); });

@@ -303,11 +303,11 @@ struct LlamaStats {
 };
 
 /// A Llama-family decoder loaded from a GGUF file: the memory-mapped weights (bound to every
-/// executable zero-copy), the byte-level BPE tokenizer when the file has one, the executables
-/// compiled so far (full-sequence ones per (batch, bucketed seq); cached-step ones per (batch,
-/// bucketed seq, logits wanted), sharing one KV cache per batch size, Executable::share_state)
-/// and those caches with each row's position. Peak memory: the weights, one KV cache per batch
-/// size used, and an arena per executable. Not thread-safe.
+/// executable zero-copy), the tokenizer (byte-level or SentencePiece BPE) when the file has one,
+/// the executables compiled so far (full-sequence ones per (batch, bucketed seq); cached-step
+/// ones per (batch, bucketed seq, logits wanted), sharing one KV cache per batch size,
+/// Executable::share_state) and those caches with each row's position. Peak memory: the weights,
+/// one KV cache per batch size used, and an arena per executable. Not thread-safe.
 class LlamaModel {
  public:
   /// Opens and validates `path`: the config (LlamaConfig::from_gguf), every tensor the
