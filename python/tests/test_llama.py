@@ -16,6 +16,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 import rlx  # noqa: E402
+from pjrt_plugin import pjrt_devices  # noqa: E402
 from rlx.models import LLM  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
@@ -394,19 +395,21 @@ def test_rope_pairing_matters(tmp_path):
     assert compare(got, reference_logits(weights, wrong, np.arange(9)))[0] > 0.05
 
 
-def test_sliding_window_matches_numpy_f64(tmp_path):
+@pytest.mark.parametrize("device", ["cpu"] + pjrt_devices())
+def test_sliding_window_matches_numpy_f64(tmp_path, device):
     """llama.attention.sliding_window 6: the full forward on prompts shorter and longer than the
     window against the windowed numpy reference (and not the unwindowed one), and greedy
-    generation over the KV cache, past the window, against the reference's argmax."""
+    generation over the KV cache, past the window, against the reference's argmax; on the CPU
+    and on XLA (pjrt:0, the attention op's sliding_window and bool masks lowered)."""
     weights, cfg = write_tiny(tmp_path / "swa.gguf", kv=2, qtype=Q.F32, seed=5, sliding_window=6)
-    llm = LLM(tmp_path / "swa.gguf", ctx=64)  # F32 weights: exact f32 matmuls
+    llm = LLM(tmp_path / "swa.gguf", ctx=64, device=device)  # F32 weights: f32 matmuls
     assert llm.config["sliding_window"] == 6
     rng = np.random.default_rng(2)
     for n in (5, 23):
         ids = rng.integers(0, 48, size=n)
         want = reference_logits(weights, cfg, ids)
         err, scale, top1_diff = compare(llm.logits(ids), want)
-        print(f"\nwindow 6, {n} tokens: max |dlogit| {err:.2e} of {scale:.2f}")
+        print(f"\nwindow 6, {n} tokens, {device}: max |dlogit| {err:.2e} of {scale:.2f}")
         assert err < 1e-4 * scale and top1_diff == 0
         unwindowed = reference_logits(weights, dict(cfg, window=0), ids)
         assert (compare(llm.logits(ids), unwindowed)[0] > 0.05) == (n > 6)

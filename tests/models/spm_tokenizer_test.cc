@@ -20,6 +20,8 @@ namespace {
 
 using json = nlohmann::json;
 using rlx::testing::error_of;
+using rlx::testing::set_key;
+using rlx::testing::text_from_hex;
 
 const json& ref() {
   static const json r = [] {
@@ -29,27 +31,11 @@ const json& ref() {
   return r;
 }
 
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
 // What SentencePiece decodes `text` to: a literal U+2581 is its space marker, so it comes back
 // as ' ' (sentencepiece and llama.cpp alike); every other byte comes back as it was.
 std::string spaces_unescaped(std::string text) {
   for (size_t k; (k = text.find("\xE2\x96\x81")) != std::string::npos;) text.replace(k, 3, " ");
   return text;
-}
-
-void set(GgufMetadata& md, const std::string& key, GgufValue v) {
-  for (auto& [k, val] : md)
-    if (k == key) {
-      val = std::move(v);
-      return;
-    }
-  md.emplace_back(key, std::move(v));
 }
 
 // The reference vocabulary as GGUF metadata (no add_bos_token / add_space_prefix keys: the
@@ -101,7 +87,7 @@ TEST(SpmTokenizer, IdsEqualSentencePiece) {
   const BpeTokenizer& t = spm();
   ASSERT_GE(ref().at("cases").size(), 30u);
   for (const json& c : ref().at("cases")) {
-    std::string text = from_hex(c.at("text_hex").get<std::string>());
+    std::string text = text_from_hex(c.at("text_hex").get<std::string>());
     SCOPED_TRACE("text: " + text);
     auto plain = c.at("plain").get<std::vector<int32_t>>();
     auto special = c.at("special").get<std::vector<int32_t>>();
@@ -131,12 +117,12 @@ TEST(SpmTokenizer, CorpusCoversByteFallbackAndSpaceRuns) {
 // Without the prefix, a text with a leading space encodes as the reference did with it.
 TEST(SpmTokenizer, NoSpacePrefix) {
   GgufMetadata md = spm_metadata();
-  set(md, "tokenizer.ggml.add_space_prefix", false);
-  set(md, "tokenizer.ggml.add_bos_token", false);
+  set_key(md, "tokenizer.ggml.add_space_prefix", false);
+  set_key(md, "tokenizer.ggml.add_bos_token", false);
   BpeTokenizer t = load(md);
   EXPECT_FALSE(t.add_space_prefix());
   for (const json& c : ref().at("cases")) {
-    std::string text = from_hex(c.at("text_hex").get<std::string>());
+    std::string text = text_from_hex(c.at("text_hex").get<std::string>());
     if (text.empty()) continue;
     SCOPED_TRACE("text: " + text);
     auto plain = c.at("plain").get<std::vector<int32_t>>();
@@ -191,7 +177,7 @@ TEST(SpmTokenizer, LlamaModelGeneratesWithIt) {
 TEST(SpmTokenizer, MalformedMetadataErrors) {
   EXPECT_NE(error_of([] {
               GgufMetadata md = spm_metadata();
-              set(md, "tokenizer.ggml.scores", GgufArray(std::vector<float>{0.0f, 1.0f}));
+              set_key(md, "tokenizer.ggml.scores", GgufArray(std::vector<float>{0.0f, 1.0f}));
               load(md);
             }).find("spm.gguf: tokenizer.ggml.scores: 2 scores for 420 tokens"),
             std::string::npos);
@@ -199,19 +185,19 @@ TEST(SpmTokenizer, MalformedMetadataErrors) {
               GgufMetadata md = spm_metadata();
               auto tokens = ref().at("tokens").get<std::vector<std::string>>();
               tokens[3 + 0x41] = "<0xZ1>";
-              set(md, "tokenizer.ggml.tokens", GgufArray(tokens));
+              set_key(md, "tokenizer.ggml.tokens", GgufArray(tokens));
               load(md);
             }).find("tokenizer.ggml.tokens: index 68: byte token '<0xZ1>' is not <0xNN>"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               GgufMetadata md = spm_metadata();
-              set(md, "tokenizer.ggml.scores", GgufArray(std::vector<int32_t>(420, 0)));
+              set_key(md, "tokenizer.ggml.scores", GgufArray(std::vector<int32_t>(420, 0)));
               load(md);
             }).find("tokenizer.ggml.scores"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               GgufMetadata md = spm_metadata();
-              set(md, "tokenizer.ggml.model", std::string("bert"));
+              set_key(md, "tokenizer.ggml.model", std::string("bert"));
               load(md);
             }).find("tokenizer model 'bert' is not supported"),
             std::string::npos);
@@ -219,7 +205,7 @@ TEST(SpmTokenizer, MalformedMetadataErrors) {
   EXPECT_NE(error_of([] {
               GgufMetadata md = spm_metadata();
               std::vector<int32_t> types(420, 1);
-              set(md, "tokenizer.ggml.token_type", GgufArray(types));
+              set_key(md, "tokenizer.ggml.token_type", GgufArray(types));
               load(md).encode("\xE6\x97\xA5");
             }).find("spm.gguf: byte 230 has no byte token (<0xNN>) or single-byte token"),
             std::string::npos);
