@@ -264,6 +264,7 @@ void bind_models(py::module_& m) {
                                d["context_length"] = c.context_length;
                                d["vocab_size"] = c.vocab_size;
                                d["rope_layout"] = c.rope_layout;
+                               d["sliding_window"] = c.sliding_window;
                                d["qkv_bias"] = c.qkv_bias;
                                d["qk_norm"] = c.qk_norm;
                                return d;

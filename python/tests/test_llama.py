@@ -3,7 +3,7 @@ graphs (llm_build_llama, llm_build_qwen2, llm_build_qwen3 in llama.cpp's src/lla
 on the weights as gguf-py dequantizes them: the installed SmolLM2-135M-Instruct Q4_1 file on
 three prompts, and tiny random files written here with gguf-py's GGUFWriter (F32 / F16 / Q8_0
 / Q4_0 tensors, MHA / GQA / MQA, tied and separate heads, linear rope scaling, Llama 3
-rope_freqs, partial rotary, qwen2 biases, qwen3 QK-norm)."""
+rope_freqs, partial rotary, qwen2 biases, qwen3 QK-norm, sliding-window attention)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 import rlx  # noqa: E402
+from pjrt_plugin import pjrt_devices  # noqa: E402
 from rlx.models import LLM  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
@@ -49,11 +50,13 @@ def rope(x, cfg):
     return out
 
 
-def attention(q, k, v):
-    """Causal attention of one sequence: q [S, hq, dk], k [S, hkv, dk], v [S, hkv, dv]."""
+def attention(q, k, v, window=0):
+    """Causal attention of one sequence: q [S, hq, dk], k [S, hkv, dk], v [S, hkv, dv]; with a
+    window W > 0, query i sees keys i - W < j <= i only (Mistral's sliding window)."""
     S, hq, dk = q.shape
     hkv = k.shape[1]
-    causal = np.tril(np.ones((S, S), dtype=bool))
+    i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+    causal = (j <= i) & ((i - j < window) if window > 0 else True)
     out = np.empty((S, hq, v.shape[2]))
     for h in range(hq):
         g = h // (hq // hkv)  # llama.cpp / HF repeat_kv: query head h reads KV head h / n_rep
@@ -83,7 +86,7 @@ def reference_logits(w, cfg, ids):
             q = rms_norm(q, f64(p + "attn_q_norm.weight"), eps)
             k = rms_norm(k, f64(p + "attn_k_norm.weight"), eps)
         out = np.concatenate([
-            attention(rope(q[a:b], cfg), rope(k[a:b], cfg), v[a:b])
+            attention(rope(q[a:b], cfg), rope(k[a:b], cfg), v[a:b], cfg.get("window", 0))
             for a, b in zip(bounds[:-1], bounds[1:])])
         x = x + out.reshape(-1, hq * dv) @ f64(p + "attn_output.weight").T
         m = rms_norm(x, f64(p + "ffn_norm.weight"), eps)
@@ -253,7 +256,8 @@ def write_tiny_chat(path, seed=0, embd_scale=1.0):
 
 def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, vocab=48, layers=2,
                qtype=Q.Q8_0, tied=True, rope_dim=None, rope_scale=None, rope_freqs=False,
-               seed=0, chat_template=None, context=128, tokenizer=False, embd_scale=4.0):
+               seed=0, chat_template=None, context=128, tokenizer=False, embd_scale=4.0,
+               sliding_window=0):
     """Writes a random decoder; returns (weights as the reference sees them, its config).
     tokenizer=True adds a byte-level BPE vocabulary (GPT-2's 256 byte tokens in byte order,
     "he", <|im_start|> 257, <|im_end|> 258 = EOS, <|endoftext|>; vocab must be 260), as the
@@ -287,6 +291,9 @@ def write_tiny(path, arch="llama", hidden=64, heads=4, kv=2, dk=16, ffn=96, voca
         w.add_value_length(dk)
     if rope_dim != dk:
         w.add_rope_dimension_count(rope_dim)
+    if sliding_window:
+        w.add_sliding_window(sliding_window)
+        cfg["window"] = sliding_window
     if rope_scale:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rope_scale)
@@ -386,6 +393,37 @@ def test_rope_pairing_matters(tmp_path):
     assert compare(got, reference_logits(weights, cfg, np.arange(9)))[0] < 1e-3
     wrong = dict(cfg, layout="neox")
     assert compare(got, reference_logits(weights, wrong, np.arange(9)))[0] > 0.05
+
+
+@pytest.mark.parametrize("device", ["cpu"] + pjrt_devices())
+def test_sliding_window_matches_numpy_f64(tmp_path, device):
+    """llama.attention.sliding_window 6: the full forward on prompts shorter and longer than the
+    window against the windowed numpy reference (and not the unwindowed one), and greedy
+    generation over the KV cache, past the window, against the reference's argmax; on the CPU
+    and on XLA (pjrt:0, the attention op's sliding_window and bool masks lowered)."""
+    weights, cfg = write_tiny(tmp_path / "swa.gguf", kv=2, qtype=Q.F32, seed=5, sliding_window=6)
+    llm = LLM(tmp_path / "swa.gguf", ctx=64, device=device)  # F32 weights: f32 matmuls
+    assert llm.config["sliding_window"] == 6
+    rng = np.random.default_rng(2)
+    for n in (5, 23):
+        ids = rng.integers(0, 48, size=n)
+        want = reference_logits(weights, cfg, ids)
+        err, scale, top1_diff = compare(llm.logits(ids), want)
+        print(f"\nwindow 6, {n} tokens, {device}: max |dlogit| {err:.2e} of {scale:.2f}")
+        assert err < 1e-4 * scale and top1_diff == 0
+        unwindowed = reference_logits(weights, dict(cfg, window=0), ids)
+        assert (compare(llm.logits(ids), unwindowed)[0] > 0.05) == (n > 6)
+    for n in (3, 9):  # a prompt shorter and one longer than the window, 14 tokens past it
+        prompt = [int(t) for t in rng.integers(0, 48, size=n)]
+        llm.reset()
+        llm.generate(prompt, max_tokens=14, stop_at_eos=False)
+        seq = prompt + list(llm.last_ids)
+        assert len(seq) == n + 14
+        want = reference_logits(weights, cfg, seq)
+        for t in range(n - 1, len(seq) - 1):
+            top2 = np.sort(want[t])[-2:]
+            if top2[1] - top2[0] > 1e-3:  # skip near ties
+                assert seq[t + 1] == int(want[t].argmax()), f"prompt {n}, position {t}"
 
 
 def test_buckets_share_executables(tmp_path):

@@ -1,5 +1,5 @@
-// Byte-level BPE from GGUF metadata: loading and checks, the pre-tokenizer splits, the merge
-// loop and (streaming) decoding.
+// BPE from GGUF metadata (byte-level "gpt2" and SentencePiece "llama"): loading and checks, the
+// pre-tokenizer splits, the merge loops and (streaming) decoding.
 #include "rlx/models/bpe_tokenizer.h"
 
 #include <utf8proc.h>
@@ -155,8 +155,8 @@ void split_llama3(const std::vector<Char>& ch, size_t b, size_t e, size_t max_di
   throw Error(f.path() + ": " + key + ": " + what);
 }
 
-int32_t optional_id(const GgufFile& f, const std::string& key, size_t vocab) {
-  if (!f.contains(key)) return -1;
+int32_t optional_id(const GgufFile& f, const std::string& key, size_t vocab, int32_t absent) {
+  if (!f.contains(key)) return absent < static_cast<int64_t>(vocab) ? absent : -1;
   uint32_t id = f.get<uint32_t>(key);
   if (id >= vocab)
     bad_key(f, key,
@@ -165,8 +165,37 @@ int32_t optional_id(const GgufFile& f, const std::string& key, size_t vocab) {
   return static_cast<int32_t>(id);
 }
 
-bool optional_bool(const GgufFile& f, const std::string& key) {
-  return f.contains(key) && f.get<bool>(key);
+bool optional_bool(const GgufFile& f, const std::string& key, bool absent = false) {
+  return f.contains(key) ? f.get<bool>(key) : absent;
+}
+
+// tokenizer.ggml.token_type (all normal when absent), checked against the vocabulary size.
+std::vector<BpeTokenizer::TokenType> read_token_types(const GgufFile& f, size_t n) {
+  std::vector<BpeTokenizer::TokenType> out(n, BpeTokenizer::kNormal);
+  if (!f.contains("tokenizer.ggml.token_type")) return out;
+  const auto& types = f.get_array<int32_t>("tokenizer.ggml.token_type");
+  if (types.size() != n)
+    bad_key(f, "tokenizer.ggml.token_type",
+            std::to_string(types.size()) + " types for " + std::to_string(n) + " tokens");
+  for (size_t i = 0; i < n; ++i) {
+    if (types[i] < BpeTokenizer::kUndefined || types[i] > BpeTokenizer::kByte)
+      bad_key(f, "tokenizer.ggml.token_type",
+              "index " + std::to_string(i) + ": unknown token type " + std::to_string(types[i]));
+    out[i] = static_cast<BpeTokenizer::TokenType>(types[i]);
+  }
+  return out;
+}
+
+const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// "<0xNN>" -> NN, or -1.
+int byte_token_value(const std::string& text) {
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  int hi = hex(text[3]), lo = hex(text[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 }  // namespace
@@ -179,10 +208,11 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
   BpeTokenizer t;
   t.path_ = f.path();
   const std::string& model = f.get_string("tokenizer.ggml.model");
+  if (model == "llama") return from_gguf_spm(f);
   if (model != "gpt2")
     bad_key(f, "tokenizer.ggml.model",
             "tokenizer model '" + model + "' is not supported (BpeTokenizer reads 'gpt2', byte-" +
-                "level BPE; 'llama' is SentencePiece)");
+                "level BPE, and 'llama', SentencePiece BPE)");
   const std::string& pre = f.get_string("tokenizer.ggml.pre");
   if (pre == "gpt2" || pre == "mpt" || pre == "olmo" || pre == "jais") {
     t.pre_ = BpePreTokenizer::kGpt2;
@@ -204,19 +234,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
 
   t.tokens_ = f.get_array<std::string>("tokenizer.ggml.tokens");
   const size_t n = t.tokens_.size();
-  t.types_.assign(n, kNormal);
-  if (f.contains("tokenizer.ggml.token_type")) {
-    const auto& types = f.get_array<int32_t>("tokenizer.ggml.token_type");
-    if (types.size() != n)
-      bad_key(f, "tokenizer.ggml.token_type",
-              std::to_string(types.size()) + " types for " + std::to_string(n) + " tokens");
-    for (size_t i = 0; i < n; ++i) {
-      if (types[i] < kUndefined || types[i] > kByte)
-        bad_key(f, "tokenizer.ggml.token_type",
-                "index " + std::to_string(i) + ": unknown token type " + std::to_string(types[i]));
-      t.types_[i] = static_cast<TokenType>(types[i]);
-    }
-  }
+  t.types_ = read_token_types(f, n);
 
   const std::array<char32_t, 256>& to_unicode = kByteToUnicode;
   std::unordered_map<char32_t, unsigned char> to_byte;
@@ -252,11 +270,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
     auto it = t.token_ids_.find(key);
     if (it != t.token_ids_.end()) t.byte_token_[b] = it->second;
   }
-  std::stable_sort(t.specials_.begin(), t.specials_.end(), [](const Special& a, const Special& b) {
-    return a.text.size() > b.text.size();
-  });
-  for (const Special& s : t.specials_)
-    if (!s.text.empty()) t.special_first_byte_[static_cast<unsigned char>(s.text[0])] = true;
+  t.index_specials();
 
   const auto& merges = f.get_array<std::string>("tokenizer.ggml.merges");
   t.merges_.reserve(merges.size());
@@ -280,20 +294,96 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& f) {
     t.merges_.emplace(key, Merge{static_cast<int32_t>(r), res->second});  // first rank wins
   }
 
-  t.bos_id_ = optional_id(f, "tokenizer.ggml.bos_token_id", n);
-  t.eos_id_ = optional_id(f, "tokenizer.ggml.eos_token_id", n);
-  t.unknown_id_ = optional_id(f, "tokenizer.ggml.unknown_token_id", n);
-  t.padding_id_ = optional_id(f, "tokenizer.ggml.padding_token_id", n);
-  t.add_bos_ = optional_bool(f, "tokenizer.ggml.add_bos_token");
-  t.add_eos_ = optional_bool(f, "tokenizer.ggml.add_eos_token");
-  if (t.add_bos_ && t.bos_id_ < 0)
+  t.read_special_ids(f, false);
+  return t;
+}
+
+void BpeTokenizer::index_specials() {
+  std::stable_sort(specials_.begin(), specials_.end(), [](const Special& a, const Special& b) {
+    return a.text.size() > b.text.size();
+  });
+  for (const Special& s : specials_)
+    if (!s.text.empty()) special_first_byte_[static_cast<unsigned char>(s.text[0])] = true;
+}
+
+void BpeTokenizer::read_special_ids(const GgufFile& f, bool spm_defaults) {
+  const size_t n = tokens_.size();
+  // llama.cpp's defaults for SentencePiece vocabularies: <unk> 0, <s> 1, </s> 2, BOS added.
+  bos_id_ = optional_id(f, "tokenizer.ggml.bos_token_id", n, spm_defaults ? 1 : -1);
+  eos_id_ = optional_id(f, "tokenizer.ggml.eos_token_id", n, spm_defaults ? 2 : -1);
+  unknown_id_ = optional_id(f, "tokenizer.ggml.unknown_token_id", n, spm_defaults ? 0 : -1);
+  padding_id_ = optional_id(f, "tokenizer.ggml.padding_token_id", n, -1);
+  add_bos_ = optional_bool(f, "tokenizer.ggml.add_bos_token", spm_defaults && bos_id_ >= 0);
+  add_eos_ = optional_bool(f, "tokenizer.ggml.add_eos_token");
+  if (add_bos_ && bos_id_ < 0)
     bad_key(f, "tokenizer.ggml.add_bos_token", "true but tokenizer.ggml.bos_token_id is missing");
-  if (t.add_eos_ && t.eos_id_ < 0)
+  if (add_eos_ && eos_id_ < 0)
     bad_key(f, "tokenizer.ggml.add_eos_token", "true but tokenizer.ggml.eos_token_id is missing");
+}
+
+BpeTokenizer BpeTokenizer::from_gguf_spm(const GgufFile& f) {
+  BpeTokenizer t;
+  t.path_ = f.path();
+  t.model_ = TokenizerModel::kLlama;
+  t.add_space_prefix_ = optional_bool(f, "tokenizer.ggml.add_space_prefix", true);
+  t.tokens_ = f.get_array<std::string>("tokenizer.ggml.tokens");
+  const size_t n = t.tokens_.size();
+  t.types_ = read_token_types(f, n);
+  t.scores_.assign(n, 0.0f);
+  if (f.contains("tokenizer.ggml.scores")) {
+    const auto& scores = f.get_array<float>("tokenizer.ggml.scores");
+    if (scores.size() != n)
+      bad_key(f, "tokenizer.ggml.scores",
+              std::to_string(scores.size()) + " scores for " + std::to_string(n) + " tokens");
+    t.scores_ = scores;
+  }
+  t.bytes_.resize(n);
+  t.byte_token_.fill(-1);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& text = t.tokens_[i];
+    const auto id = static_cast<int32_t>(i);
+    t.token_ids_[text] = id;
+    std::string& bytes = t.bytes_[i];
+    switch (t.types_[i]) {
+      case kByte: {
+        int b = byte_token_value(text);
+        if (b < 0)
+          bad_key(f, "tokenizer.ggml.tokens",
+                  "index " + std::to_string(i) + ": byte token '" + text + "' is not <0xNN>");
+        bytes.assign(1, static_cast<char>(b));
+        if (t.byte_token_[b] < 0) t.byte_token_[b] = id;
+        break;
+      }
+      case kUndefined:
+      case kNormal:
+      case kUserDefined:
+        for (size_t k = 0; k < text.size();) {
+          if (text.compare(k, kSpace.size(), kSpace) == 0) {
+            bytes.push_back(' ');
+            k += kSpace.size();
+          } else {
+            bytes.push_back(text[k++]);
+          }
+        }
+        break;
+      default:
+        bytes = text;
+    }
+    if (t.types_[i] == kControl || t.types_[i] == kUserDefined || t.types_[i] == kUnknown)
+      t.specials_.push_back({text, id, t.types_[i] != kUserDefined});
+  }
+  for (int b = 0; b < 256; ++b) {  // llama.cpp's fallback: the token whose text is the byte
+    if (t.byte_token_[b] >= 0) continue;
+    auto it = t.token_ids_.find(std::string(1, static_cast<char>(b)));
+    if (it != t.token_ids_.end()) t.byte_token_[b] = it->second;
+  }
+  t.index_specials();
+  t.read_special_ids(f, true);
   return t;
 }
 
 std::vector<std::string_view> BpeTokenizer::pre_tokenize(std::string_view text) const {
+  if (model_ == TokenizerModel::kLlama) return {text};
   std::vector<Char> ch;
   ch.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -387,7 +477,88 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  if (model_ == TokenizerModel::kLlama) {
+    encode_spm(text, out);
+    return;
+  }
   for (std::string_view piece : pre_tokenize(text)) encode_piece(piece, out);
+}
+
+void BpeTokenizer::push_byte_tokens(std::string_view bytes, std::vector<int32_t>& out) const {
+  for (unsigned char b : bytes) {
+    if (byte_token_[b] < 0)
+      throw Error(path_ + ": byte " + std::to_string(b) +
+                  " has no byte token (<0xNN>) or single-byte token in tokenizer.ggml.tokens");
+    out.push_back(byte_token_[b]);
+  }
+}
+
+// llama.cpp's llm_tokenizer_spm_session::tokenize (sentencepiece's bpe_model.cc Encode). The
+// stretch of text is first or follows a special token, so it gets the space prefix (llama.cpp's
+// is_prev_special).
+void BpeTokenizer::encode_spm(std::string_view raw, std::vector<int32_t>& out) const {
+  if (raw.empty()) return;
+  std::string text = add_space_prefix_ ? kSpace : std::string();
+  for (char c : raw) {
+    if (c == ' ')
+      text += kSpace;
+    else
+      text.push_back(c);
+  }
+  struct Sym {
+    uint32_t begin, size;
+    int32_t prev, next;
+  };
+  std::vector<Sym> sym;
+  for (size_t i = 0; i < text.size();) {
+    auto lead = static_cast<unsigned char>(text[i]);
+    size_t len = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    len = std::min(len, text.size() - i);
+    auto k = static_cast<int32_t>(sym.size());
+    sym.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(len), k - 1,
+                   i + len == text.size() ? -1 : k + 1});
+    i += len;
+  }
+  // The highest score first, then the leftmost; size tells a stale entry (a symbol that grew).
+  struct Bigram {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+    bool operator<(const Bigram& o) const {
+      return score != o.score ? score < o.score : left > o.left;
+    }
+  };
+  std::priority_queue<Bigram> queue;
+  auto consider = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    uint32_t size = sym[left].size + sym[right].size;
+    auto it = token_ids_.find(text.substr(sym[left].begin, size));
+    if (it == token_ids_.end()) return;
+    queue.push({scores_[static_cast<size_t>(it->second)], left, right, size});
+  };
+  for (size_t i = 1; i < sym.size(); ++i)
+    consider(static_cast<int32_t>(i) - 1, static_cast<int32_t>(i));
+  while (!queue.empty()) {
+    Bigram b = queue.top();
+    queue.pop();
+    Sym &l = sym[b.left], &r = sym[b.right];
+    if (l.size == 0 || r.size == 0 || l.size + r.size != b.size) continue;
+    l.size += r.size;
+    r.size = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = b.left;
+    consider(l.prev, b.left);
+    consider(b.left, l.next);
+  }
+  // Every merged symbol is a token; a single character may be none: its bytes' tokens.
+  for (int32_t i = 0; i >= 0; i = sym[i].next) {
+    std::string_view s = std::string_view(text).substr(sym[i].begin, sym[i].size);
+    auto it = token_ids_.find(std::string(s));
+    if (it != token_ids_.end())
+      out.push_back(it->second);
+    else
+      push_byte_tokens(s, out);
+  }
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
@@ -425,6 +596,11 @@ const std::string& BpeTokenizer::token_bytes(int32_t id) const {
     throw Error("BpeTokenizer: token id " + std::to_string(id) +
                 " is out of range (vocabulary of " + std::to_string(vocab_size()) + " tokens)");
   return bytes_[static_cast<size_t>(id)];
+}
+
+float BpeTokenizer::score(int32_t id) const {
+  token_bytes(id);  // the range check
+  return scores_.empty() ? 0.0f : scores_[static_cast<size_t>(id)];
 }
 
 BpeTokenizer::TokenType BpeTokenizer::token_type(int32_t id) const {

@@ -225,7 +225,11 @@ Graph build_llama_decoder(const LlamaConfig& c, const LlamaWeightLayout& layout,
   Value x = b.embed(g.input("ids", DType::i32, Shape{batch, seq}));
   auto [cos_t, sin_t] = rope_tables(c, seq, freq_factors);
   Value cos = g.constant(cos_t, "rope_cos"), sin = g.constant(sin_t, "rope_sin");
-  const Graph::AttentionOptions attn = attention_options(c, "causal");
+  Graph::AttentionOptions attn = attention_options(c, "causal");
+  if (c.sliding_window > 0) {
+    attn.mask = "sliding_window";
+    attn.window = c.sliding_window;
+  }
   for (int64_t l = 0; l < c.block_count; ++l)
     x = b.layer(l, x, cos, sin,
                 [&](int64_t, Value q, Value k, Value v) { return g.attention(q, k, v, attn); });
@@ -287,7 +291,16 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
     row_start.push_back(g.reshape(g.slice(pos, {r}, {r + 1}), {}));
   }
   Value lengths = g.add(pos, g.scalar(static_cast<double>(S), DType::i32));
-  const Graph::AttentionOptions attn = attention_options(c, "causal_lengths");
+  const Graph::AttentionOptions attn =
+      attention_options(c, c.sliding_window > 0 ? "bool" : "causal_lengths");
+  // Sliding window: key j is seen from position p = pos[b] + i iff p - W < j <= p.
+  std::optional<Value> window_mask;
+  if (c.sliding_window > 0) {
+    Value p = g.reshape(positions, {B, 1, S, 1});
+    Value j = g.iota(DType::i32, Shape{1, 1, 1, ctx}, 3);
+    Value first = g.sub(p, g.scalar(static_cast<double>(c.sliding_window - 1), DType::i32));
+    window_mask = g.logical_and(g.le(j, p), g.ge(j, first));
+  }
   std::vector<Value> caches;
   // Writes row r of `update` [B,hkv,S,d] into `cache` at (row r, 0, pos[r], 0), row by row;
   // returns what attention reads: the cache, or the step's rows of it.
@@ -306,7 +319,7 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
     x = b.layer(l, x, cos, sin, [&](int64_t layer, Value q, Value k, Value v) {
       Value kc = write("k_cache." + std::to_string(layer), k, c.key_length);
       Value vc = write("v_cache." + std::to_string(layer), v, c.value_length);
-      return g.attention(q, kc, vc, attn, lengths);
+      return g.attention(q, kc, vc, attn, window_mask ? *window_mask : lengths);
     });
 
   // The last real token of each row: row-major index b * S + last[b] of [B*S, H].
@@ -403,6 +416,12 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& f) {
     check(n == c.vocab_size, f.path() + ": tokenizer.ggml.tokens holds " + std::to_string(n) +
                                  " tokens but token_embd.weight has " +
                                  std::to_string(c.vocab_size) + " rows");
+  }
+  if (std::optional<int64_t> w = int_key(f, p + "attention.sliding_window")) {
+    check(*w >= 0, f.path() + ": metadata key '" + p +
+                       "attention.sliding_window' must not be negative, found " +
+                       std::to_string(*w));
+    c.sliding_window = *w;
   }
   c.rope_layout = arch == "llama" ? "gptj" : "neox";
   c.qkv_bias = arch == "qwen2";

@@ -118,6 +118,25 @@ inline std::vector<std::string> gpt2_byte_tokens() {
   return tokens;
 }
 
+// The bytes of a hex string ("e697a5" -> "\xe6\x97\xa5"): the texts of the tokenizer
+// reference files (bpe_ref.json, spm_ref.json).
+inline std::string text_from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// Sets `key` in `md` to `v`, replacing its value where present, else appending it.
+inline void set_key(GgufMetadata& md, const std::string& key, GgufValue v) {
+  for (auto& [k, val] : md)
+    if (k == key) {
+      val = std::move(v);
+      return;
+    }
+  md.emplace_back(key, std::move(v));
+}
+
 inline TinyFile tiny_chat_file() {
   TinyFile f = tiny_file(kChatVocab, 256);
   std::vector<std::string> tokens = gpt2_byte_tokens();

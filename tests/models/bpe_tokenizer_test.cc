@@ -20,17 +20,12 @@ namespace {
 
 using json = nlohmann::json;
 using rlx::testing::error_of;
+using rlx::testing::set_key;
+using rlx::testing::text_from_hex;
 
 const BpeTokenizer& smollm2() {
   static const BpeTokenizer t = BpeTokenizer::from_gguf_file(default_llm_gguf_path());
   return t;
-}
-
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
 }
 
 TEST(BpeTokenizer, SmolLm2Metadata) {
@@ -51,7 +46,7 @@ TEST(BpeTokenizer, IdsEqualHuggingFaceTokenizers) {
   ASSERT_GT(ref.at("cases").size(), 50u);
   const BpeTokenizer& t = smollm2();
   for (const json& c : ref.at("cases")) {
-    std::string text = from_hex(c.at("text_hex").get<std::string>());
+    std::string text = text_from_hex(c.at("text_hex").get<std::string>());
     SCOPED_TRACE("text: " + text);
     auto special = c.at("special").get<std::vector<int32_t>>();
     auto plain = c.at("plain").get<std::vector<int32_t>>();
@@ -82,7 +77,7 @@ TEST(BpeTokenizer, OtherPreTokenizersIdsEqualHuggingFace) {
     BpeTokenizer t = BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {})));
     EXPECT_EQ(t.pre_tokenizer(), pc.kind);
     for (const json& c : ref.at("cases")) {
-      std::string text = from_hex(c.at("text_hex").get<std::string>());
+      std::string text = text_from_hex(c.at("text_hex").get<std::string>());
       SCOPED_TRACE("text: " + text);
       EXPECT_EQ(t.encode(text, true, false), c.at(pc.column).get<std::vector<int32_t>>());
     }
@@ -151,15 +146,6 @@ BpeTokenizer tiny(void (*edit)(GgufMetadata&)) {
   return BpeTokenizer::from_gguf(GgufFile::from_bytes(gguf_file_bytes(md, {}), "tiny.gguf"));
 }
 
-void set(GgufMetadata& md, const std::string& key, GgufValue v) {
-  for (auto& [k, val] : md)
-    if (k == key) {
-      val = std::move(v);
-      return;
-    }
-  md.emplace_back(key, std::move(v));
-}
-
 TEST(BpeTokenizer, TinyVocabulary) {
   BpeTokenizer t = tiny([](GgufMetadata&) {});
   EXPECT_EQ(t.encode("abc"), (std::vector<int32_t>{256, 'c'}));
@@ -168,39 +154,42 @@ TEST(BpeTokenizer, TinyVocabulary) {
 }
 
 TEST(BpeTokenizer, MalformedMetadataErrors) {
-  EXPECT_NE(error_of([] {
-              tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.model", std::string("llama")); });
-            }).find("tokenizer.ggml.model: tokenizer model 'llama' is not supported"),
-            std::string::npos);
-  EXPECT_NE(error_of([] {
-              tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.pre", std::string("qwen9")); });
-            }).find("tokenizer.ggml.pre: pre-tokenizer 'qwen9'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        tiny([](GgufMetadata& md) { set_key(md, "tokenizer.ggml.model", std::string("bert")); });
+      }).find("tokenizer.ggml.model: tokenizer model 'bert' is not supported"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        tiny([](GgufMetadata& md) { set_key(md, "tokenizer.ggml.pre", std::string("qwen9")); });
+      }).find("tokenizer.ggml.pre: pre-tokenizer 'qwen9'"),
+      std::string::npos);
   EXPECT_NE(
       error_of([] {
         tiny([](GgufMetadata& md) {
-          set(md, "tokenizer.ggml.merges", GgufArray(std::vector<std::string>{"a b", "a zz"}));
+          set_key(md, "tokenizer.ggml.merges", GgufArray(std::vector<std::string>{"a b", "a zz"}));
         });
       }).find("tokenizer.ggml.merges: index 1 ('a zz'): 'zz' is not a token"),
       std::string::npos);
   EXPECT_NE(error_of([] {
               tiny([](GgufMetadata& md) {
-                set(md, "tokenizer.ggml.merges", GgufArray(std::vector<std::string>{"ab"}));
+                set_key(md, "tokenizer.ggml.merges", GgufArray(std::vector<std::string>{"ab"}));
               });
             }).find("tokenizer.ggml.merges: index 0 ('ab'): no space"),
             std::string::npos);
   EXPECT_NE(
       error_of([] {
-        tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.eos_token_id", uint32_t{9999}); });
+        tiny([](GgufMetadata& md) { set_key(md, "tokenizer.ggml.eos_token_id", uint32_t{9999}); });
       }).find("tokenizer.ggml.eos_token_id: token id 9999 is out of range"),
       std::string::npos);
-  EXPECT_NE(error_of([] {
-              tiny([](GgufMetadata& md) { set(md, "tokenizer.ggml.eos_token_id", int32_t{2}); });
-            }).find("tokenizer.ggml.eos_token_id"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        tiny([](GgufMetadata& md) { set_key(md, "tokenizer.ggml.eos_token_id", int32_t{2}); });
+      }).find("tokenizer.ggml.eos_token_id"),
+      std::string::npos);
   EXPECT_NE(error_of([] {
               tiny([](GgufMetadata& md) {
-                set(md, "tokenizer.ggml.token_type", GgufArray(std::vector<int32_t>{1, 1}));
+                set_key(md, "tokenizer.ggml.token_type", GgufArray(std::vector<int32_t>{1, 1}));
               });
             }).find("tokenizer.ggml.token_type: 2 types for 258 tokens"),
             std::string::npos);
@@ -208,13 +197,13 @@ TEST(BpeTokenizer, MalformedMetadataErrors) {
               tiny([](GgufMetadata& md) {
                 std::vector<int32_t> types(258, 1);
                 types[7] = 9;
-                set(md, "tokenizer.ggml.token_type", GgufArray(types));
+                set_key(md, "tokenizer.ggml.token_type", GgufArray(types));
               });
             }).find("tokenizer.ggml.token_type: index 7: unknown token type 9"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               tiny([](GgufMetadata& md) {
-                set(md, "tokenizer.ggml.tokens", GgufArray(std::vector<int32_t>{1}));
+                set_key(md, "tokenizer.ggml.tokens", GgufArray(std::vector<int32_t>{1}));
               });
             }).find("tokenizer.ggml.tokens"),
             std::string::npos);

@@ -78,6 +78,30 @@ TEST(LlamaCache, TinyDecodeStepsEqualFullForward) {
   std::printf("tiny llama: cached steps vs full forward: max |dlogit| %.3g\n", worst);
 }
 
+// Sliding-window attention (llama.attention.sliding_window 4; the full forward against numpy in
+// python/tests/test_llama.py): the cached steps (a prefill shorter and one longer than the
+// window, then decode steps far past it) equal the windowed full forward, whose first 4
+// positions equal the unwindowed model's and whose later ones do not.
+TEST(LlamaCache, SlidingWindowStepsEqualFullForward) {
+  rlx::testing::TinyFile f = rlx::testing::tiny_file();
+  f.metadata.emplace_back("llama.attention.sliding_window", uint32_t{4});
+  LlamaOptions o;
+  o.ctx = 32;
+  LlamaModel m = LlamaModel::load(rlx::testing::write(f, "swa.gguf"), o);
+  EXPECT_EQ(m.config().sliding_window, 4);
+  LlamaModel plain = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "noswa.gguf"));
+  const int64_t V = rlx::testing::kVocab;
+  const std::vector<int32_t> ids = random_ids(20, V, 21);
+  Tensor windowed = m.logits(ids, 1, 20), full = plain.logits(ids, 1, 20);
+  EXPECT_LE(max_diff(windowed.data_as<float>(), full.data_as<float>(), 4 * V), 1e-5);
+  for (int64_t t = 4; t < 20; ++t)
+    EXPECT_GT(max_diff(windowed.data_as<float>() + t * V, full.data_as<float>() + t * V, V), 1e-3)
+        << "position " << t;
+  double worst = check_steps_match_full_forward(m, ids, 3, 2e-5);
+  worst = std::max(worst, check_steps_match_full_forward(m, ids, 11, 2e-5));
+  std::printf("tiny llama, window 4: cached steps vs full forward: max |dlogit| %.3g\n", worst);
+}
+
 // Two rows at different positions (prompts of 10 and 13 tokens in one prefill, row 0 padded,
 // then 4 decode steps each) give the logits of each row run alone, bit for bit: rows never mix
 // (per-row cache writes, RoPE, lengths), and every kernel computes a row the same way at

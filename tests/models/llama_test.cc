@@ -140,6 +140,14 @@ TEST(Llama, ErrorsNameTheFileAndKey) {
   e = error_of([&] { LlamaModel::load(path); });
   EXPECT_NE(e.find("not a multiple of llama.attention.head_count_kv 3"), std::string::npos) << e;
 
+  path = write_edited("llama_swa.gguf", [](TinyFile& f) {
+    f.metadata.emplace_back("llama.attention.sliding_window", int32_t{-2});
+  });
+  e = error_of([&] { LlamaModel::load(path); });
+  EXPECT_NE(e.find("'llama.attention.sliding_window' must not be negative, found -2"),
+            std::string::npos)
+      << e;
+
   path = write_edited("llama_shape.gguf", [](TinyFile& f) {
     for (auto& [name, spec] : f.specs)
       if (name == "blk.1.attn_k.weight") spec.second = {kHeads * kDh, kH};

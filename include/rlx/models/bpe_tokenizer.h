@@ -1,4 +1,5 @@
-// Byte-level BPE tokenizer (GPT-2 style) built from a GGUF file's tokenizer.ggml.* metadata.
+// BPE tokenizers built from a GGUF file's tokenizer.ggml.* metadata: byte-level BPE (GPT-2 style,
+// model "gpt2") and SentencePiece BPE (model "llama": Llama 2, Mistral).
 #pragma once
 
 #include <array>
@@ -32,7 +33,39 @@ enum class BpePreTokenizer {
   kQwen2,
 };
 
-/// A byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") with the behaviour of llama.cpp's
+/// The tokenizer.ggml.model a BpeTokenizer implements.
+enum class TokenizerModel {
+  /// "gpt2": byte-level BPE, merges by rank (llama.cpp's llm_tokenizer_bpe).
+  kGpt2,
+  /// "llama": SentencePiece BPE, merges by piece score with byte fallback (llm_tokenizer_spm).
+  kLlama,
+};
+
+/// A BPE tokenizer from a GGUF vocabulary. For tokenizer.ggml.model "llama" it is SentencePiece
+/// BPE as llama.cpp's llm_tokenizer_spm and the `sentencepiece` package (Llama's settings:
+/// identity normalization, no whitespace clean-up) encode it, id for id
+/// (tests/golden/spm_ref.json):
+///
+/// 1. special tokens are matched as for "gpt2" below; each stretch of text between them is
+///    encoded on its own, with a space in front when tokenizer.ggml.add_space_prefix (default
+///    true; so text after a special token gets one too: llama.cpp's rule, HF's legacy Llama
+///    tokenizer's), then every ' ' becomes U+2581;
+/// 2. the stretch starts as one symbol per UTF-8 character (its length read from the lead
+///    byte, as llama.cpp); the adjacent pair whose concatenation is a token of the highest
+///    score (tokenizer.ggml.scores) is merged, with a priority queue over a linked list of
+///    symbols, until no adjacent pair is a token (ties: leftmost first);
+/// 3. each final symbol is a token, or a single character that is none, which becomes the byte
+///    tokens <0xNN> of its UTF-8 bytes (byte fallback; the token whose text is the byte where
+///    there is no <0xNN>). With parse_special, unknown tokens (type 2, "<unk>") are matched in
+///    the text as control tokens are (llama.cpp).
+///
+/// token_bytes(): U+2581 in a normal or user-defined token is ' ', a byte token <0xNN> is that
+/// byte, other tokens are their text. With the space prefix, decode(encode(s, false)) is
+/// " " + s (llama.cpp's token_to_piece concatenated; its llama_detokenize and HF drop that space),
+/// byte for byte except that a U+2581 in s comes back as ' ' (as in sentencepiece).
+///
+/// For tokenizer.ggml.model "gpt2" it is a byte-level BPE tokenizer with the behaviour of
+/// llama.cpp's
 /// llm_tokenizer_bpe and of Hugging Face `tokenizers` (models.BPE with a ByteLevel
 /// pre-tokenizer) on the same vocabulary and merges, id for id (tests/golden/bpe_ref.json):
 ///
@@ -62,14 +95,19 @@ class BpeTokenizer {
     kByte = 6,
   };
 
-  /// Builds the tokenizer from `file`'s metadata: tokenizer.ggml.model (must be "gpt2"), pre,
+  /// Builds the tokenizer from `file`'s metadata. Model "llama": tokens, scores (optional array
+  /// of f32, default 0), token_type, add_space_prefix (optional bool, default true), the ids
+  /// and add_bos/eos as below but with llama.cpp's defaults for SentencePiece (bos 1, eos 2,
+  /// unknown 0, add_bos_token true) where a key is absent; pre and merges are not read. Errors
+  /// as for "gpt2", and: a scores array of another length than tokens, a byte token (type 6)
+  /// whose text is not <0xNN> (naming the index). Model "gpt2": pre,
   /// tokens (array of string), merges (array of string "left right" in the mapped alphabet),
   /// token_type (optional array of i32, default all normal), bos/eos/unknown/padding_token_id
   /// (optional u32; -1 when absent), add_bos_token / add_eos_token (optional bool, default
   /// false). Throws rlx::Error naming the file and key: a missing or mistyped key, a model other
-  /// than "gpt2" (e.g. "llama", SentencePiece) or an unknown pre (naming the value), a token id
-  /// key out of range, a token type outside 0..6 or a normal token with a character outside the
-  /// byte alphabet (naming the index), a merge without a space or naming tokens not in the
+  /// than "gpt2" or "llama" or an unknown gpt2 pre (naming the value), a token id
+  /// key out of range, a token type outside 0..6 or a gpt2 normal token with a character outside
+  /// the byte alphabet (naming the index), a merge without a space or naming tokens not in the
   /// vocabulary (naming the index), and a token_type array of another length than tokens.
   static BpeTokenizer from_gguf(const GgufFile& file);
   /// GgufFile::open(path) then from_gguf(). Throws rlx::Error as both do.
@@ -77,7 +115,8 @@ class BpeTokenizer {
 
   /// Token ids of `text`: [BOS] when add_special and add_bos_token, the tokens, [EOS] when
   /// add_special and add_eos_token (llama_tokenize(text, add_special, parse_special)). Throws
-  /// rlx::Error only when a byte of the text has no single-byte token in the vocabulary.
+  /// rlx::Error only when a byte of the text has no single-byte token in the vocabulary (for
+  /// "llama": a byte of a character that is no token, without <0xNN> or single-byte token).
   std::vector<int32_t> encode(std::string_view text, bool add_special = true,
                               bool parse_special = false) const;
 
@@ -86,10 +125,12 @@ class BpeTokenizer {
   std::string decode(std::span<const int32_t> ids) const;
 
   /// The bytes token `id` stands for: a normal token's text mapped back through GPT-2's
-  /// unicode->bytes table, other tokens' text as is. Throws rlx::Error for an id out of range.
+  /// unicode->bytes table ("llama": U+2581 as ' ', a byte token's byte), other tokens' text as
+  /// is. Throws rlx::Error for an id out of range.
   const std::string& token_bytes(int32_t id) const;
 
-  /// The pieces the pre-tokenizer splits `text` into (no special-token matching).
+  /// The pieces the pre-tokenizer splits `text` into (no special-token matching; "llama": the
+  /// whole text as one piece).
   std::vector<std::string_view> pre_tokenize(std::string_view text) const;
 
   /// Decodes tokens one at a time and returns only complete UTF-8 characters: bytes that
@@ -123,7 +164,15 @@ class BpeTokenizer {
   int32_t padding_id() const { return padding_id_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  /// The pre-tokenizer of a "gpt2" model (kGpt2 for "llama", which has none).
   BpePreTokenizer pre_tokenizer() const { return pre_; }
+  /// tokenizer.ggml.model.
+  TokenizerModel model() const { return model_; }
+  /// "llama": whether a space is put in front of the text (tokenizer.ggml.add_space_prefix).
+  bool add_space_prefix() const { return add_space_prefix_; }
+  /// The score of token `id` (tokenizer.ggml.scores; 0 when the file has none, and for "gpt2").
+  /// Throws rlx::Error for an id out of range.
+  float score(int32_t id) const;
   /// The id of the token whose GGUF text is `text` exactly, or -1.
   int32_t token_id(std::string_view text) const;
 
@@ -138,18 +187,27 @@ class BpeTokenizer {
   };
 
   BpeTokenizer() = default;
+  static BpeTokenizer from_gguf_spm(const GgufFile& file);
+  // A stretch of text between special tokens.
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void push_byte_tokens(std::string_view bytes, std::vector<int32_t>& out) const;
+  void index_specials();
+  void read_special_ids(const GgufFile& file, bool spm_defaults);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;  // GGUF text of each token
   std::vector<std::string> bytes_;   // token_bytes() of each token
   std::vector<TokenType> types_;
+  std::vector<float> scores_;                           // empty for gpt2
   std::unordered_map<std::string, int32_t> token_ids_;  // GGUF text -> id; last id wins
   std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> rank, result
   std::array<int32_t, 256> byte_token_{};       // token of each single byte, -1 if none
   std::vector<Special> specials_;               // longest first
   std::array<bool, 256> special_first_byte_{};
   BpePreTokenizer pre_ = BpePreTokenizer::kGpt2;
+  TokenizerModel model_ = TokenizerModel::kGpt2;
+  bool add_space_prefix_ = false;
   int32_t bos_id_ = -1, eos_id_ = -1, unknown_id_ = -1, padding_id_ = -1;
   bool add_bos_ = false, add_eos_ = false, ignore_merges_ = false;
   std::string path_;

@@ -60,12 +60,19 @@ struct LlamaConfig {
   /// `llama` architecture, whose converter permutes Q/K rows to match HF) or "neox" (pairs
   /// (i, i + R/2): qwen2, qwen3).
   std::string rope_layout = "gptj";
+  /// <arch>.attention.sliding_window (default 0: none; Mistral-style): a token attends to the
+  /// last W positions only, itself included (key position j is seen from position p iff
+  /// p - W < j <= p; llama.cpp's LLAMA_SWA_TYPE_STANDARD), in every layer, in the full
+  /// forward and over the KV cache alike. The cache still holds every position up to its
+  /// length (no rolling buffer): past it generate() stops ("context") and append() throws.
+  int64_t sliding_window = 0;
   bool qkv_bias = false;  ///< attn_{q,k,v}.bias per layer (qwen2)
   bool qk_norm = false;   ///< attn_{q,k}_norm.weight per layer, RMSNorm over each head (qwen3)
 
   /// Reads the config of `file`. Integer keys may have any GGUF integer type, float keys f32
   /// or f64. Throws rlx::Error naming the file and the key for a missing required key, a key
-  /// of the wrong type or a non-positive size, an architecture other than llama/qwen2/qwen3
+  /// of the wrong type or a non-positive size (sliding_window: negative), an architecture other
+  /// than llama/qwen2/qwen3
   /// (naming it), a rope scaling type other than none/linear, head_count not a multiple of
   /// head_count_kv, rope.dimension_count odd or above key_length, and a token list whose
   /// length differs from token_embd's rows (or a missing token_embd.weight).
@@ -98,7 +105,8 @@ struct LlamaWeightLayout {
 /// - the embedding gathers the packed rows of token_embd (u8[batch, seq, row bytes]) and
 ///   dequantizes only those: the table stays packed (and, tied, is the output head's weight).
 /// Per layer (llama.cpp's llm_build_llama): h = x + attn_output(attention(rope(q), rope(k), v,
-/// causal, GQA, scale 1/sqrt(key_length))) with q/k/v = attn_{q,k,v}(rms_norm(x, attn_norm))
+/// causal (sliding_window when config.sliding_window > 0), GQA, scale 1/sqrt(key_length))) with
+/// q/k/v = attn_{q,k,v}(rms_norm(x, attn_norm))
 /// (+ bias for qwen2; per-head rms_norm with attn_{q,k}_norm before RoPE for qwen3); then
 /// x' = h + ffn_down(silu(ffn_gate(n)) * ffn_up(n)), n = rms_norm(h, ffn_norm). Finally
 /// logits = output(rms_norm(x, output_norm)), output = token_embd when tied. RoPE angle of
@@ -151,7 +159,10 @@ std::vector<StateBinding> llama_cache_state(const LlamaConfig& config);
 /// are written at
 ///   pos[b] by dynamic_update_slice (one per row, in place on the CPU), and attention reads
 ///   the whole cache under mask "causal_lengths" with lengths pos + S (query i of row b sees
-///   keys 0 .. pos[b] + i; padding keys come after every real query's position);
+///   keys 0 .. pos[b] + i; padding keys come after every real query's position); with
+///   config.sliding_window W > 0, under the bool mask pos[b] + i - W < j <= pos[b] + i
+///   [B, 1, S, ctx] instead (the keys of the window only; the CPU kernel then scans the whole
+///   cache row rather than stopping at the row's length);
 /// - RoPE of each row at its own positions: the cos / sin tables of build_llama_decoder for
 ///   ctx positions, gathered at pos[b] + i;
 /// - outputs "next" i32[B] (options.select of the last real token's logits), then "logits"
@@ -303,11 +314,11 @@ struct LlamaStats {
 };
 
 /// A Llama-family decoder loaded from a GGUF file: the memory-mapped weights (bound to every
-/// executable zero-copy), the byte-level BPE tokenizer when the file has one, the executables
-/// compiled so far (full-sequence ones per (batch, bucketed seq); cached-step ones per (batch,
-/// bucketed seq, logits wanted), sharing one KV cache per batch size, Executable::share_state)
-/// and those caches with each row's position. Peak memory: the weights, one KV cache per batch
-/// size used, and an arena per executable. Not thread-safe.
+/// executable zero-copy), the tokenizer (byte-level or SentencePiece BPE) when the file has one,
+/// the executables compiled so far (full-sequence ones per (batch, bucketed seq); cached-step
+/// ones per (batch, bucketed seq, logits wanted), sharing one KV cache per batch size,
+/// Executable::share_state) and those caches with each row's position. Peak memory: the weights,
+/// one KV cache per batch size used, and an arena per executable. Not thread-safe.
 class LlamaModel {
  public:
   /// Opens and validates `path`: the config (LlamaConfig::from_gguf), every tensor the
