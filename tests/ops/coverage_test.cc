@@ -56,14 +56,16 @@ struct DeclaredHole {
   const char* reason;
 };
 
-// The control-flow ops run on the reference evaluator only so far (issue 16, first slice).
+// The control-flow ops run on the reference evaluator and the CPU backend so far (issue 16).
 std::vector<DeclaredHole> control_flow_holes() {
   std::vector<DeclaredHole> out;
   for (OpKind op : {OpKind::Cond, OpKind::WhileLoop, OpKind::Scan}) {
     out.push_back({Layer::Vjp, op, "autodiff of control flow is planned (issue 16)"});
     out.push_back({Layer::Jvp, op, "autodiff of control flow is planned (issue 16)"});
     out.push_back({Layer::Batch, op, "vmap of control flow is planned (issue 16)"});
-    out.push_back({Layer::Cpu, op, "no CPU kernel yet: compiling fails naming the op"});
+    out.push_back({Layer::Python, op,
+                   "bodies come from Python functions: python/tests/test_control_flow.py checks "
+                   "them against jax.lax on the evaluator and the CPU backend"});
     out.push_back({Layer::Pjrt, op, "no StableHLO lowering yet: compiling fails naming the op"});
   }
   return out;
@@ -169,6 +171,7 @@ Cell cpu_cell(OpKind op) {
     if (op_info(op).has(kComposite)) return {"decomposed"};
     return {"MISSING", true, "no CPU kernel table entry (a primitive needs one)"};
   }
+  if (e->region != nullptr) return {"native"};
   if (e->factory == nullptr)
     return {"reference (" + e->fallback + ")", e->fallback.empty(),
             "reference-only entry without a stated reason"};

@@ -1,7 +1,8 @@
 // Op cases of the control-flow ops cond, while_loop and scan: the text round trip of their
 // regions in every dtype a carry can have. Their values are tested in tests/ir/control_flow_test.cc
-// (evaluator) and against JAX in tests/golden (control_flow_ref.json); the other suites wait for
-// their CPU kernels, lowerings and autodiff rules (docs/ops.md's declared holes).
+// (evaluator) and against JAX in tests/golden (control_flow_ref.json); the CPU parity sweep runs
+// them on the CPU backend; the other suites wait for their lowerings and autodiff rules
+// (docs/ops.md's declared holes).
 #include "common.h"
 
 namespace rlx::testing {
@@ -10,8 +11,8 @@ namespace {
 using namespace cases;
 
 constexpr const char* kWhy =
-    "control flow runs on the reference evaluator only so far: no CPU kernel, StableHLO "
-    "lowering, vjp or batching rule yet (issue 16)";
+    "control flow runs on the reference evaluator and the CPU backend only so far: no "
+    "StableHLO lowering, vjp or batching rule yet (issue 16)";
 
 // A body over inputs of `types` returning its first input (combined with the second when
 // there is one and the dtype has arithmetic) plus, if `extra`, one more value of type 0.
@@ -41,7 +42,7 @@ void add_control_flow_cases(CaseList& cs) {
                 return g.cond(in[0], passthrough("t", ts, false), passthrough("f", ts, false),
                               {in[1], in[2]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kTextSuite | kCpuSuite, kWhy);
   cs.add(OpKind::Cond, "switch")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {2}), T({4})},
@@ -52,7 +53,7 @@ void add_control_flow_cases(CaseList& cs) {
                   bs.push_back(passthrough("b" + std::to_string(k), ts, true));
                 return g.switch_case(in[0], std::move(bs), {in[1]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kTextSuite | kCpuSuite, kWhy);
   cs.add(OpKind::WhileLoop, "bounded")
       .in(kAnyDTypes)
       .sample({fixed(DType::i32, {}, {3}), T({3})},
@@ -68,7 +69,7 @@ void add_control_flow_cases(CaseList& cs) {
                 b.set_outputs({x});
                 return g.while_loop(std::move(c), std::move(b), {in[1]}, {in[0]}, 4);
               })
-      .only(kTextSuite, kWhy);
+      .only(kTextSuite | kCpuSuite, kWhy);
   cs.add(OpKind::Scan, "carry_and_ys")
       .in(kAnyDTypes)
       .sample({T({2}), T({5, 2})},
@@ -83,7 +84,7 @@ void add_control_flow_cases(CaseList& cs) {
                 std::vector<TensorType> ts{{t, {3}}};
                 return g.scan(passthrough("empty", ts, false), {}, {in[0]});
               })
-      .only(kTextSuite, kWhy);
+      .only(kTextSuite | kCpuSuite, kWhy);
 }
 
 }  // namespace rlx::testing
