@@ -7,7 +7,9 @@
 // init operands in place) and its body's carry outputs are copied into the other buffer (one
 // copy per carry per iteration; a passthrough carry is copied too). A scan arranges the
 // parity so that its last step writes the results; a while_loop copies from the slot when it
-// ends there. scan reads x_t in place (a pointer into xs) and copies y_t straight into ys[t].
+// ends there. scan reads x_t in place (a pointer into xs) and copies y_t straight into ys[t];
+// a carry that is also a y (an RNN's `return h, h`) is not copied at all before the last step:
+// the next step reads it from ys[t].
 #include <algorithm>
 #include <cstring>
 
@@ -176,8 +178,15 @@ RegionKernel scan_kernel(const Graph& g, const Node& n, const BodyCompiler& comp
   }
   for (size_t j = 0; j < ny; ++j)
     y_bytes.push_back(length == 0 ? 0 : byte_size(n.results[nk + j]) / length);
+  // For each carry, the y that is the same body value (same output location), or -1.
+  std::vector<int64_t> carry_is_y(nk, -1);
+  const std::vector<Location>& outs = body->program->schedule.outputs;
+  for (size_t k = 0; k < nk; ++k)
+    for (size_t j = 0; j < ny && carry_is_y[k] < 0; ++j)
+      if (outs[k] == outs[nk + j] && outs[k].kind == Location::Kind::Arena)
+        carry_is_y[k] = static_cast<int64_t>(j);
   Layout l = layout_of(nc + nk + nx, {body.get()}, c.total);
-  auto kernel = [body, nc, nk, nx, ny, length, reverse, c, x_bytes, y_bytes,
+  auto kernel = [body, nc, nk, nx, ny, length, reverse, c, x_bytes, y_bytes, carry_is_y,
                  l](const KernelIO& io) {
     ArenaGuard own(io.scratch, l.own);
     auto** feeds = reinterpret_cast<const std::byte**>(io.scratch);
@@ -189,15 +198,22 @@ RegionKernel scan_kernel(const Graph& g, const Node& n, const BodyCompiler& comp
       for (size_t j = 0; j < nx; ++j) feeds[nc + nk + j] = io.in[nc + nk + j] + t * x_bytes[j];
       body->run(block, feeds);
       const bool to_results = (length - 1 - s) % 2 == 0;
+      const bool last = s == length - 1;
       {
         ArenaGuard outputs(block, body->program->output_arena_ranges);
-        for (size_t k = 0; k < nk; ++k)
-          body->copy_output(block, feeds, k, to_results ? io.out[k] : slot + c.offset[k],
-                            c.bytes[k]);
         for (size_t j = 0; j < ny; ++j)
           body->copy_output(block, feeds, nk + j, io.out[nk + j] + t * y_bytes[j], y_bytes[j]);
+        for (size_t k = 0; k < nk; ++k) {
+          std::byte* dst = to_results ? io.out[k] : slot + c.offset[k];
+          if (carry_is_y[k] >= 0 && !last) {
+            const auto j = static_cast<size_t>(carry_is_y[k]);
+            dst = io.out[nk + j] + t * y_bytes[j];  // already there: read it from ys[t]
+          } else {
+            body->copy_output(block, feeds, k, dst, c.bytes[k]);
+          }
+          feeds[nc + k] = dst;
+        }
       }
-      for (size_t k = 0; k < nk; ++k) feeds[nc + k] = to_results ? io.out[k] : slot + c.offset[k];
     }
     if (length == 0)  // init is the result (ys are empty, so the reference kernel runs this)
       for (size_t k = 0; k < nk; ++k)
