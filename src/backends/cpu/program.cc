@@ -4,6 +4,8 @@
 
 #include <array>
 #include <chrono>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "rlx/ir/evaluator.h"
@@ -18,6 +20,45 @@ KernelChoice select_kernel(const Graph& g, const Node& n, const BodyCompiler& bo
   for (const TensorType& t : n.results)
     if (t.shape.numel() == 0) return {reference_kernel(g, n), false, "some results are empty"};
   return choose_kernel(g, n, &bodies);
+}
+
+// Fills p's canonical_output, external_output and step_redirects (program.h).
+void find_external_outputs(Program& p) {
+  const Graph& g = p.graph;
+  const std::vector<Value>& outs = g.outputs();
+  using Key = std::pair<int32_t, int32_t>;
+  std::set<Key> viewed;
+  for (const BufferAssignment& b : p.plan.buffers)
+    if (b.is_view) viewed.insert({b.alias_of.node, b.alias_of.index});
+  std::map<int32_t, size_t> step_of;  // node -> its step
+  for (size_t s = 0; s < p.schedule.steps.size(); ++s) step_of[p.schedule.steps[s].node] = s;
+  std::map<Key, size_t> first;  // value -> its canonical output
+  p.canonical_output.resize(outs.size());
+  p.external_output.assign(outs.size(), false);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Key key{outs[i].node, outs[i].index};
+    auto [it, fresh] = first.emplace(key, i);
+    p.canonical_output[i] = it->second;
+    const Location& loc = p.schedule.outputs[i];
+    auto step = step_of.find(outs[i].node);
+    p.external_output[i] =
+        fresh && loc.kind == Location::Kind::Arena && !viewed.count(key) && step != step_of.end() &&
+        p.schedule.steps[step->second].results[static_cast<size_t>(outs[i].index)] == loc;
+  }
+  p.step_redirects.resize(p.schedule.steps.size());
+  for (size_t s = 0; s < p.schedule.steps.size(); ++s) {
+    const Node& n = g.node(p.schedule.steps[s].node);
+    auto add = [&](Key key, bool result, size_t index) {
+      auto it = first.find(key);
+      if (it != first.end() && p.external_output[it->second])
+        p.step_redirects[s].push_back(
+            {static_cast<uint32_t>(it->second), result, static_cast<uint32_t>(index)});
+    };
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      add({n.operands[k].node, n.operands[k].index}, false, k);
+    for (size_t r = 0; r < n.results.size(); ++r)
+      add({p.schedule.steps[s].node, static_cast<int32_t>(r)}, true, r);
+  }
 }
 
 }  // namespace
@@ -53,6 +94,7 @@ std::shared_ptr<Program> lower_program(const Graph& source, PipelineResult&& com
                                      std::move(choice.fallback_reason)});
   }
   for (Value v : g.outputs()) p.output_types.push_back(g.type(v));
+  find_external_outputs(p);
   if (RLX_POISON_ARENA) {
     for (const ScheduleStep& step : p.schedule.steps) {
       const Node& n = g.node(step.node);
@@ -95,6 +137,14 @@ void run_steps(const Program& p, const Bases& b, double* step_seconds) {
     const ScheduleStep& step = p.schedule.steps[i];
     for (size_t k = 0; k < step.operands.size(); ++k) in[k] = resolve(p, b, step.operands[k]);
     for (size_t k = 0; k < step.results.size(); ++k) out[k] = resolve(p, b, step.results[k]);
+    if (b.outputs != nullptr) {
+      for (const Program::Redirect& r : p.step_redirects[i]) {
+        if (r.result)
+          out[r.index] = b.outputs[r.output];
+        else
+          in[r.index] = b.outputs[r.output];
+      }
+    }
     auto run_step = [&] {
       if (RLX_POISON_ARENA) {
         ArenaGuard guard(b.block, p.step_arena_ranges[i]);

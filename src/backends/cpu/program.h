@@ -60,6 +60,19 @@ struct Program : ProgramInfo {
   std::vector<std::vector<ArenaRange>> step_arena_ranges;
   std::vector<ArenaRange> output_arena_ranges;
   ProfileMode profile = ProfileMode::Off;  // CompileOptions::profile
+  // Outputs a caller may place (Bases::outputs; a control-flow op writes a body's results
+  // straight into its own results, carry slots or ys[t]): canonical_output[i] is the first
+  // output returning output i's value; external_output[c] says whether canonical output c's
+  // buffer can be given from outside (a step computes it into an arena buffer no view reads);
+  // step_redirects[s] lists step s's operands and results that are such a value.
+  struct Redirect {
+    uint32_t output = 0;  // the canonical output
+    bool result = false;  // a result of the step (else an operand)
+    uint32_t index = 0;   // its operand or result index
+  };
+  std::vector<size_t> canonical_output;
+  std::vector<bool> external_output;
+  std::vector<std::vector<Redirect>> step_redirects;
 
   int64_t block_bytes() const { return scratch_offset + scratch_bytes; }
 };
@@ -79,6 +92,9 @@ struct Bases {
   const std::byte* const* inputs = nullptr;
   const ParamBindings<Tensor>* params = nullptr;
   std::vector<Tensor>* state = nullptr;
+  /// When set, outputs[c] is where canonical output c is computed when external_output[c]
+  /// (other entries are not read).
+  std::byte* const* outputs = nullptr;
 };
 
 /// The address of location `l` of `p` under `b`. Only Arena and State locations are ever
@@ -103,6 +119,14 @@ inline std::byte* resolve(const Program& p, const Bases& b, const Location& l) {
       break;
   }
   return const_cast<std::byte*>(base) + l.offset;
+}
+
+/// Where output `i` of `p`'s last run over `b` is: the caller's place (Bases::outputs) for an
+/// external output, else its location.
+inline const std::byte* output_address(const Program& p, const Bases& b, size_t i) {
+  size_t c = p.canonical_output[i];
+  if (b.outputs != nullptr && p.external_output[c]) return b.outputs[c];
+  return resolve(p, b, p.schedule.outputs[i]);
 }
 
 /// ASan builds: makes `ranges` of the block at `base` addressable while it lives and poisons

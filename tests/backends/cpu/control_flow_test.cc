@@ -173,6 +173,61 @@ TEST(ControlFlowCpu, WhileAndCondInsideScan) {
                                {"c0", random_tensor(DType::f32, {3}, 2, -1, 1)}});
 }
 
+// Every kind of body output: computed (written in place by the body), a passthrough input
+// (swapped carries), a view of a computed value, a constant, an xs slice, one value returned
+// twice; in a scan (forward and reversed), a while_loop and a cond.
+Graph output_kinds_body(const std::string& name, bool with_x) {
+  Graph b(name);
+  Value c0 = b.input("c0", DType::f32, {2, 3});
+  Value c1 = b.input("c1", DType::f32, {2, 3});
+  Value x = with_x ? b.input("x", DType::f32, {2, 3}) : c1;
+  Value h = b.tanh(b.add(c0, x));
+  Value n = b.neg(c0);
+  std::vector<Value> outs{c1, h};
+  if (with_x)
+    for (Value y : {b.reshape(h, {6}), b.constant(Tensor::full(DType::f32, {3}, 1.5)), x, n, n})
+      outs.push_back(y);
+  b.set_outputs(outs);
+  return b;
+}
+
+TEST(ControlFlowCpu, EveryKindOfBodyOutput) {
+  for (bool reverse : {false, true}) {
+    Graph g("kinds");
+    Value a = g.input("a", DType::f32, {2, 3});
+    Value b = g.input("b", DType::f32, {2, 3});
+    Value xs = g.input("xs", DType::f32, {5, 2, 3});
+    ScanOptions o;
+    o.reverse = reverse;
+    std::vector<Value> outs = g.scan(output_kinds_body("step", true), {a, b}, {xs}, {}, o);
+    Graph cond("c");
+    Value i = cond.input("i", DType::i32, {});
+    cond.input("c0", DType::f32, {2, 3});
+    cond.input("c1", DType::f32, {2, 3});
+    cond.set_outputs({cond.lt(i, cond.scalar(5, DType::i32))});
+    Graph body("b");
+    Value bi = body.input("i", DType::i32, {});
+    Value bc0 = body.input("c0", DType::f32, {2, 3});
+    Value bc1 = body.input("c1", DType::f32, {2, 3});
+    body.set_outputs(
+        {body.add(bi, body.scalar(1, DType::i32)), bc1, body.tanh(body.add(bc0, bc1))});
+    for (Value v : g.while_loop(std::move(cond), std::move(body), {g.scalar(0, DType::i32), a, b}))
+      outs.push_back(v);
+    Value p = g.input("p", DType::bool_, {});
+    for (Value v : g.cond(p, output_kinds_body("t", false), output_kinds_body("f", false), {a, b}))
+      outs.push_back(v);
+    g.set_outputs(outs);
+    for (bool pv : {false, true}) {
+      Tensor pt(DType::bool_, {});
+      pt.set_i64(0, pv);
+      expect_matches_evaluator(g, {{"a", random_tensor(DType::f32, {2, 3}, 21)},
+                                   {"b", random_tensor(DType::f32, {2, 3}, 22)},
+                                   {"xs", random_tensor(DType::f32, {5, 2, 3}, 23)},
+                                   {"p", pt}});
+    }
+  }
+}
+
 // Large carries: a 1 MiB f32 carry and an i32 one, a reversed 20-step scan with ys.
 TEST(ControlFlowCpu, LargeCarries) {
   Graph g("large");
