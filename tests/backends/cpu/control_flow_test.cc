@@ -15,9 +15,11 @@
 
 #include "../../../src/backends/cpu/kernel.h"
 #include "common/exe_util.h"
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "golden/golden_data.h"
 #include "rlx/ir/evaluator.h"
+#include "rlx/opt/precision.h"
 #include "rlx/runtime/session.h"
 
 // ---- allocation counting: every operator new of the process while `g_counting` is set (the
@@ -314,6 +316,33 @@ TensorMap rnn_feeds(int64_t length, int64_t batch, int64_t hidden) {
 
 TEST(ControlFlowCpu, RnnScanMatchesEvaluator) {
   expect_matches_evaluator(rnn(50, 4, 32), rnn_feeds(50, 4, 32), 1e-4);
+}
+
+// A body goes through the CPU pipeline as a top-level graph does: its matmul + add is fused
+// into fused_matmul_bias_act and, under auto-mixed-bf16, its matmuls compute in bf16. The
+// enclosing graph has no matmul outside the scan, so these forms in the IR dumps
+// (RLX_PRINT_IR_AFTER=all) come from compiling the body; the result stays within bf16's
+// tolerance of the evaluator.
+TEST(ControlFlowCpu, BodiesRunTheCpuPipeline) {
+  Graph g = rnn(8, 4, 32);
+  TensorMap feeds = rnn_feeds(8, 4, 32);
+  CompileOptions options;
+  options.precision = parse_precision_policy("auto-mixed-bf16");
+  std::shared_ptr<Executable> exe;
+  std::string dumps;
+  {
+    testing::ScopedEnv env;
+    env.set("RLX_PRINT_IR_AFTER", "all");
+    ::testing::internal::CaptureStderr();
+    exe = session().compile(g, options);
+    dumps = ::testing::internal::GetCapturedStderr();
+  }
+  EXPECT_EQ(g.to_string().find("fused_matmul_bias_act"), std::string::npos);
+  EXPECT_NE(dumps.find("fused_matmul_bias_act"), std::string::npos);
+  EXPECT_NE(dumps.find("bf16["), std::string::npos);
+  std::vector<Tensor> got = exe->run(feeds), want = evaluate(g, feeds);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], want[i], 5e-2, 5e-2)) << "output " << i;
 }
 
 // No allocation per iteration: the bodies are compiled once and their blocks live in the
