@@ -11,6 +11,7 @@
 #include <fstream>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../../src/backends/cpu/kernel.h"
@@ -437,6 +438,26 @@ TEST(ControlFlowCpu, ProfileCountsTheScanStep) {
   }
   EXPECT_TRUE(found);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], plain[i], 0, 0));
+}
+
+// Clones share the compiled bodies (read-only) and each has its own arena, so they run a scan
+// concurrently.
+TEST(ControlFlowCpu, ClonesRunConcurrently) {
+  Graph g = rnn(40, 4, 32);
+  TensorMap feeds = rnn_feeds(40, 4, 32);
+  std::shared_ptr<Executable> exe = session().compile(g);
+  std::vector<Tensor> want = exe->run(feeds);
+  std::vector<std::unique_ptr<Executable>> clones;
+  for (int i = 0; i < 4; ++i) clones.push_back(exe->clone());
+  std::vector<std::vector<Tensor>> got(clones.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < clones.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < 5; ++r) got[i] = clones[i]->run(feeds);
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::vector<Tensor>& out : got)
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testing::all_close(out[k], want[k], 0, 0));
 }
 
 // A region op's kernel needs the backend's body compiler (choose_kernel without one is an
