@@ -22,8 +22,9 @@ namespace rlx::cpu {
 struct KernelIO {
   const std::byte* const* in;
   std::byte* const* out;
-  /// The step's scratch (64-byte aligned, KernelChoice::scratch_bytes of it; not zeroed):
-  /// nullptr for a kernel that asked for none.
+  /// The step's scratch (64-byte aligned, KernelChoice::scratch_bytes of it; not zeroed, and
+  /// shared by every step of the program, so nothing in it outlives the call). A kernel that
+  /// asked for none must not use it.
   std::byte* scratch = nullptr;
   template <class T>
   const T* input(size_t i) const {
