@@ -117,7 +117,7 @@ std::shared_ptr<Program> lower_program(const Graph& source, PipelineResult&& com
 void run_steps(const Program& p, const Bases& b, double* step_seconds) {
   using Clock = std::chrono::steady_clock;
   // Pointer tables on the stack (a body runs once per iteration: no allocation there).
-  constexpr size_t kInline = 16;
+  constexpr size_t kInline = 64;
   std::array<const std::byte*, kInline> in_inline{};
   std::array<std::byte*, kInline> out_inline{};
   std::vector<const std::byte*> in_heap;

@@ -155,7 +155,7 @@ class ArenaGuard {
 };
 
 /// Runs every step of `p` in order over `b` (allocation-free for programs whose steps have at
-/// most 16 operands and 16 results). When `step_seconds` is given, adds each step's wall time
+/// most 64 operands and 64 results). When `step_seconds` is given, adds each step's wall time
 /// to step_seconds[i].
 void run_steps(const Program& p, const Bases& b, double* step_seconds = nullptr);
 
