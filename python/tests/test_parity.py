@@ -32,10 +32,10 @@ OP_CASES = json.loads(rlx._core._op_cases_json())
 # removed.
 KNOWN_WRONG: dict = {}
 
-# Ops outside this suite, with the reason. Control flow: its op cases run in the text suite
-# only (no backend runs it yet, so there is no CPU side to compare; docs/ops.md's declared
-# holes), and its bodies come from Python functions: test_control_flow.py checks rlx.cond /
-# switch / while_loop / scan / fori_loop against jax.lax on the reference evaluator.
+# Ops outside this suite, with the reason. Control flow: its op cases run in the text and CPU
+# parity suites only (docs/ops.md's declared holes), and its bodies come from Python functions:
+# test_control_flow.py checks rlx.cond / switch / while_loop / scan / fori_loop against jax.lax
+# on the reference evaluator and the CPU backend.
 # Collectives: jax's need a named axis; test_collectives.py checks them against
 # jax.vmap(axis_name=...) and NumPy over the simulated device axis (evaluator and CPU).
 OUTSIDE = {"cond": "control flow", "while_loop": "control flow", "scan": "control flow",

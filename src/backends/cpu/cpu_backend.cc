@@ -11,59 +11,14 @@
 #include <optional>
 #include <set>
 
-#include "kernel.h"
+#include "program.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/pipeline.h"
-#include "rlx/runtime/backend_core.h"
-#include "rlx/runtime/schedule.h"
 #include "rlx/runtime/spmd.h"
 #include "rlx/runtime/threading.h"
 
-// Under AddressSanitizer the arena is poisoned except for the buffers of the step that runs
-// (see ArenaGuard), so that a kernel reading or writing past its operands or results into a
-// neighbouring value is reported: all values share one allocation, which ASan alone treats as
-// addressable throughout.
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define RLX_POISON_ARENA 1
-#else
-#define RLX_POISON_ARENA 0
-#endif
-
 namespace rlx::cpu {
 namespace {
-
-// ---- kernel selection: the one place that asks the kernel table. Native kernels are only
-// ever called when every result has elements; a node with some empty results runs the
-// reference kernel.
-KernelChoice select_kernel(const Graph& g, const Node& n) {
-  for (const TensorType& t : n.results)
-    if (t.shape.numel() == 0) return {reference_kernel(g, n), false, "some results are empty"};
-  return choose_kernel(g, n);
-}
-
-// The bytes [offset, offset + bytes) of the arena.
-struct ArenaRange {
-  int64_t offset = 0;
-  int64_t bytes = 0;
-};
-
-// Everything compile produces; shared read-only by an executable and its clones.
-struct Program : ProgramInfo {
-  Schedule schedule;
-  std::vector<Kernel> step_kernels;  // step_kernels[i] runs schedule.steps[i]
-  std::vector<Tensor> constants;     // constants[i]: the data of node schedule.constants[i]
-  std::vector<TensorType> output_types;
-  // ASan builds only: the arena bytes step i may touch (its arena operands and results), and
-  // those of the outputs.
-  std::vector<std::vector<ArenaRange>> step_arena_ranges;
-  std::vector<ArenaRange> output_arena_ranges;
-  ProfileMode profile = ProfileMode::Off;  // CompileOptions::profile
-};
-
-int64_t byte_size(const TensorType& t) {
-  return t.shape.numel() * static_cast<int64_t>(dtype_size(t.dtype));
-}
 
 // An aligned, zero-initialised block of bytes (the activation arena).
 struct Arena {
@@ -89,70 +44,18 @@ struct Arena {
   size_t size = 0;
 };
 
-// ASan builds: makes `ranges` of the arena addressable while it lives and poisons them again
-// after. Elsewhere it does nothing (and is never constructed).
-class ArenaGuard {
- public:
-  ArenaGuard(const Arena& arena, const std::vector<ArenaRange>& ranges)
-      : arena_(arena), ranges_(ranges) {
-#if RLX_POISON_ARENA
-    for (const ArenaRange& r : ranges_)
-      ASAN_UNPOISON_MEMORY_REGION(arena_.ptr + r.offset, static_cast<size_t>(r.bytes));
-#endif
+// Compiles `graph` through the standard pipeline for the CPU backend under `options` into a
+// Program; each region body is compiled the same way (the same pipeline options, without the
+// top-level graph's state and quantized params), once, recursively.
+std::shared_ptr<const Program> compile_program(const Graph& graph, const BackendFacts& facts,
+                                               const CompileOptions& options, bool body) {
+  PipelineOptions pipeline = make_pipeline_options(facts, options);
+  if (body) {
+    pipeline.state_inputs.clear();
+    pipeline.quantized_params.clear();
   }
-  ~ArenaGuard() {
-#if RLX_POISON_ARENA
-    for (const ArenaRange& r : ranges_)
-      ASAN_POISON_MEMORY_REGION(arena_.ptr + r.offset, static_cast<size_t>(r.bytes));
-#endif
-  }
-  ArenaGuard(const ArenaGuard&) = delete;
-  ArenaGuard& operator=(const ArenaGuard&) = delete;
-
- private:
-  const Arena& arena_;
-  const std::vector<ArenaRange>& ranges_;
-};
-
-std::shared_ptr<const Program> lower(const Graph& source, PipelineResult&& compiled,
-                                     const BackendFacts& facts, const CompileOptions& options) {
-  auto program = std::make_shared<Program>();
-  Program& p = *program;
-  p.init(source, std::move(compiled), Device::cpu(), options.quantized_params, options.state);
-  // Before the dense constants below and the executable's arena are allocated.
-  check_program_memory(facts, options, p);
-  const Graph& g = p.graph;
-  p.schedule = make_schedule(g, p.plan, p.inputs, p.params);
-  p.profile = options.profile.value_or(ProfileMode::Off);
-  for (int32_t id : p.schedule.constants)  // splats stored dense: kernels read every element
-    p.constants.push_back(evaluate_op(OpKind::Constant, {}, g.node(id).attrs)[0]);
-  p.kernel_report.backend = "cpu";
-  for (const ScheduleStep& step : p.schedule.steps) {
-    const Node& n = g.node(step.node);
-    KernelChoice choice = select_kernel(g, n);
-    p.step_kernels.push_back(std::move(choice.kernel));
-    p.kernel_report.nodes.push_back({step.node, n.op, choice.native ? "cpu" : "reference",
-                                     n.results[0].dtype, choice.native,
-                                     std::move(choice.fallback_reason)});
-  }
-  for (Value v : g.outputs()) p.output_types.push_back(g.type(v));
-  if (RLX_POISON_ARENA) {
-    for (const ScheduleStep& step : p.schedule.steps) {
-      const Node& n = g.node(step.node);
-      std::vector<ArenaRange>& ranges = p.step_arena_ranges.emplace_back();
-      for (size_t i = 0; i < step.operands.size(); ++i)
-        if (step.operands[i].kind == Location::Kind::Arena)
-          ranges.push_back({step.operands[i].offset, byte_size(g.type(n.operands[i]))});
-      for (size_t i = 0; i < step.results.size(); ++i)
-        if (step.results[i].kind == Location::Kind::Arena)
-          ranges.push_back({step.results[i].offset, byte_size(n.results[i])});
-    }
-    for (size_t i = 0; i < p.schedule.outputs.size(); ++i)
-      if (p.schedule.outputs[i].kind == Location::Kind::Arena)
-        p.output_arena_ranges.push_back(
-            {p.schedule.outputs[i].offset, byte_size(p.output_types[i])});
-  }
-  return program;
+  BodyCompiler bodies = [&](const Graph& b) { return compile_program(b, facts, options, true); };
+  return lower_program(graph, run_standard_pipeline(graph, pipeline), facts, options, body, bodies);
 }
 
 // State (CompileOptions::state) is a host tensor per state that the kernels read and write in
@@ -161,7 +64,7 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
  public:
   CpuExecutable(std::shared_ptr<const Program> program, ParamBindings<Tensor> params)
       : ExecutableCore(std::move(program), std::move(params)),
-        arena_(std::make_unique<Arena>(this->program().schedule.arena_bytes)),
+        arena_(std::make_unique<Arena>(this->program().block_bytes())),
         step_seconds_(
             this->program().profile == ProfileMode::Off ? 0 : this->program().schedule.steps.size(),
             0.0) {}
@@ -233,59 +136,15 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
     }
     std::vector<const std::byte*> feed(p.inputs.size());
     for (size_t i = 0; i < feed.size(); ++i) feed[i] = inputs.at(p.inputs[i].name).data();
-    auto resolve = [&](const Location& l) -> std::byte* {
-      const std::byte* base = nullptr;
-      switch (l.kind) {
-        case Location::Kind::Arena:
-          base = arena_->ptr;
-          break;
-        case Location::Kind::Input:
-          base = feed[static_cast<size_t>(l.index)];
-          break;
-        case Location::Kind::Param:
-          base = params[static_cast<size_t>(l.index)].data();
-          break;
-        case Location::Kind::Constant:
-          base = p.constants[static_cast<size_t>(l.index)].data();
-          break;
-        case Location::Kind::State:
-          base = state[static_cast<size_t>(l.index)].data();
-          break;
-      }
-      // Only arena and state locations are ever written (results never live in feeds, params
-      // or constants).
-      return const_cast<std::byte*>(base) + l.offset;
-    };
+    Bases bases{arena_->ptr, feed.data(), &params, &state};
+    auto resolve = [&](const Location& l) { return cpu::resolve(p, bases, l); };
     bind_library_threads();
-    std::vector<const std::byte*> in;
-    std::vector<std::byte*> out;
-    for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
-      const ScheduleStep& step = p.schedule.steps[i];
-      in.clear();
-      out.clear();
-      for (const Location& l : step.operands) in.push_back(resolve(l));
-      for (const Location& l : step.results) out.push_back(resolve(l));
-      auto run_step = [&] {
-        if (RLX_POISON_ARENA) {
-          ArenaGuard guard(*arena_, p.step_arena_ranges[i]);
-          p.step_kernels[i](KernelIO{in.data(), out.data()});
-        } else {
-          p.step_kernels[i](KernelIO{in.data(), out.data()});
-        }
-      };
-      if (timed) {
-        Clock::time_point start = Clock::now();
-        run_step();
-        step_seconds_[i] += std::chrono::duration<double>(Clock::now() - start).count();
-      } else {
-        run_step();
-      }
-    }
+    run_steps(p, bases, timed ? step_seconds_.data() : nullptr);
     // A collective kernel's run error (kernels do not throw): groups that do not cover the
     // devices of the run, or a run_spmd aborted by another device's failure.
     if (std::optional<std::string> e = take_spmd_error()) throw Error(*e);
     std::optional<ArenaGuard> outputs_guard;
-    if (RLX_POISON_ARENA) outputs_guard.emplace(*arena_, p.output_arena_ranges);
+    if (RLX_POISON_ARENA) outputs_guard.emplace(arena_->ptr, p.output_arena_ranges);
     std::vector<Tensor> results;
     results.reserve(p.returned.size());
     for (size_t i : p.returned) {
@@ -364,8 +223,7 @@ class CpuBackend final : public Backend {
     // oneDNN sizes a primitive's parallel work when the kernel factories create it below, from
     // the calling thread's OpenMP setting: bind it now, not only in run().
     bind_library_threads();
-    std::shared_ptr<const Program> program = lower(
-        graph, run_standard_pipeline(graph, make_pipeline_options(facts, options)), facts, options);
+    std::shared_ptr<const Program> program = compile_program(graph, facts, options, false);
     ParamBindings<Tensor> params(program->params.size());  // bound by set_param
     return std::make_unique<CpuExecutable>(std::move(program), std::move(params));
   }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "rlx/ir/graph.h"
@@ -21,6 +22,10 @@ namespace rlx::cpu {
 struct KernelIO {
   const std::byte* const* in;
   std::byte* const* out;
+  /// The step's scratch (64-byte aligned, KernelChoice::scratch_bytes of it; not zeroed, and
+  /// shared by every step of the program, so nothing in it outlives the call). A kernel that
+  /// asked for none must not use it.
+  std::byte* scratch = nullptr;
   template <class T>
   const T* input(size_t i) const {
     return reinterpret_cast<const T*>(in[i]);
@@ -40,6 +45,21 @@ using Kernel = std::function<void(const KernelIO&)>;
 /// `declines` states); the executor then runs the reference evaluator's kernel instead.
 using KernelFactory = Kernel (*)(const Graph& g, const Node& node);
 
+struct Program;
+/// Compiles a region body (a self-contained graph) into a Program through the backend's own
+/// pipeline, under the enclosing compile's options; given to region kernel factories.
+using BodyCompiler = std::function<std::shared_ptr<const Program>(const Graph& body)>;
+
+/// A kernel that runs region bodies (a control-flow op) and the scratch it needs per run:
+/// its bodies' blocks and carry slots (Program::block_bytes).
+struct RegionKernel {
+  Kernel kernel;
+  int64_t scratch_bytes = 0;
+};
+/// Builds the region kernel of `node`, compiling each of its bodies once with `bodies`.
+using RegionKernelFactory = RegionKernel (*)(const Graph& g, const Node& node,
+                                             const BodyCompiler& bodies);
+
 /// The CPU kernel table's entry of one op: its native kernel and, stated explicitly, where the
 /// op runs on the reference evaluator's kernel instead (correct, but slow and allocating).
 /// The coverage matrix (tests/ops/coverage_test.cc) requires every dtype of the op's class
@@ -54,6 +74,9 @@ struct KernelEntry {
   std::string fallback;
   /// When the factory declines a node of a native dtype ("": never), e.g. a rank limit.
   std::string declines;
+  /// A region op's (cond, while_loop, scan) factory instead of `factory`: native for every
+  /// dtype of its class.
+  RegionKernelFactory region = nullptr;
 };
 
 /// Registers the entry of `op` (from the register_*_kernels functions); an op is registered
@@ -64,6 +87,10 @@ void register_kernel(OpKind op, KernelEntry entry);
 inline void register_native(OpKind op, KernelFactory factory, std::string declines = "") {
   register_kernel(op, {factory, op_info(op).dtypes, "", std::move(declines)});
 }
+/// Registers `factory` as the region kernel of `op` (every dtype of its class native).
+inline void register_region(OpKind op, RegionKernelFactory factory) {
+  register_kernel(op, {nullptr, op_info(op).dtypes, "", "", factory});
+}
 /// The table; its keys are the backend's supported_ops().
 const OpTable<KernelEntry>& kernel_table();
 
@@ -72,11 +99,13 @@ struct KernelChoice {
   Kernel kernel;
   bool native = false;
   std::string fallback_reason;  ///< the entry's `fallback` or `declines`; "" when native
+  int64_t scratch_bytes = 0;    ///< KernelIO::scratch the kernel needs (region kernels)
 };
 /// The kernel for `node` of `g` by the table: the native factory's when the node's class
 /// dtype is native and the factory accepts it, else the reference kernel with the reason.
+/// A region op's kernel compiles its bodies with `bodies` (required for those ops).
 /// Throws rlx::Error for an op without a table entry (legalization keeps those away).
-KernelChoice choose_kernel(const Graph& g, const Node& node);
+KernelChoice choose_kernel(const Graph& g, const Node& node, const BodyCompiler* bodies = nullptr);
 /// A kernel that runs `node` through the reference evaluator (evaluate_op on borrowed
 /// operands, results copied into place).
 Kernel reference_kernel(const Graph& g, const Node& node);
@@ -90,5 +119,6 @@ void register_shape_kernels();
 void register_quant_kernels();
 void register_random_kernels();
 void register_collective_kernels();
+void register_control_flow_kernels();
 
 }  // namespace rlx::cpu

@@ -18,6 +18,7 @@ OpTable<KernelEntry>& table() {
     register_quant_kernels();
     register_random_kernels();
     register_collective_kernels();
+    register_control_flow_kernels();
   });
   return t;
 }
@@ -33,10 +34,16 @@ void register_kernel(OpKind op, KernelEntry entry) {
 
 const OpTable<KernelEntry>& kernel_table() { return table(); }
 
-KernelChoice choose_kernel(const Graph& g, const Node& node) {
+KernelChoice choose_kernel(const Graph& g, const Node& node, const BodyCompiler* bodies) {
   const KernelEntry* e = kernel_table().find(node.op);
   check(e != nullptr, "cpu backend: no kernel table entry for op '" +
                           std::string(op_name(node.op)) + "' (node %" + node.name + ")");
+  if (e->region != nullptr) {
+    check(bodies != nullptr, "cpu backend: op '" + std::string(op_name(node.op)) + "' (node %" +
+                                 node.name + ") needs a body compiler");
+    RegionKernel k = e->region(g, node, *bodies);
+    return {std::move(k.kernel), true, "", k.scratch_bytes};
+  }
   if (e->factory != nullptr && e->native.contains(g.class_dtype(node))) {
     if (Kernel k = e->factory(g, node)) return {std::move(k), true, ""};
     return {reference_kernel(g, node), false,

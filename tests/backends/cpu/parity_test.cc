@@ -123,10 +123,6 @@ const std::map<std::string, std::string>& known_failures() {
   };
   static const std::map<std::string, std::string> all = [] {
     std::map<std::string, std::string> m = known;
-    for (const char* op : {"cond/", "while_loop/", "scan/"})
-      m[op] =
-          "control flow has no CPU kernel yet (issue 16): GoldenControlFlow below checks that "
-          "compiling it fails naming the op";
     for (const char* mask : {"causal", "sliding_window", "bool", "bias"})
       m[std::string("attention/nonfinite_values_") + mask + "/@force_common"] =
           "documented (docs/ir.md): attention's decomposition is softmax(scores) @ v, as "
@@ -295,24 +291,6 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenParity,
                                                      "@" + config_name(std::get<1>(info.param)));
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GoldenParity);
-
-// The golden control-flow cases (evaluator values against JAX in rlx_golden_tests): the CPU
-// backend has no kernel for them yet, so compiling one fails with a legalization error that
-// names the op, never a crash.
-TEST(GoldenControlFlow, CompileFailsNamingTheOp) {
-  ASSERT_EQ(golden().error, "");
-  Session session(Device::cpu(), SessionOptions{.cache_capacity = 0});
-  int seen = 0;
-  for (const GoldenCase& c : golden().cases) {
-    std::string op = c.name.substr(0, c.name.find('/'));
-    if (op != "cond" && op != "while_loop" && op != "scan") continue;
-    ++seen;
-    std::string msg = testing::error_of([&] { session.compile(c.graph); });
-    EXPECT_NE(msg.find("backend 'cpu' cannot run: " + op + " (node"), std::string::npos)
-        << c.name << ": " << msg;
-  }
-  EXPECT_GE(seen, 10);
-}
 
 TEST(GoldenParityFile, Loads) {
   ASSERT_EQ(golden().error, "");

@@ -1,9 +1,10 @@
 // Op cases of the control-flow ops cond, while_loop and scan: the text round trip of their
-// regions in every dtype a carry can have, and XLA (the PJRT suite) against the reference
-// evaluator. Their values are tested in tests/ir/control_flow_test.cc (evaluator) and against JAX
-// in tests/golden (ops.json, also on pjrt:0); the ad_* cases with float bodies also run the
-// finite-difference and vmap suites; the CPU suite waits for its kernels (docs/ops.md's
-// declared holes).
+// regions in every dtype a carry can have, and the CPU backend and XLA (the CPU parity and PJRT
+// suites) against the reference evaluator. Their values are tested in
+// tests/ir/control_flow_test.cc (evaluator) and against JAX in tests/golden (ops.json, also on
+// cpu and pjrt:0); the ad_* cases with float bodies also run the finite-difference and vmap
+// suites. The Python parity suite cannot build bodies from a case: python/tests/
+// test_control_flow*.py check them against jax.lax instead (docs/ops.md's declared holes).
 #include "common.h"
 
 namespace rlx::testing {
@@ -11,10 +12,10 @@ namespace {
 
 using namespace cases;
 
-constexpr uint32_t kSuites = kTextSuite | kPjrtSuite;
+constexpr uint32_t kSuites = kTextSuite | kCpuSuite | kPjrtSuite;
 constexpr const char* kWhy =
-    "control flow runs on the reference evaluator and XLA and has vjp, jvp and batching rules; "
-    "no CPU kernel yet (issue 16)";
+    "bodies come from Python functions: python/tests/test_control_flow*.py check control flow "
+    "against jax.lax on the evaluator, the CPU backend and pjrt:0";
 
 // A body over inputs of `types` returning its first input (combined with the second when
 // there is one and the dtype has arithmetic) plus, if `extra`, one more value of type 0.

@@ -1,0 +1,491 @@
+// cond / while_loop / scan on the CPU backend (src/backends/cpu/kernels/control_flow.cc): every
+// golden control-flow case against JAX's values (tests/golden/ops.json), nested regions, large
+// carries and 1000-iteration loops against the reference evaluator, no allocation per
+// iteration (a counting operator new: a run allocates as much at 1000 steps as at 10), the step
+// profiler, and the region kernel's error without a body compiler. The CPU parity sweep
+// (parity_test.cc) runs the golden and op-table cases against the evaluator too.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../../src/backends/cpu/kernel.h"
+#include "common/exe_util.h"
+#include "common/scoped_env.h"
+#include "common/test_util.h"
+#include "golden/golden_data.h"
+#include "rlx/ir/evaluator.h"
+#include "rlx/opt/precision.h"
+#include "rlx/runtime/session.h"
+
+// ---- allocation counting: every operator new of the process while `g_counting` is set (the
+// test binary's own replacement of the global allocation functions). Not under a sanitizer,
+// which has its own operator new and delete (and checks them): the counting tests skip there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RLX_COUNT_ALLOCATIONS 0
+#else
+#define RLX_COUNT_ALLOCATIONS 1
+#endif
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+#if RLX_COUNT_ALLOCATIONS
+namespace {
+void* counted_alloc(std::size_t n, std::size_t align) {
+  if (g_counting.load(std::memory_order_relaxed))
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align <= alignof(std::max_align_t)
+                ? std::malloc(n)
+                : std::aligned_alloc(align, (n + align - 1) / align * align);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n, 0); }
+void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#endif
+
+namespace rlx {
+namespace {
+
+using testing::json;
+using testing::random_tensor;
+
+Session& session() {
+  static Session s(Device::cpu(), SessionOptions{.cache_capacity = 0});
+  return s;
+}
+
+// The tolerance of the CPU parity suite: f32 kernels differ from the evaluator (and JAX) by
+// summation order and vectorized transcendentals; f64 by a few ulp; integers exactly.
+double rtol_of(DType t) { return t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-5 : 0; }
+double atol_of(DType t) { return t == DType::f64 ? 1e-12 : t == DType::f32 ? 1e-6 : 0; }
+
+// Compiles `g` on the CPU, checks that its control-flow nodes run natively, runs it on
+// `feeds` and compares every output with the reference evaluator.
+void expect_matches_evaluator(const Graph& g, const TensorMap& feeds, double rtol_floor = 0) {
+  std::shared_ptr<Executable> exe = session().compile(g);
+  for (const KernelReport::Node& n : exe->kernels().nodes) {
+    if (n.op == OpKind::Cond || n.op == OpKind::WhileLoop || n.op == OpKind::Scan) {
+      EXPECT_TRUE(n.native) << op_name(n.op) << ": " << n.fallback_reason;
+    }
+  }
+  std::vector<Tensor> got = exe->run(feeds), want = evaluate(g, feeds);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    DType t = want[i].dtype();
+    EXPECT_TRUE(testing::all_close(got[i], want[i], std::max(rtol_of(t), rtol_floor), atol_of(t)))
+        << "output " << i;
+  }
+}
+
+// ---- golden: every control-flow case of tests/golden/ops.json on the CPU equals JAX.
+
+TEST(ControlFlowGolden, EveryCaseMatchesJax) {
+  std::ifstream in(RLX_TEST_DATA_DIR "/golden/ops.json");
+  ASSERT_TRUE(in.good());
+  json doc = json::parse(in);
+  int seen = 0;
+  for (const json& c : doc.at("cases")) {
+    std::string name = c.at("name").get<std::string>();
+    std::string op = name.substr(0, name.find('/'));
+    if (op != "cond" && op != "while_loop" && op != "scan") continue;
+    ++seen;
+    SCOPED_TRACE(name);
+    Graph g = Graph::parse(c.at("ir").get<std::string>());
+    TensorMap feeds;
+    for (const auto& [k, t] : c.at("inputs").items()) feeds.emplace(k, testing::json_tensor(t));
+    std::shared_ptr<Executable> exe = session().compile(g);
+    int native = 0;
+    for (const KernelReport::Node& n : exe->kernels().nodes)
+      native += n.native && n.op == op_from_name(op);
+    // A scan whose ys are empty (length 0) runs on the reference kernel (every native kernel
+    // has non-empty results).
+    EXPECT_EQ(native, name == "scan/f32/empty" ? 0 : 1) << exe->kernel_report();
+    std::vector<Tensor> got = exe->run(feeds);
+    const json& outs = c.at("outputs");
+    ASSERT_EQ(got.size(), outs.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      Tensor want = testing::json_tensor(outs[i]);
+      DType t = want.dtype();
+      double rtol = std::max(rtol_of(t), c.value("rtol", 0.0));
+      double atol = std::max(atol_of(t), c.value("atol", 0.0));
+      EXPECT_TRUE(testing::all_close(got[i], want, rtol, atol)) << "output " << i;
+    }
+  }
+  EXPECT_GE(seen, 16);
+}
+
+// ---- builders of test bodies
+
+// (i, v) -> i < n: the cond of a counting loop.
+Graph count_below(int32_t n, const std::vector<TensorType>& carry) {
+  Graph c("below");
+  Value i = c.input("i", DType::i32, {});
+  for (size_t k = 1; k < carry.size(); ++k)
+    c.input("c" + std::to_string(k), carry[k].dtype, carry[k].shape);
+  c.set_outputs({c.lt(i, c.scalar(n, DType::i32))});
+  return c;
+}
+
+// Nested: a scan over xs[T,3] whose body runs a while_loop (3 trips of v = 0.5 v + x) and a
+// cond on the step's sum; carry c += result.
+TEST(ControlFlowCpu, WhileAndCondInsideScan) {
+  Graph g("nested");
+  Value xs = g.input("xs", DType::f32, {6, 3});
+  Value c0 = g.input("c0", DType::f32, {3});
+  Graph step("step");
+  Value c = step.input("c", DType::f32, {3});
+  Value x = step.input("x", DType::f32, {3});
+  Graph body("halve");
+  Value bx = body.input("x", DType::f32, {3});
+  Value bi = body.input("i", DType::i32, {});
+  Value bv = body.input("v", DType::f32, {3});
+  body.set_outputs({body.add(bi, body.scalar(1, DType::i32)),
+                    body.add(body.mul(bv, body.scalar(0.5, DType::f32)), bx)});
+  Graph cond("below");
+  cond.input("x", DType::f32, {3});
+  Value ci = cond.input("i", DType::i32, {});
+  cond.input("v", DType::f32, {3});
+  cond.set_outputs({cond.lt(ci, cond.scalar(3, DType::i32))});
+  std::vector<Value> loop =
+      step.while_loop(std::move(cond), std::move(body), {step.scalar(0, DType::i32), c}, {x});
+  Graph pos("pos"), neg("neg");
+  Value pv = pos.input("v", DType::f32, {3});
+  pos.set_outputs({pos.exp(pv)});
+  Value nv = neg.input("v", DType::f32, {3});
+  neg.set_outputs({neg.neg(nv)});
+  Value p = step.gt(step.reduce_sum(x, {0}), step.scalar(0.0, DType::f32));
+  Value r = step.cond(p, std::move(pos), std::move(neg), {loop[1]})[0];
+  step.set_outputs({step.add(c, step.mul(r, step.scalar(0.1, DType::f32))), r});
+  std::vector<Value> out = g.scan(std::move(step), {c0}, {xs});
+  g.set_outputs(out);
+  expect_matches_evaluator(g, {{"xs", random_tensor(DType::f32, {6, 3}, 1, -1, 1)},
+                               {"c0", random_tensor(DType::f32, {3}, 2, -1, 1)}});
+}
+
+// Every kind of body output: computed (written in place by the body), a passthrough input
+// (swapped carries), a view of a computed value, a constant, an xs slice, one value returned
+// twice; in a scan (forward and reversed), a while_loop and a cond.
+Graph output_kinds_body(const std::string& name, bool with_x) {
+  Graph b(name);
+  Value c0 = b.input("c0", DType::f32, {2, 3});
+  Value c1 = b.input("c1", DType::f32, {2, 3});
+  Value x = with_x ? b.input("x", DType::f32, {2, 3}) : c1;
+  Value h = b.tanh(b.add(c0, x));
+  Value n = b.neg(c0);
+  std::vector<Value> outs{c1, h};
+  if (with_x)
+    for (Value y : {b.reshape(h, {6}), b.constant(Tensor::full(DType::f32, {3}, 1.5)), x, n, n})
+      outs.push_back(y);
+  b.set_outputs(outs);
+  return b;
+}
+
+TEST(ControlFlowCpu, EveryKindOfBodyOutput) {
+  for (bool reverse : {false, true}) {
+    Graph g("kinds");
+    Value a = g.input("a", DType::f32, {2, 3});
+    Value b = g.input("b", DType::f32, {2, 3});
+    Value xs = g.input("xs", DType::f32, {5, 2, 3});
+    ScanOptions o;
+    o.reverse = reverse;
+    std::vector<Value> outs = g.scan(output_kinds_body("step", true), {a, b}, {xs}, {}, o);
+    Graph cond("c");
+    Value i = cond.input("i", DType::i32, {});
+    cond.input("c0", DType::f32, {2, 3});
+    cond.input("c1", DType::f32, {2, 3});
+    cond.set_outputs({cond.lt(i, cond.scalar(5, DType::i32))});
+    Graph body("b");
+    Value bi = body.input("i", DType::i32, {});
+    Value bc0 = body.input("c0", DType::f32, {2, 3});
+    Value bc1 = body.input("c1", DType::f32, {2, 3});
+    body.set_outputs(
+        {body.add(bi, body.scalar(1, DType::i32)), bc1, body.tanh(body.add(bc0, bc1))});
+    for (Value v : g.while_loop(std::move(cond), std::move(body), {g.scalar(0, DType::i32), a, b}))
+      outs.push_back(v);
+    Value p = g.input("p", DType::bool_, {});
+    for (Value v : g.cond(p, output_kinds_body("t", false), output_kinds_body("f", false), {a, b}))
+      outs.push_back(v);
+    g.set_outputs(outs);
+    for (bool pv : {false, true}) {
+      Tensor pt(DType::bool_, {});
+      pt.set_i64(0, pv);
+      expect_matches_evaluator(g, {{"a", random_tensor(DType::f32, {2, 3}, 21)},
+                                   {"b", random_tensor(DType::f32, {2, 3}, 22)},
+                                   {"xs", random_tensor(DType::f32, {5, 2, 3}, 23)},
+                                   {"p", pt}});
+    }
+  }
+}
+
+// Large carries: a 1 MiB f32 carry and an i32 one, a reversed 20-step scan with ys.
+TEST(ControlFlowCpu, LargeCarries) {
+  Graph g("large");
+  Value h0 = g.input("h0", DType::f32, {256, 1024});
+  Value n0 = g.input("n0", DType::i32, {7});
+  Value xs = g.input("xs", DType::f32, {20, 1024});
+  Graph step("step");
+  Value h = step.input("h", DType::f32, {256, 1024});
+  Value n = step.input("n", DType::i32, {7});
+  Value x = step.input("x", DType::f32, {1024});
+  Value h2 = step.tanh(step.add(step.mul(h, step.scalar(0.9, DType::f32)), x));
+  step.set_outputs({h2, step.add(n, step.scalar(3, DType::i32)), step.reduce_sum(h2, {0})});
+  ScanOptions o;
+  o.reverse = true;
+  g.set_outputs(g.scan(std::move(step), {h0, n0}, {xs}, {}, o));
+  expect_matches_evaluator(g, {{"h0", random_tensor(DType::f32, {256, 1024}, 3, -1, 1)},
+                               {"n0", random_tensor(DType::i32, {7}, 4, -9, 9)},
+                               {"xs", random_tensor(DType::f32, {20, 1024}, 5, -1, 1)}});
+}
+
+// 1000 iterations: a while_loop counting to 1000 (acc += 0.5 in f64: exactly 500), one bounded
+// by max_trip_count with a cond that stays true, and a 1000-step scan equal to cumsum.
+TEST(ControlFlowCpu, ThousandIterations) {
+  Graph g("thousand");
+  Value x = g.input("x", DType::f64, {1000});
+  std::vector<TensorType> carry{{DType::i32, {}}, {DType::f64, {}}};
+  Graph body("inc");
+  Value i = body.input("i", DType::i32, {});
+  Value acc = body.input("acc", DType::f64, {});
+  body.set_outputs(
+      {body.add(i, body.scalar(1, DType::i32)), body.add(acc, body.scalar(0.5, DType::f64))});
+  Graph body2 = body;
+  std::vector<Value> a = g.while_loop(count_below(1000, carry), std::move(body),
+                                      {g.scalar(0, DType::i32), g.scalar(0.0, DType::f64)});
+  std::vector<Value> b =
+      g.while_loop(count_below(1 << 30, carry), std::move(body2),
+                   {g.scalar(0, DType::i32), g.scalar(1.0, DType::f64)}, {}, 1000);
+  Graph sum("sum");
+  Value s = sum.input("s", DType::f64, {});
+  Value v = sum.input("v", DType::f64, {});
+  Value s2 = sum.add(s, v);
+  sum.set_outputs({s2, s2});
+  std::vector<Value> c = g.scan(std::move(sum), {g.scalar(0.0, DType::f64)}, {x});
+  g.set_outputs({a[0], a[1], b[0], b[1], c[0], c[1], g.cumsum(x, 0)});
+  TensorMap feeds{{"x", random_tensor(DType::f64, {1000}, 6, -1, 1)}};
+  std::shared_ptr<Executable> exe = session().compile(g);
+  std::vector<Tensor> got = exe->run(feeds);
+  EXPECT_EQ(got[0].get_i64(0), 1000);
+  EXPECT_EQ(got[1].get_f64(0), 500.0);
+  EXPECT_EQ(got[2].get_i64(0), 1000);
+  EXPECT_EQ(got[3].get_f64(0), 501.0);
+  EXPECT_TRUE(testing::all_close(got[5], got[6], 1e-12, 1e-12));
+  expect_matches_evaluator(g, feeds);
+}
+
+// A [B,H] tanh-RNN scan of `length` steps (h' = tanh(h W + x_t U + b)) with a matmul, adds and
+// a tanh per step.
+Graph rnn(int64_t length, int64_t batch, int64_t hidden) {
+  Graph g("rnn");
+  Value xs = g.input("xs", DType::f32, {length, batch, hidden});
+  Value h0 = g.input("h0", DType::f32, {batch, hidden});
+  Value w = g.input("w", DType::f32, {hidden, hidden});
+  Value u = g.input("u", DType::f32, {hidden, hidden});
+  Value b = g.input("b", DType::f32, {hidden});
+  Graph cell("cell");
+  Value cw = cell.input("w", DType::f32, {hidden, hidden});
+  Value cu = cell.input("u", DType::f32, {hidden, hidden});
+  Value cb = cell.input("b", DType::f32, {hidden});
+  Value h = cell.input("h", DType::f32, {batch, hidden});
+  Value x = cell.input("x", DType::f32, {batch, hidden});
+  Value h2 = cell.tanh(cell.add(cell.add(cell.matmul(h, cw), cell.matmul(x, cu)), cb));
+  cell.set_outputs({h2, h2});
+  g.set_outputs(g.scan(std::move(cell), {h0}, {xs}, {w, u, b}));
+  return g;
+}
+
+TensorMap rnn_feeds(int64_t length, int64_t batch, int64_t hidden) {
+  return {{"xs", random_tensor(DType::f32, {length, batch, hidden}, 7, -1, 1)},
+          {"h0", random_tensor(DType::f32, {batch, hidden}, 8, -1, 1)},
+          {"w", random_tensor(DType::f32, {hidden, hidden}, 9, -0.2, 0.2)},
+          {"u", random_tensor(DType::f32, {hidden, hidden}, 10, -0.2, 0.2)},
+          {"b", random_tensor(DType::f32, {hidden}, 11, -0.1, 0.1)}};
+}
+
+TEST(ControlFlowCpu, RnnScanMatchesEvaluator) {
+  expect_matches_evaluator(rnn(50, 4, 32), rnn_feeds(50, 4, 32), 1e-4);
+}
+
+// A body goes through the CPU pipeline as a top-level graph does: its matmul + add is fused
+// into fused_matmul_bias_act and, under auto-mixed-bf16, its matmuls compute in bf16. The
+// enclosing graph has no matmul outside the scan, so these forms in the IR dumps
+// (RLX_PRINT_IR_AFTER=all) come from compiling the body; the result stays within bf16's
+// tolerance of the evaluator.
+TEST(ControlFlowCpu, BodiesRunTheCpuPipeline) {
+  Graph g = rnn(8, 4, 32);
+  TensorMap feeds = rnn_feeds(8, 4, 32);
+  CompileOptions options;
+  options.precision = parse_precision_policy("auto-mixed-bf16");
+  std::shared_ptr<Executable> exe;
+  std::string dumps;
+  {
+    testing::ScopedEnv env;
+    env.set("RLX_PRINT_IR_AFTER", "all");
+    ::testing::internal::CaptureStderr();
+    exe = session().compile(g, options);
+    dumps = ::testing::internal::GetCapturedStderr();
+  }
+  EXPECT_EQ(g.to_string().find("fused_matmul_bias_act"), std::string::npos);
+  EXPECT_NE(dumps.find("fused_matmul_bias_act"), std::string::npos);
+  EXPECT_NE(dumps.find("bf16["), std::string::npos);
+  std::vector<Tensor> got = exe->run(feeds), want = evaluate(g, feeds);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], want[i], 5e-2, 5e-2)) << "output " << i;
+}
+
+// No allocation per iteration: the bodies are compiled once and their blocks live in the
+// executable's arena, so the loop machinery allocates nothing per step. A run counts every
+// operator new of the process (after a warm-up run).
+int64_t allocations_of_run(Executable& exe, const TensorMap& feeds) {
+  if (!RLX_COUNT_ALLOCATIONS) return 0;
+  exe.run(feeds);  // warm: lazily created library state is not per run
+  g_allocations = 0;
+  g_counting = true;
+  std::vector<Tensor> out = exe.run(feeds);
+  g_counting = false;
+  return g_allocations.load();
+}
+
+// A scan and a while_loop whose bodies run allocation-free kernels (elementwise; reduce_sum's
+// kernel allocates once per call, the gemm's about 18 times, by themselves): a
+// run of 1000 steps allocates exactly as often as a run of 10 (only the executor's per-run
+// allocations: output tensors, the feed table).
+TEST(ControlFlowCpu, NoAllocationPerIteration) {
+  if (!RLX_COUNT_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns operator new in this build";
+  auto scan = [](int64_t n) {
+    Graph g("scan");
+    Value xs = g.input("xs", DType::f32, {n, 64});
+    Graph step("step");
+    Value c = step.input("c", DType::f32, {64});
+    Value x = step.input("x", DType::f32, {64});
+    Value c2 = step.tanh(step.add(step.mul(c, x), x));
+    step.set_outputs({c2, step.neg(c2)});
+    g.set_outputs(g.scan(std::move(step), {g.input("c0", DType::f32, {64})}, {xs}));
+    return session().compile(g);
+  };
+  Tensor c0 = random_tensor(DType::f32, {64}, 2);
+  int64_t a =
+      allocations_of_run(*scan(10), {{"xs", random_tensor(DType::f32, {10, 64}, 1)}, {"c0", c0}});
+  int64_t b = allocations_of_run(*scan(1000),
+                                 {{"xs", random_tensor(DType::f32, {1000, 64}, 1)}, {"c0", c0}});
+  EXPECT_EQ(a, b) << "a 10-step scan run allocates " << a << " times, a 1000-step one " << b;
+  EXPECT_LT(a, 20);
+  std::vector<TensorType> carry{{DType::i32, {}}, {DType::f32, {64}}};
+  auto loop = [&](int32_t n) {
+    Graph g("loop");
+    Value v = g.input("v", DType::f32, {64});
+    Graph body("inc");
+    Value i = body.input("i", DType::i32, {});
+    Value acc = body.input("acc", DType::f32, {64});
+    body.set_outputs({body.add(i, body.scalar(1, DType::i32)),
+                      body.tanh(body.add(acc, body.scalar(0.25, DType::f32)))});
+    g.set_outputs(
+        g.while_loop(count_below(n, carry), std::move(body), {g.scalar(0, DType::i32), v}));
+    return session().compile(g);
+  };
+  TensorMap feeds{{"v", random_tensor(DType::f32, {64}, 12)}};
+  EXPECT_EQ(allocations_of_run(*loop(10), feeds), allocations_of_run(*loop(1000), feeds));
+}
+
+// The RNN cell's matmul kernel allocates per call (oneDNN memory objects and its argument
+// map), in a loop as in a top-level graph: a scan step allocates no more than one run of the
+// cell compiled as a graph of its own.
+TEST(ControlFlowCpu, ScanStepAllocatesNoMoreThanItsBodyKernels) {
+  if (!RLX_COUNT_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns operator new in this build";
+  int64_t a = allocations_of_run(*session().compile(rnn(10, 4, 32)), rnn_feeds(10, 4, 32));
+  int64_t b = allocations_of_run(*session().compile(rnn(1000, 4, 32)), rnn_feeds(1000, 4, 32));
+  Graph one = rnn(1, 4, 32);
+  Graph cell = one.node(one.outputs()[0].node).attrs.get_graph("body");
+  TensorMap cell_feeds{{"w", random_tensor(DType::f32, {32, 32}, 9)},
+                       {"u", random_tensor(DType::f32, {32, 32}, 10)},
+                       {"b", random_tensor(DType::f32, {32}, 11)},
+                       {"h", random_tensor(DType::f32, {4, 32}, 8)},
+                       {"x", random_tensor(DType::f32, {4, 32}, 7)}};
+  int64_t per_cell_run = allocations_of_run(*session().compile(cell), cell_feeds);
+  EXPECT_LE((b - a) / 990, per_cell_run)
+      << "10 steps: " << a << ", 1000 steps: " << b << ", one run of the cell: " << per_cell_run;
+}
+
+// The step profiler sees the control-flow op as one step (its bodies' time included) and
+// results do not change under profiling.
+TEST(ControlFlowCpu, ProfileCountsTheScanStep) {
+  Graph g = rnn(30, 4, 16);
+  TensorMap feeds = rnn_feeds(30, 4, 16);
+  CompileOptions options;
+  options.profile = ProfileMode::Collect;
+  std::shared_ptr<Executable> exe = session().compile(g, options);
+  std::vector<Tensor> a = exe->run(feeds), b = exe->run(feeds);
+  std::vector<Tensor> plain = session().compile(g)->run(feeds);
+  ExecutionProfile prof = exe->profile();
+  EXPECT_EQ(prof.runs, 2);
+  bool found = false;
+  for (const ExecutionProfile::NodeTotal& n : prof.nodes) {
+    if (n.op != OpKind::Scan) continue;
+    found = true;
+    EXPECT_EQ(n.calls, 2);
+    EXPECT_GT(n.seconds, 0.0);
+    EXPECT_LE(n.seconds, prof.run_seconds);
+  }
+  EXPECT_TRUE(found);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], plain[i], 0, 0));
+}
+
+// Clones share the compiled bodies (read-only) and each has its own arena, so they run a scan
+// concurrently.
+TEST(ControlFlowCpu, ClonesRunConcurrently) {
+  Graph g = rnn(40, 4, 32);
+  TensorMap feeds = rnn_feeds(40, 4, 32);
+  std::shared_ptr<Executable> exe = session().compile(g);
+  std::vector<Tensor> want = exe->run(feeds);
+  std::vector<std::unique_ptr<Executable>> clones;
+  for (int i = 0; i < 4; ++i) clones.push_back(exe->clone());
+  std::vector<std::vector<Tensor>> got(clones.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < clones.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < 5; ++r) got[i] = clones[i]->run(feeds);
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::vector<Tensor>& out : got)
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testing::all_close(out[k], want[k], 0, 0));
+}
+
+// A region op's kernel needs the backend's body compiler (choose_kernel without one is an
+// error naming the op and node).
+TEST(ControlFlowCpu, RegionKernelWithoutBodyCompilerIsAnError) {
+  Graph g = rnn(3, 2, 4);
+  const Node* scan = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Scan) scan = &n;
+  ASSERT_NE(scan, nullptr);
+  std::string msg = testing::error_of([&] { cpu::choose_kernel(g, *scan); });
+  EXPECT_NE(msg.find("op 'scan' (node %" + scan->name + ") needs a body compiler"),
+            std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace rlx
