@@ -60,10 +60,13 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; flags:" \
     sort -u | tr '\n' ' ')"
 echo "libgomp: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}"
 
-# One pass of the default mode into $out/$1 (rlx, then the peers on the same inputs).
+# One pass of the default mode into $out/$1 (rlx, then the peers on the same inputs). A failed
+# peer script (a peer missing, outputs that disagree) fails the run at the end, after the
+# remaining passes.
+peers_failed=0
 embed_pass() {
   "$build/rlx_bench_embed" --out "$out/$1" "${@:2}"
-  python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx"
+  python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx" || peers_failed=1
 }
 
 if [ -z "$quant" ] && [ "${RLX_BENCH_LOAD:-0}" = 1 ]; then
@@ -84,3 +87,4 @@ else
   "$build/rlx_bench_embed" --out "$out/quant" --quantize "$quant" "$@"
   python3 "$root/bench/embed_quant_peers.py" --f32 "$out/f32" --quant "$out/quant" --onnx "$onnx"
 fi
+exit "$peers_failed"
