@@ -8,9 +8,15 @@
 #   quantized model's min cosine to its f32 twin (bench/embed_quant_peers.py).
 # Builds rlx_bench_embed and exports the ONNX models once into ~/.cache/rlx/minilm/ if missing
 # (as exported, ORT-fused and ORT int8; needs torch, transformers and onnx that one time).
+# - RLX_BENCH_LOAD=1: the default mode three times, idle with 1 thread, idle with
+#   RLX_NUM_THREADS (default 2) threads and with those threads while one busy process (a shell
+#   loop, not pinned, bounded by `timeout`, killed on exit) competes for the cores.
 # Usage: bash bench/embed_bench.sh [build dir, default ./build] [rlx_bench_embed options, e.g.
 # --batches 1 --budget 5]. RLX_NUM_THREADS sets the thread count of rlx and of every peer
-# (default: physical cores). About 3-4 minutes on 2 cores.
+# (default: physical cores). About 3-4 minutes on 2 cores (three times that with RLX_BENCH_LOAD).
+# Like `import rlx`, the script sets GOMP_SPINCOUNT=300 (libgomp's idle threads spin a few
+# microseconds, then block) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; rlx's C++ programs
+# read them when they start (docs/runtime.md "Threads").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
@@ -32,17 +38,53 @@ fi
 # Texts, token ids, outputs and timings of rlx, read by the peer script; removed on exit unless
 # RLX_BENCH_KEEP=1.
 out="$(mktemp -d -t rlx_embed.XXXXXX)"
+# The busy process of RLX_BENCH_LOAD, stopped by stop_load or on exit.
+busy_pid=""
+stop_load() {
+  if [ -n "$busy_pid" ]; then
+    kill "$busy_pid" 2>/dev/null || true
+    wait "$busy_pid" 2>/dev/null || true
+    busy_pid=""
+  fi
+}
+trap 'stop_load; if [ "${RLX_BENCH_KEEP:-0}" != 1 ]; then rm -rf "$out"; fi' EXIT
 if [ "${RLX_BENCH_KEEP:-0}" = 1 ]; then
   echo "bench files kept in $out"
-else
-  trap 'rm -rf "$out"' EXIT
 fi
 
-if [ -z "$quant" ]; then
-  "$build/rlx_bench_embed" --out "$out" "$@"
-  python3 "$root/bench/embed_peers.py" --dir "$out" --onnx "$onnx"
+if [ -z "${OMP_WAIT_POLICY:-}" ] && [ -z "${GOMP_SPINCOUNT:-}" ]; then
+  export GOMP_SPINCOUNT=300
+fi
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; flags:" \
+  "$(grep -m1 -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|amx_bf16|avx512_fp16' /proc/cpuinfo |
+    sort -u | tr '\n' ' ')"
+echo "libgomp: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}"
+
+# One pass of the default mode into $out/$1 (rlx, then the peers on the same inputs). A failed
+# peer script (a peer missing, outputs that disagree) fails the run at the end, after the
+# remaining passes.
+peers_failed=0
+embed_pass() {
+  "$build/rlx_bench_embed" --out "$out/$1" "${@:2}"
+  python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx" || peers_failed=1
+}
+
+if [ -z "$quant" ] && [ "${RLX_BENCH_LOAD:-0}" = 1 ]; then
+  threads="${RLX_NUM_THREADS:-2}"
+  echo; echo "=== idle, 1 thread"
+  RLX_NUM_THREADS=1 embed_pass idle1 "$@"
+  echo; echo "=== idle, $threads threads"
+  RLX_NUM_THREADS="$threads" embed_pass idle "$@"
+  echo; echo "=== loaded: one busy process (not pinned) competes for the cores, $threads threads"
+  timeout 1800 sh -c 'while :; do :; done' &
+  busy_pid=$!
+  RLX_NUM_THREADS="$threads" embed_pass loaded "$@"
+  stop_load
+elif [ -z "$quant" ]; then
+  embed_pass . "$@"
 else
   "$build/rlx_bench_embed" --out "$out/f32" "$@"
   "$build/rlx_bench_embed" --out "$out/quant" --quantize "$quant" "$@"
   python3 "$root/bench/embed_quant_peers.py" --f32 "$out/f32" --quant "$out/quant" --onnx "$onnx"
 fi
+exit "$peers_failed"

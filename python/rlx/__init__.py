@@ -16,9 +16,20 @@ Errors from the C++ core are raised as :class:`Error` (a RuntimeError) with its 
 
 from __future__ import annotations
 
+import os as _os
 from typing import Any, Mapping, Optional
 
-from . import _core
+# libgomp (the thread pool of rlx's CPU kernels and oneDNN) reads its wait policy once, when it
+# loads with _core, so it is set here, before: idle pool threads spin briefly (a few
+# microseconds), then block, instead of libgomp's default of milliseconds of spinning, which made
+# 2-thread runs several times slower than 1-thread ones while other processes used the cores
+# (docs/runtime.md "Threads"). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; no effect when
+# another module loaded libgomp first.
+_DEFAULT_GOMP_SPINCOUNT = "300"
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = _DEFAULT_GOMP_SPINCOUNT
+
+from . import _core  # noqa: E402  (after the libgomp environment above)
 from .control_flow import cond, fori_loop, scan, switch, while_loop
 from ._core import (
     SGD,
