@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional
 
 from . import _core
 from .control_flow import cond, fori_loop, scan, switch, while_loop
+from .custom import custom_vjp, pure_callback
 from ._core import (
     SGD,
     AdamW,
@@ -66,6 +67,8 @@ from ._core import (
 
 __all__ = [
     "cond",
+    "custom_vjp",
+    "pure_callback",
     "fori_loop",
     "scan",
     "switch",

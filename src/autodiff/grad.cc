@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "rlx/ir/custom_op.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
@@ -23,6 +24,7 @@ OpTable<VjpFn>& rules() {
     register_vjp_shape();
     register_vjp_nn();
     register_vjp_collective();
+    register_vjp_custom();
   });
   return t;
 }
@@ -122,6 +124,13 @@ bool keep_for_ad(OpKind op) {
   return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op) ||
          op_info(op).has(kLeaf);
 }
+// Per node: a custom op is kept when it has a vjp rule (or nothing to decompose, so that its
+// rule reports the error), else its decomposition is differentiated.
+bool keep_node_for_ad(const Node& n) {
+  if (n.op != OpKind::CustomCall) return keep_for_ad(n.op);
+  const CustomOpDef& def = custom_op_of(n);
+  return def.vjp || !def.decompose;
+}
 
 // The backward sweep over the first `num_forward` nodes of g: seeds give the cotangents of
 // some values; returns d/d leaf for each of `wrt` (zeros when nothing reaches it).
@@ -217,7 +226,7 @@ Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
   }
   outs.push_back(lv);
   fwd.set_outputs(outs);
-  return decompose(fwd, keep_for_ad);
+  return decompose_nodes(fwd, keep_node_for_ad);
 }
 
 void dce(Graph& g) { create_dce_pass()->run(g); }

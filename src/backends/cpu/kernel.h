@@ -90,5 +90,6 @@ void register_shape_kernels();
 void register_quant_kernels();
 void register_random_kernels();
 void register_collective_kernels();
+void register_custom_kernels();
 
 }  // namespace rlx::cpu

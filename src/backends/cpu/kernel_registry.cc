@@ -18,6 +18,7 @@ OpTable<KernelEntry>& table() {
     register_quant_kernels();
     register_random_kernels();
     register_collective_kernels();
+    register_custom_kernels();
   });
   return t;
 }
