@@ -16,34 +16,13 @@
 #include "convert.h"
 #include "rlx/ir/custom_op.h"
 #include "rlx/ir/evaluator.h"
+#include "rlx/opt/decompose.h"
 #include "value.h"
 
 namespace rlx::py_bind {
 namespace {
 
 namespace py = pybind11;
-
-// Emits `body` into `dst` with its inputs (in order) bound to `args`; returns its outputs.
-std::vector<Value> inline_body(Graph& dst, const Graph& body, std::span<const Value> args) {
-  std::vector<std::vector<Value>> map(body.nodes().size());
-  size_t next = 0;
-  for (size_t i = 0; i < body.nodes().size(); ++i) {
-    const Node& n = body.nodes()[i];
-    if (n.op == OpKind::Input) {
-      map[i] = {args[next++]};
-      continue;
-    }
-    check(n.op != OpKind::Param, "custom_vjp: graph @" + body.name() + " holds a param");
-    std::vector<Value> ops;
-    for (Value v : n.operands)
-      ops.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    map[i] = dst.emit(n.op, std::move(ops), n.attrs);
-  }
-  std::vector<Value> out;
-  for (Value v : body.outputs())
-    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  return out;
-}
 
 std::vector<TensorType> input_types(const Graph& g) {
   std::vector<TensorType> out;
@@ -110,14 +89,14 @@ void register_custom_vjp() {
     return evaluate(fun, feeds_of(fun, in));
   };
   d.decompose = [](Graph& dst, const Node& node, std::span<const Value> x) {
-    return inline_body(dst, node.attrs.get_graph("fun"), x);
+    return inline_graph(dst, node.attrs.get_graph("fun"), x);
   };
   d.vjp = [](Graph& g, const Node& node, std::span<const Value> x, std::span<const Value>,
              std::span<const Value> ct) {
-    std::vector<Value> f = inline_body(g, node.attrs.get_graph("fwd"), x);
+    std::vector<Value> f = inline_graph(g, node.attrs.get_graph("fwd"), x);
     std::vector<Value> args(f.begin() + static_cast<long>(ct.size()), f.end());
     args.insert(args.end(), ct.begin(), ct.end());
-    return inline_body(g, node.attrs.get_graph("bwd"), args);
+    return inline_graph(g, node.attrs.get_graph("bwd"), args);
   };
   register_custom_op(std::move(d));
 }

@@ -19,6 +19,12 @@ using DecomposeFn = std::vector<Value> (*)(Graph& dst, const Node& node,
 /// True when `op` has a registered decomposition (every op with trait kComposite must).
 bool has_decomposition(OpKind op);
 
+/// Emits the nodes of `body` (a self-contained region: inputs, constants and ops, no params)
+/// into `dst`, body input i (in creation order) standing for args[i] (values of `dst` of the
+/// same types); returns the values of body's outputs. Throws rlx::Error naming the body when it
+/// holds a param or `args` has the wrong count.
+std::vector<Value> inline_graph(Graph& dst, const Graph& body, std::span<const Value> args);
+
 /// True when `node` can be decomposed: a composite op, or a custom_call whose custom op was
 /// registered with a decomposition (rlx/ir/custom_op.h).
 bool has_decomposition(const Node& node);

@@ -33,6 +33,30 @@ void set_decomposition(OpKind op, DecomposeFn fn) { decompositions().set(op, fn)
 
 bool has_decomposition(OpKind op) { return detail::decompositions().contains(op); }
 
+std::vector<Value> inline_graph(Graph& dst, const Graph& body, std::span<const Value> args) {
+  check(body.inputs().size() == args.size(), "inline_graph: graph @" + body.name() + " has " +
+                                                 std::to_string(body.inputs().size()) +
+                                                 " inputs, given " + std::to_string(args.size()));
+  std::vector<std::vector<Value>> map(body.nodes().size());
+  size_t next_input = 0;
+  for (size_t i = 0; i < body.nodes().size(); ++i) {
+    const Node& n = body.nodes()[i];
+    if (n.op == OpKind::Input) {
+      map[i] = {args[next_input++]};
+      continue;
+    }
+    check(n.op != OpKind::Param, "inline_graph: graph @" + body.name() + " holds param %" + n.name);
+    std::vector<Value> operands;
+    for (Value v : n.operands)
+      operands.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+    map[i] = dst.emit(n.op, std::move(operands), n.attrs);
+  }
+  std::vector<Value> out;
+  for (Value v : body.outputs())
+    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  return out;
+}
+
 bool has_decomposition(const Node& node) {
   if (node.op == OpKind::CustomCall) return static_cast<bool>(custom_op_of(node).decompose);
   return op_info(node.op).has(kComposite) && has_decomposition(node.op);

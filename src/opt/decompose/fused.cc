@@ -36,24 +36,7 @@ std::vector<Value> decompose_residual_rms_norm(Graph& g, const Node& node,
 // Copies the body's nodes into g, with body input i standing for operand i.
 std::vector<Value> decompose_elementwise_region(Graph& g, const Node& node,
                                                 std::span<const Value> ops) {
-  const Graph& body = node.attrs.get_graph("body");
-  std::vector<std::vector<Value>> map(body.nodes().size());
-  size_t next_input = 0;
-  for (size_t i = 0; i < body.nodes().size(); ++i) {
-    const Node& n = body.nodes()[i];
-    if (n.op == OpKind::Input) {
-      map[i] = {ops[next_input++]};
-      continue;
-    }
-    std::vector<Value> operands;
-    for (Value v : n.operands)
-      operands.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    map[i] = g.emit(n.op, std::move(operands), n.attrs);
-  }
-  std::vector<Value> out;
-  for (Value v : body.outputs())
-    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  return out;
+  return inline_graph(g, node.attrs.get_graph("body"), ops);
 }
 
 }  // namespace
