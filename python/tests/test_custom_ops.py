@@ -7,6 +7,8 @@ and fails clearly on XLA."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -110,6 +112,11 @@ def test_custom_vjp_errors():
         rlx.custom_vjp(rlx_f, rlx_f_fwd, lambda r, ct: (ct, ct))(x)
     with pytest.raises(rlx.Error, match="define fwd and bwd first"):
         rlx.custom_vjp(rlx_f)(x)
+    with pytest.raises(rlx.Error, match=r"bwd's outputs \(one cotangent per operand\) are "
+                                        r"\(f32\[\]\) but should be \(f32\[3\]\)"):
+        rlx.custom_vjp(rlx_f, rlx_f_fwd, lambda r, ct: (r[0].graph.reduce_sum(ct),))(x)
+    with pytest.raises(rlx.Error, match="arguments must be rlx.Values"):
+        rlx.custom_vjp(rlx_f, rlx_f_fwd, rlx_f_bwd)(np.zeros(3, np.float32))
 
 
 def test_pure_callback_runs_numpy_in_a_compiled_cpu_graph():
@@ -139,6 +146,16 @@ def test_pure_callback_result_checks_and_errors():
     g.outputs(rlx.pure_callback(lambda a: a[:2], ((3,), "f32"), x))
     with pytest.raises(rlx.Error, match=r"returned f32\[2\] but the declared result type is f32\[3\]"):
         rlx.evaluate(g, {"x": np.zeros(4, np.float32)})
+
+    with pytest.raises(rlx.Error, match="result_shape_dtypes must have .shape and .dtype"):
+        rlx.pure_callback(np.negative, "f32", x)
+    with pytest.raises(rlx.Error, match="shape has a negative dim -1"):
+        rlx.pure_callback(np.negative, ((-1,), "f32"), x)
+
+    # The callback id is the process's: a graph text naming an unknown one fails when run.
+    text = re.sub(r"callback=\d+", "callback=99999", g.to_string())
+    with pytest.raises(rlx.Error, match="no callback with id 99999 in this process"):
+        rlx.evaluate(rlx.parse(text), {"x": np.zeros(4, np.float32)})
 
     def boom(a):
         raise ValueError("no luck")

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,31 @@ void expect_vmap_matches_loop(const std::string& op, bool rule_kept) {
 TEST(CustomOpAutodiff, VmapThroughTheRegisteredBatchingRule) {
   testing::register_test_custom_ops();
   expect_vmap_matches_loop("test.sincos", true);
+}
+
+TEST(CustomOpAutodiff, ABatchingRuleThatForgetsTheBatchIsAnError) {
+  testing::register_test_custom_ops();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    CustomOpDef d;
+    d.name = "test.bad_batch";
+    d.num_operands = 1;
+    d.infer = [](const InferContext& c) { return std::vector<TensorType>{c.operands[0]}; };
+    d.reference = [](std::span<const Tensor> in, const AttrMap&) {
+      return std::vector<Tensor>{in[0]};
+    };
+    // Returns the first example only: unbatched.
+    d.batch = [](Graph& g, const Node&, std::span<const Value> x, int64_t) {
+      return std::vector<Value>{g.reshape(g.slice(x[0], {0, 0}, {1, 3}), {3})};
+    };
+    register_custom_op(std::move(d));
+  });
+  Graph g("row");
+  Value x = g.input("x", DType::f32, {3});
+  g.set_outputs({custom_call(g, "test.bad_batch", {x}, {}, "b")[0]});
+  EXPECT_EQ(error_of([&] { vmap(g, {0}, {}, 4); }),
+            "vmap: the batching rule of custom op 'test.bad_batch' (node %b) gave f32[3] for "
+            "result 0, expected f32[4,3]");
 }
 
 TEST(CustomOpAutodiff, VmapThroughTheDecomposition) {

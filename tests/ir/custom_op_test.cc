@@ -131,6 +131,44 @@ TEST_F(CustomOp, AttributeArityAndTypeErrorsNameTheCustomOp) {
   EXPECT_EQ(g.nodes().size(), 2u);  // failed emits leave the graph unchanged
 }
 
+TEST_F(CustomOp, MoreBuilderAndRegistrationErrors) {
+  Graph g("c");
+  Value x = g.input("x", DType::f32, {3});
+  EXPECT_EQ(error_of([&] {
+              AttrMap a;
+              a.set("name", int64_t{3});
+              g.emit(OpKind::CustomCall, {x}, a, "bad");
+            }),
+            "op 'custom_call' (node %bad): attribute 'name' must be a string, got a int");
+  EXPECT_EQ(error_of([&] {
+              AttrMap a;
+              a.set("name", std::string("test.softplus"));
+              custom_call(g, "test.softplus", {x}, a);
+            }),
+            "custom_call('test.softplus'): pass the op's own attributes; 'name' is the op's name");
+  EXPECT_EQ(error_of([&] { custom_op_of(g.node(x)); }),
+            "custom_op_of: node %x is a 'input', not a custom_call");
+  EXPECT_EQ(error_of([] {
+              CustomOpDef d = identity_def("test.bad_arity");
+              d.num_operands = -2;
+              register_custom_op(d);
+            }),
+            "register_custom_op('test.bad_arity'): num_operands must be >= 0 or -1 (variadic)");
+  CustomOpDef none = identity_def("test.no_results");
+  none.infer = [](const InferContext&) { return std::vector<TensorType>{}; };
+  register_custom_op(none);
+  EXPECT_EQ(error_of([&] { custom_call(g, "test.no_results", {x}, {}, "bad"); }),
+            "op 'test.no_results' (node %bad): the shape function returned no results (a custom "
+            "op has >= 1); operand types: f32[3]");
+  EXPECT_EQ(error_of([] {
+              Graph::parse(
+                  "graph @c {\n %x = input : f32[3]\n %y = test.softplus %x "
+                  "{name=\"test.softplus\"} : f32[3]\n return %y }");
+            }),
+            "line 3:7: custom op 'test.softplus' takes its name from the op; remove the 'name' "
+            "attribute");
+}
+
 TEST_F(CustomOp, ParseErrorsAreLocated) {
   EXPECT_EQ(error_of([] {
               Graph::parse(
