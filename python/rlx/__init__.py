@@ -31,6 +31,7 @@ if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
 
 from . import _core  # noqa: E402  (after the libgomp environment above)
 from .control_flow import cond, fori_loop, scan, switch, while_loop
+from .custom import custom_vjp, pure_callback
 from ._core import (
     SGD,
     AdamW,
@@ -77,6 +78,8 @@ from ._core import (
 
 __all__ = [
     "cond",
+    "custom_vjp",
+    "pure_callback",
     "fori_loop",
     "scan",
     "switch",

@@ -36,6 +36,9 @@ void bind_onnx(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 /// Mesh, PartitionSpec, pjrt_devices, compile_sharded, stablehlo_sharded (sharding.cc).
 void bind_sharding(pybind11::module_& m);
+/// rlx._core.custom_call, register_callback, custom_op_names; registers py.custom_vjp and
+/// py.pure_callback (python/src/custom.cc).
+void bind_custom(pybind11::module_& m);
 
 /// An rlx.Executable over `exe` (runtime.cc), for bindings that compile outside a Session.
 pybind11::object wrap_executable(std::shared_ptr<Executable> exe);

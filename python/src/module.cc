@@ -16,4 +16,5 @@ PYBIND11_MODULE(_core, m) {
   rlx::py_bind::bind_onnx(m);
   rlx::py_bind::bind_testing(m);
   rlx::py_bind::bind_sharding(m);
+  rlx::py_bind::bind_custom(m);
 }

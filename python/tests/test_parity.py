@@ -40,7 +40,8 @@ KNOWN_WRONG: dict = {}
 # jax.vmap(axis_name=...) and NumPy over the simulated device axis (evaluator and CPU).
 OUTSIDE = {"cond": "control flow", "while_loop": "control flow", "scan": "control flow",
            "all_reduce": "collective", "all_gather": "collective",
-           "reduce_scatter": "collective", "all_to_all": "collective"}
+           "reduce_scatter": "collective", "all_to_all": "collective",
+           "custom_call": "custom op (python/tests/test_custom_ops.py)"}
 
 
 @pytest.mark.parametrize("entry", OP_CASES, ids=[f"{e['name']}@{e['dtype']}" for e in OP_CASES])

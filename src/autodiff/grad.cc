@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "rlx/ir/custom_op.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
@@ -25,6 +26,7 @@ OpTable<VjpFn>& rules() {
     register_vjp_nn();
     register_vjp_collective();
     register_vjp_control_flow();
+    register_vjp_custom();
   });
   return t;
 }
@@ -123,6 +125,13 @@ std::vector<int32_t> resolve_wrt(const Graph& g, const std::vector<std::string>&
 bool keep_for_ad(OpKind op) {
   return detail::vjp_rule(op) != nullptr || detail::is_non_differentiable(op) ||
          op_info(op).has(kLeaf);
+}
+// Per node: a custom op is kept when it has a vjp rule (or nothing to decompose, so that its
+// rule reports the error), else its decomposition is differentiated.
+bool keep_node_for_ad(const Node& n) {
+  if (n.op != OpKind::CustomCall) return keep_for_ad(n.op);
+  const CustomOpDef& def = custom_op_of(n);
+  return def.vjp || !def.decompose;
 }
 
 // The backward sweep over the nodes of g: seeds give the cotangents of some values; returns
@@ -230,7 +239,7 @@ Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
   }
   outs.push_back(lv);
   fwd.set_outputs(outs);
-  return decompose(fwd, keep_for_ad);
+  return decompose_nodes(fwd, keep_node_for_ad);
 }
 
 void dce(Graph& g) { create_dce_pass()->run(g); }

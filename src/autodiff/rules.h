@@ -46,6 +46,7 @@ void register_vjp_shape();
 void register_vjp_nn();
 void register_vjp_collective();
 void register_vjp_control_flow();
+void register_vjp_custom();
 
 // ---- helpers
 /// Zeros of `type`.

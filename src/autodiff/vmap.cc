@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "rlx/ir/custom_op.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
@@ -22,6 +23,7 @@ OpTable<BatchFn>& rules() {
     register_batch_quant();
     register_batch_collective();
     register_batch_control_flow();
+    register_batch_custom();
   });
   return t;
 }
@@ -131,8 +133,10 @@ class Batcher {
       BatchContext ctx{g_, size_, n, ops};
       if (std::optional<std::vector<BVal>> r = fn(ctx)) return *r;
     }
-    check(op_info(n.op).has(kComposite) && has_decomposition(n.op),
-          "vmap: no batching rule for " + node_ref(n));
+    if (n.op == OpKind::CustomCall)
+      check(has_decomposition(n), "vmap: custom op '" + custom_op_of(n).name + "' (node %" +
+                                      n.name + ") has no batching rule and no decomposition");
+    check(has_decomposition(n), "vmap: no batching rule for " + node_ref(n));
     // Decompose the node in a scratch graph over its unbatched operand types, then batch that.
     Graph sub("vmap_" + std::string(op_name(n.op)));
     std::vector<Value> leaves;

@@ -46,6 +46,7 @@ void register_batch_nn();
 void register_batch_quant();
 void register_batch_collective();
 void register_batch_control_flow();
+void register_batch_custom();
 
 // ---- helpers
 /// `v` (unbatched) broadcast to [size, v.shape...].

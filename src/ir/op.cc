@@ -35,6 +35,7 @@ OpTable<OpInfo>& registry() {
     detail::register_random_ops();
     detail::register_control_flow_ops();
     detail::register_collective_ops();
+    detail::register_custom_ops();
   });
   return t;
 }
@@ -80,7 +81,10 @@ void InferContext::require_op_dtype(DType t, const std::string& what) const {
     fail(what + " must be " + describe_dtypes(op.dtypes) + ", got " + std::string(dtype_name(t)));
 }
 
-void validate_attrs(const OpInfo& op, std::string_view node, AttrMap& attrs) {
+void validate_attrs(const OpInfo& builtin, std::string_view node, AttrMap& attrs) {
+  // A custom_call is validated against the schema of the custom op it names.
+  const OpInfo& op =
+      builtin.kind == OpKind::CustomCall ? detail::custom_call_schema(node, attrs) : builtin;
   auto where = "op '" + std::string(op.name) + "' (node %" + std::string(node) + "): ";
   for (const auto& [name, value] : attrs.entries()) {
     const AttrSpec* spec = op.find_attr(name);

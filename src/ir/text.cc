@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rlx/ir/custom_op.h"
 #include "rlx/ir/error.h"
 #include "rlx/ir/graph.h"
 #include "rlx/ir/text_util.h"
@@ -110,12 +111,16 @@ void print_node(const Graph& g, const Node& n, int indent, std::string& out) {
   out += '%' + n.name;
   if (n.results.size() != 1) out += ':' + std::to_string(n.results.size());
   out += " = ";
-  out += op_name(n.op);
+  // A custom_call prints as its custom op's name (the schema's mnemonic), without `name`.
+  const OpInfo& schema = schema_of(n.op, n.attrs);
+  const bool custom = &schema != &op_info(n.op);
+  out += schema.name;
   for (size_t i = 0; i < n.operands.size(); ++i)
     out += (i ? ", " : " ") + value_ref(g, n.operands[i]);
   bool first = true;
-  for (const AttrSpec& spec : op_info(n.op).attrs) {
+  for (const AttrSpec& spec : schema.attrs) {
     if (!n.attrs.has(spec.name)) continue;  // an absent optional attribute
+    if (custom && spec.name == "name") continue;
     out += first ? " {" : ", ";
     first = false;
     out += spec.name + "=";
@@ -145,7 +150,8 @@ void print_graph(const Graph& g, int indent, std::string& out) {
 
 enum class Tok : uint8_t {
   End,
-  Ident,   // op names, dtypes, keywords, attribute names: [A-Za-z_][A-Za-z0-9_]*
+  Ident,   // op names, dtypes, keywords, attribute names: [A-Za-z_][A-Za-z0-9_]*, and dotted
+           // custom op names: such words joined by '.' ("my.softplus")
   Value,   // %NAME (str holds NAME)
   Global,  // @NAME (str holds NAME)
   Int,
@@ -250,7 +256,9 @@ class Lexer {
     }
     if (is_ident_start(c)) {
       size_t n = 1;
-      while (is_ident_char(at(pos_ + n))) ++n;
+      while (is_ident_char(at(pos_ + n)) ||
+             (at(pos_ + n) == '.' && is_ident_start(at(pos_ + n + 1))))
+        ++n;
       std::string_view word = src_.substr(pos_, n);
       return make(word == "inf" || word == "nan" ? Tok::Float : Tok::Ident, n, line, col);
     }
@@ -636,8 +644,11 @@ class TextParser {
     Token op_tok = lex_.take();
     if (op_tok.kind != Tok::Ident) fail_expected(op_tok, "an op name");
     std::optional<OpKind> op = op_from_name(op_tok.text);
+    // Not a built-in: a registered custom op's name stands for custom_call {name=...}.
+    const OpInfo* custom = op ? nullptr : custom_op_info(op_tok.text);
+    if (custom) op = OpKind::CustomCall;
     if (!op) fail_at(op_tok, "unknown op '" + std::string(op_tok.text) + "'");
-    const OpInfo& info = op_info(*op);
+    const OpInfo& info = custom ? *custom : op_info(*op);
 
     std::vector<Value> operands;
     if (lex_.peek().kind == Tok::Value) {
@@ -646,6 +657,12 @@ class TextParser {
     }
     bool has_attrs = is_punct(lex_.peek(), '{');
     AttrMap attrs = has_attrs ? parse_attrs(info) : AttrMap{};
+    if (custom) {
+      if (attrs.has("name"))
+        fail_at(op_tok, "custom op '" + std::string(info.name) +
+                            "' takes its name from the op; remove the 'name' attribute");
+      attrs.set("name", std::string(info.name));
+    }
     expect_punct(':');
     Token types_at = lex_.peek();
     std::vector<TensorType> types;

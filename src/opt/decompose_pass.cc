@@ -15,8 +15,7 @@ class DecomposePass : public Pass {
   bool run(Graph& g) override {
     // Skip the rebuild when no node would expand, so "unchanged" also means "not rebuilt".
     bool any = false;
-    for (const Node& n : g.nodes())
-      any = any || (op_info(n.op).has(kComposite) && !(keep_ && keep_(n.op)));
+    for (const Node& n : g.nodes()) any = any || (has_decomposition(n) && !(keep_ && keep_(n.op)));
     if (!any) return false;
     g = decompose(g, keep_);
     return true;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "rlx/ir/custom_op.h"
 #include "rlx/ir/error.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/rewrite.h"
@@ -46,10 +47,19 @@ bool is_data_leaf(OpKind op) {
 
 enum class Decision { kNative, kDecompose, kMissing };
 
-Decision decide(OpKind op, const std::set<OpKind>& supported, const DispatchOptions& opts) {
+Decision decide(const Node& node, const std::set<OpKind>& supported, const DispatchOptions& opts) {
+  const OpKind op = node.op;
   if (is_data_leaf(op)) return Decision::kNative;
   bool claimed = supported.contains(op);
   bool composite = op_info(op).has(kComposite);
+  if (op == OpKind::CustomCall) {
+    // A backend that claims custom_call runs host kernels (the CPU): it runs a custom op
+    // natively when the op has a CPU kernel, or no decomposition (then its reference kernel);
+    // else, and on every other backend, the op is a composite of its decomposition.
+    const CustomOpDef& def = custom_op_of(node);
+    composite = static_cast<bool>(def.decompose);
+    claimed = claimed && (def.cpu_kernel || !composite);
+  }
   switch (opts.policy_for(op)) {
     case KernelDispatch::PreferNative:
       return claimed ? Decision::kNative : composite ? Decision::kDecompose : Decision::kMissing;
@@ -81,7 +91,7 @@ Graph decompose_one_level(const Graph& src, const std::set<OpKind>& supported,
     Graph& dst = ctx.dst;
     const Origin& from = origin[static_cast<size_t>(ctx.id)];
     size_t first = dst.nodes().size();
-    bool expand = decide(node.op, supported, opts) == Decision::kDecompose;
+    bool expand = decide(node, supported, opts) == Decision::kDecompose;
     std::vector<Value> results;
     if (expand) {
       ++report.ops[node.op].decomposed;
@@ -228,15 +238,16 @@ int decomposed_total(const DispatchReport& rep) {
 // Legalizes `g`, then the bodies of its control-flow nodes (recursively, so a composite inside
 // a scan body is decomposed like one at the top level): counts into `rep` and collects what
 // cannot run into `missing`, each node named with `where`, the path of the enclosing
-// control-flow nodes (" in %s.body in %c.branches[1]").
+// control-flow nodes (" in %s.body in %c.branches[1]"); custom ops that cannot run go to
+// `custom_missing` by their own name.
 Graph legalize_graph(const Graph& g, const std::set<OpKind>& supported, const DispatchOptions& opts,
                      DispatchReport& rep, std::map<OpKind, std::vector<std::string>>& missing,
-                     const std::string& where) {
+                     std::vector<std::string>& custom_missing, const std::string& where) {
   std::vector<Origin> origin;
   for (const Node& n : g.nodes()) origin.push_back({n.name, n.op});
   auto needs_decomposition = [&](const Graph& x) {
     return std::any_of(x.nodes().begin(), x.nodes().end(), [&](const Node& n) {
-      return decide(n.op, supported, opts) == Decision::kDecompose;
+      return decide(n, supported, opts) == Decision::kDecompose;
     });
   };
   // Each round expands one level; decompositions only emit ops closer to primitives, so this
@@ -247,7 +258,7 @@ Graph legalize_graph(const Graph& g, const std::set<OpKind>& supported, const Di
   for (size_t i = 0; i < out.nodes().size(); ++i) {
     OpKind op = out.nodes()[i].op;
     if (is_data_leaf(op)) continue;
-    if (decide(op, supported, opts) == Decision::kNative) {
+    if (decide(out.nodes()[i], supported, opts) == Decision::kNative) {
       ++rep.ops[op].native;
       continue;
     }
@@ -256,6 +267,16 @@ Graph legalize_graph(const Graph& g, const std::set<OpKind>& supported, const Di
     std::string name = "%" + o.name;
     if (o.decomposed) name += " via " + std::string(op_name(o.op));
     name += where;
+    if (op == OpKind::CustomCall) {
+      const CustomOpDef& def = custom_op_of(out.nodes()[i]);
+      custom_missing.push_back(
+          "custom op '" + def.name + "' (node " + name +
+          (def.decompose
+               ? ") has no kernel on backend '" + rep.backend +
+                     "' and force_native keeps it from its decomposition"
+               : ") has no decomposition: it cannot run on backend '" + rep.backend + "'"));
+      continue;
+    }
     std::vector<std::string>& list = missing[op];
     if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
   }
@@ -263,7 +284,7 @@ Graph legalize_graph(const Graph& g, const std::set<OpKind>& supported, const Di
       out,
       [&](const Node& n, const std::string& region, const Graph& body) -> std::optional<Graph> {
         int before = decomposed_total(rep);
-        Graph b = legalize_graph(body, supported, opts, rep, missing,
+        Graph b = legalize_graph(body, supported, opts, rep, missing, custom_missing,
                                  " in %" + n.name + "." + region + where);
         if (decomposed_total(rep) == before) return std::nullopt;
         return b;
@@ -278,14 +299,19 @@ Graph legalize(const Graph& g, const std::set<OpKind>& supported, const Dispatch
   DispatchReport rep;
   rep.backend = std::string(backend);
   std::map<OpKind, std::vector<std::string>> missing;
-  Graph out = legalize_graph(g, supported, opts, rep, missing, "");
+  std::vector<std::string> custom_missing;  // custom ops by name, in graph order
+  Graph out = legalize_graph(g, supported, opts, rep, missing, custom_missing, "");
   if (report != nullptr) *report = rep;
   if (report_requested()) std::fputs(rep.to_string().c_str(), stderr);
-  if (!missing.empty()) {
+  if (!missing.empty() || !custom_missing.empty()) {
     std::string msg = "backend '" + rep.backend + "' cannot run: ";
     bool first = true;
     for (const auto& [op, where] : missing) {
       msg += (first ? "" : ", ") + describe_missing(op, where, opts);
+      first = false;
+    }
+    for (const std::string& c : custom_missing) {
+      msg += (first ? "" : "; ") + c;
       first = false;
     }
     throw Error(msg);

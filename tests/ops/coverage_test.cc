@@ -86,6 +86,9 @@ std::vector<DeclaredHole> collective_holes() {
 const std::vector<DeclaredHole> kDeclaredHoles = [] {
   std::vector<DeclaredHole> all = control_flow_holes();
   for (const DeclaredHole& h : collective_holes()) all.push_back(h);
+  all.push_back({Layer::Python, OpKind::CustomCall,
+                 "a custom op has no jax counterpart: python/tests/test_custom_ops.py checks "
+                 "rlx.custom_vjp and rlx.pure_callback against jax"});
   return all;
 }();
 
@@ -163,6 +166,8 @@ Cell jvp_cell(OpKind op) {
 
 Cell cpu_cell(OpKind op) {
   if (is_data_leaf(op)) return {"data"};
+  if (op == OpKind::CustomCall && cpu::kernel_table().contains(op))
+    return {"the custom op's CPU kernel, else its decomposition, else its reference kernel"};
   const cpu::KernelEntry* e = cpu::kernel_table().find(op);
   if (e == nullptr) {
     if (op_info(op).has(kComposite)) return {"decomposed"};
@@ -184,6 +189,7 @@ Cell cpu_cell(OpKind op) {
 
 Cell pjrt_cell(OpKind op) {
   if (pjrt::native_ops().count(op)) return {"native"};
+  if (op == OpKind::CustomCall) return {"the custom op's decomposition (else an error naming it)"};
   if (const DeclaredHole* h = declared(Layer::Pjrt, op)) return {std::string("no: ") + h->reason};
   if (op_info(op).has(kComposite)) return {"decomposed"};
   return {"MISSING", true, "no StableHLO lowering and no decomposition"};

@@ -146,6 +146,10 @@ void add_quant_cases(CaseList& cs);
 void add_random_cases(CaseList& cs);
 void add_control_flow_cases(CaseList& cs);
 void add_collective_cases(CaseList& cs);
+void add_custom_cases(CaseList& cs);
+/// Registers the test custom ops test.softplus, test.sincos and test.host_cube once
+/// (tests/ops/cases/custom.cc).
+void register_test_custom_ops();
 
 /// Every case of every family (names unique; checked when the table is built).
 const std::vector<OpCase>& op_cases();

@@ -120,5 +120,6 @@ void register_quant_kernels();
 void register_random_kernels();
 void register_collective_kernels();
 void register_control_flow_kernels();
+void register_custom_kernels();
 
 }  // namespace rlx::cpu

@@ -19,6 +19,7 @@ OpTable<KernelEntry>& table() {
     register_random_kernels();
     register_collective_kernels();
     register_control_flow_kernels();
+    register_custom_kernels();
   });
   return t;
 }

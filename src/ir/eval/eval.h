@@ -37,6 +37,7 @@ void register_eval_quant();
 void register_eval_random();
 void register_eval_control_flow();
 void register_eval_collective();
+void register_eval_custom();
 
 /// One collective node evaluated over a simulated device axis: `per_device[d]` is device d's
 /// operand, the result device d's. Throws rlx::Error naming the op and node when its

@@ -21,6 +21,7 @@ OpTable<EvalFn>& kernels() {
     register_eval_random();
     register_eval_control_flow();
     register_eval_collective();
+    register_eval_custom();
   });
   return t;
 }

@@ -27,6 +27,10 @@ void register_quant_ops();
 void register_random_ops();
 void register_control_flow_ops();
 void register_collective_ops();
+void register_custom_ops();
+/// The schema of the custom op a custom_call's attributes name (custom.cc); throws naming
+/// the node for a missing or unknown name.
+const OpInfo& custom_call_schema(std::string_view node, const AttrMap& attrs);
 
 // ---- schema shorthands
 inline AttrSpec req(std::string name, AttrType t) {

@@ -9,30 +9,6 @@
 
 namespace rlx {
 
-std::vector<Value> inline_graph(Graph& g, const Graph& body, std::span<const Value> args) {
-  std::vector<int32_t> ins = body.inputs();
-  check(ins.size() == args.size(), "inline_graph: graph @" + body.name() + " takes " +
-                                       std::to_string(ins.size()) + " inputs, given " +
-                                       std::to_string(args.size()));
-  std::vector<std::vector<Value>> map(body.nodes().size());
-  size_t next_input = 0;
-  for (size_t i = 0; i < body.nodes().size(); ++i) {
-    const Node& n = body.nodes()[i];
-    if (n.op == OpKind::Input) {
-      map[i] = {args[next_input++]};
-      continue;
-    }
-    std::vector<Value> operands;
-    for (Value v : n.operands)
-      operands.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-    map[i] = g.emit(n.op, std::move(operands), n.attrs);
-  }
-  std::vector<Value> out;
-  for (Value v : body.outputs())
-    out.push_back(map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  return out;
-}
-
 namespace detail {
 namespace {
 

@@ -60,6 +60,7 @@ const std::vector<OpCase>& op_cases() {
     add_random_cases(cs);
     add_control_flow_cases(cs);
     add_collective_cases(cs);
+    add_custom_cases(cs);
     std::set<std::string> names;
     for (const OpCase& c : cs.cases) {
       check(names.insert(c.name).second, "op cases: duplicate case name '" + c.name + "'");
