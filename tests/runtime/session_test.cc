@@ -457,14 +457,13 @@ TEST(Devices, BackendRegistry) {
   EXPECT_EQ(message.rfind("no backend for device 'cuda' (registered: cpu", 0), 0u) << message;
   EXPECT_EQ(error_of([] { Session s(Device::parse("cuda:1")); }), message);
   EXPECT_EQ(error_of([] { register_backend(nullptr); }), "register_backend: null backend");
-  // The CPU backend claims every primitive but control flow (not run natively yet, docs/ir.md
-  // "Regions": compiling it fails naming the op); a composite only with a native kernel.
+  // The CPU backend claims every primitive, control flow included (docs/runtime.md "Control
+  // flow on the CPU"); a composite only with a native kernel.
   std::set<OpKind> ops = backend_for(DeviceKind::Cpu)->supported_ops();
   for (int k = 0; k < kNumOps; ++k) {
     OpKind op = static_cast<OpKind>(k);
-    bool control_flow = op == OpKind::Cond || op == OpKind::WhileLoop || op == OpKind::Scan;
     if (!op_info(op).has(kComposite)) {
-      EXPECT_EQ(ops.count(op), control_flow ? 0u : 1u) << op_name(op);
+      EXPECT_EQ(ops.count(op), 1u) << op_name(op);
     }
   }
   EXPECT_EQ(
