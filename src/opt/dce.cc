@@ -1,6 +1,8 @@
 // "dce": dead-code elimination by use counts, keeping the graph's inputs and params; unused
 // results of cond (every branch's output) and unused ys of scan are dropped from the node and
 // its bodies, and so are the dead carries of while_loop and scan.
+#include <functional>
+
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rlx/opt/rewrite.h"
@@ -50,6 +52,40 @@ GraphRef without(const Graph& body, const std::vector<bool>& drop_input,
     if (keep_output[r]) outs.push_back(res[r]);
   nb.set_outputs(std::move(outs));
   return std::make_shared<const Graph>(std::move(nb));
+}
+
+/// `mask` when it marks something to drop and some result of the node is used (else the trim
+/// would change nothing, or the node is dead and the sweep removes it whole); else empty.
+std::vector<bool> unless_noop(std::vector<bool> mask, const std::vector<int>& uses) {
+  bool any = false, any_used = false;
+  for (bool m : mask) any = any || m;
+  for (int u : uses) any_used = any_used || u > 0;
+  return any && any_used ? mask : std::vector<bool>{};
+}
+
+/// Which parts of node `n` (given its result use counts) a trim drops; empty: none.
+using TrimMask = std::vector<bool> (*)(const Node& n, const std::vector<int>& uses);
+/// Rebuilds node `n` (operands mapped) without the parts marked in `mask`; returns the values
+/// replacing its results.
+using TrimFn = std::function<std::vector<Value>(RewriteContext& ctx, const Node& n,
+                                                std::span<const Value> operands,
+                                                const std::vector<bool>& mask)>;
+
+/// Rebuilds with `fn` every node of `g` for which `mask` is not empty; true when any was.
+bool trim_nodes(Graph& g, TrimMask mask, const TrimFn& fn) {
+  std::vector<std::vector<int>> uses = use_counts(g);
+  bool any = false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) any = any || !mask(g.nodes()[i], uses[i]).empty();
+  if (!any) return false;
+  Graph out = rewrite(g,
+                      [&](RewriteContext& ctx, const Node& n,
+                          std::span<const Value> operands) -> std::optional<std::vector<Value>> {
+                        std::vector<bool> m = mask(n, uses[static_cast<size_t>(ctx.id)]);
+                        if (m.empty()) return std::nullopt;
+                        return fn(ctx, n, operands, m);
+                      });
+  g = std::move(out);
+  return true;
 }
 
 class DcePass : public Pass {
@@ -103,30 +139,18 @@ class DcePass : public Pass {
     else if (n.op != OpKind::Cond)
       return {};
     std::vector<bool> drop(n.results.size(), false);
-    bool any = false, any_used = false;
-    for (size_t r = 0; r < n.results.size(); ++r) {
-      any_used = any_used || uses[r] > 0;
-      drop[r] = r >= first && uses[r] == 0;
-      any = any || drop[r];
-    }
-    return any && any_used ? drop : std::vector<bool>{};
+    for (size_t r = 0; r < n.results.size(); ++r) drop[r] = r >= first && uses[r] == 0;
+    return unless_noop(std::move(drop), uses);
   }
 
   // Rebuilds the control-flow nodes with droppable results without them (their bodies return
   // fewer values; the body's own DCE then removes what computed them). The dropped results are
   // replaced by unused placeholders that the next sweep removes.
-  bool trim_unused_results(Graph& g) {
-    std::vector<std::vector<int>> uses = use_counts(g);
-    bool any = false;
-    for (size_t i = 0; i < g.nodes().size(); ++i)
-      any = any || !droppable(g.nodes()[i], uses[i]).empty();
-    if (!any) return false;
-    Graph out = rewrite(
-        g,
-        [&](RewriteContext& ctx, const Node& n,
-            std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-          std::vector<bool> drop = droppable(n, uses[static_cast<size_t>(ctx.id)]);
-          if (drop.empty()) return std::nullopt;
+  static bool trim_unused_results(Graph& g) {
+    return trim_nodes(
+        g, droppable,
+        [](RewriteContext& ctx, const Node& n, std::span<const Value> operands,
+           const std::vector<bool>& drop) {
           auto trimmed = [&](const GraphRef& body, size_t offset) {
             Graph b = *body;
             std::vector<Value> outs;
@@ -155,8 +179,6 @@ class DcePass : public Pass {
           }
           return results;
         });
-    g = std::move(out);
-    return true;
   }
 
   // The carries of while_loop / scan node `n` that can go: live are those whose result is used
@@ -170,8 +192,6 @@ class DcePass : public Pass {
         n.op == OpKind::Scan ? static_cast<size_t>(n.attrs.get_int("num_carry")) : n.results.size();
     const Graph& body = n.attrs.get_graph("body");
     std::vector<bool> live(k, false);
-    bool any_used = false;
-    for (size_t r = 0; r < n.results.size(); ++r) any_used = any_used || uses[r] > 0;
     for (size_t c = 0; c < k; ++c) live[c] = uses[c] > 0;
     std::vector<size_t> roots;  // body outputs every iteration needs: the ys
     for (size_t o = k; o < body.outputs().size(); ++o) roots.push_back(o);
@@ -189,29 +209,18 @@ class DcePass : public Pass {
       }
     }
     std::vector<bool> dead(k);
-    bool any = false;
-    for (size_t c = 0; c < k; ++c) {
-      dead[c] = !live[c];
-      any = any || dead[c];
-    }
-    return any && any_used ? dead : std::vector<bool>{};
+    for (size_t c = 0; c < k; ++c) dead[c] = !live[c];
+    return unless_noop(std::move(dead), uses);
   }
 
   // Rebuilds the while_loops and scans with dead carries without them: fewer init operands,
   // bodies (and a while's cond) without those inputs and (body) outputs. The dropped results
   // are replaced by unused placeholders that the next sweep removes.
-  bool trim_dead_carries(Graph& g) {
-    std::vector<std::vector<int>> uses = use_counts(g);
-    bool any = false;
-    for (size_t i = 0; i < g.nodes().size(); ++i)
-      any = any || !dead_carries(g.nodes()[i], uses[i]).empty();
-    if (!any) return false;
-    Graph out = rewrite(
-        g,
-        [&](RewriteContext& ctx, const Node& n,
-            std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-          std::vector<bool> dead = dead_carries(n, uses[static_cast<size_t>(ctx.id)]);
-          if (dead.empty()) return std::nullopt;
+  static bool trim_dead_carries(Graph& g) {
+    return trim_nodes(
+        g, dead_carries,
+        [](RewriteContext& ctx, const Node& n, std::span<const Value> operands,
+           const std::vector<bool>& dead) {
           auto nc = static_cast<size_t>(n.attrs.get_int("num_consts"));
           size_t k = dead.size();
           // Operands / body inputs: consts, carries, xs; body outputs: carries, ys.
@@ -241,8 +250,6 @@ class DcePass : public Pass {
             results.push_back(r < k && dead[r] ? placeholder(dst, n.results[r]) : kept[j++]);
           return results;
         });
-    g = std::move(out);
-    return true;
   }
 };
 
