@@ -1,5 +1,6 @@
 // The "simplify" pass: exact algebraic identities (neutral elements, shape-op chains, lossless
 // convert chains, broadcasts of splat constants), applied until none fires.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -7,6 +8,7 @@
 #include <numeric>
 #include <string>
 
+#include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
 #include "rlx/opt/rewrite.h"
 
@@ -215,6 +217,20 @@ std::optional<Value> simplify_node(Graph& g, const Node& n, std::span<const Valu
   }
 }
 
+/// A cond whose index is a constant: the results of the branch it takes (a bool predicate
+/// picks branches[int(pred)], an i32 index is clamped to [0, N-1] as lax.switch), inlined into
+/// `g` on the operands after the index; nullopt for any other node.
+std::optional<std::vector<Value>> inline_constant_cond(Graph& g, const Node& n,
+                                                       std::span<const Value> ops) {
+  if (n.op != OpKind::Cond) return std::nullopt;
+  const Tensor* index = constant_value(g, ops[0]);
+  if (index == nullptr) return std::nullopt;
+  const GraphList& branches = n.attrs.get_graphs("branches");
+  int64_t taken =
+      std::clamp<int64_t>(index->get_i64(0), 0, static_cast<int64_t>(branches.size()) - 1);
+  return inline_graph(g, *branches[static_cast<size_t>(taken)], ops.subspan(1));
+}
+
 class SimplifyPass final : public Pass {
  public:
   std::string_view name() const override { return "simplify"; }
@@ -236,6 +252,10 @@ class SimplifyPass final : public Pass {
       Graph out = rewrite(g,
                           [&](RewriteContext& ctx, const Node& n,
                               std::span<const Value> ops) -> std::optional<std::vector<Value>> {
+                            if (auto r = inline_constant_cond(ctx.dst, n, ops)) {
+                              fired = true;
+                              return r;
+                            }
                             std::optional<Value> v = simplify_node(ctx.dst, n, ops);
                             if (!v) return std::nullopt;
                             fired = true;

@@ -305,6 +305,142 @@ TEST(ControlFlowPasses, DceDropsUnusedYsAndBranchResults) {
   EXPECT_FALSE(create_dce_pass()->run(d));  // nothing left to drop
 }
 
+// Both values lists are bitwise equal on `feeds`.
+void expect_bitwise_same(const Graph& want, const Graph& got, const TensorMap& feeds) {
+  std::vector<Tensor> a = evaluate(want, feeds), b = evaluate(got, feeds);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].bitwise_equal(b[i])) << i;
+}
+
+// A branch x -> (op(x), x * k): distinct per branch so the taken one shows in the values.
+Graph branch(const std::string& name, int k) {
+  Graph b(name);
+  Value x = b.input("x", DType::f32, {3});
+  Value y = k == 0 ? b.sin(x) : k == 1 ? b.cos(x) : b.tanh(x);
+  b.set_outputs({y, b.mul(x, b.scalar(k + 2, DType::f32))});
+  return b;
+}
+
+TEST(ControlFlowPasses, SimplifyInlinesConstantCond) {
+  TensorMap feeds{{"x", random_tensor(DType::f32, {3}, 11)}};
+  auto check = [&](const Graph& g, int want_conds) {
+    Graph s = g;
+    EXPECT_TRUE(create_simplify_pass()->run(s));
+    EXPECT_TRUE(s.verify().empty());
+    EXPECT_EQ(count(s, OpKind::Cond), want_conds);
+    expect_bitwise_same(g, s, feeds);
+  };
+  for (bool p : {false, true}) {  // lax.cond: branch int(pred)
+    SCOPED_TRACE(p);
+    Graph g("c");
+    Value x = g.input("x", DType::f32, {3});
+    Value pred = g.constant(Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{p}));
+    g.set_outputs(g.cond(pred, branch("t", 1), branch("f", 0), {x}));
+    check(g, 0);
+    Graph s = g;
+    create_simplify_pass()->run(s);
+    EXPECT_EQ(count(s, p ? OpKind::Cos : OpKind::Sin), 1);
+    EXPECT_EQ(count(s, p ? OpKind::Sin : OpKind::Cos), 0);
+  }
+  for (int64_t index : {-5, 0, 1, 2, 9}) {  // lax.switch clamps to [0, 2]
+    SCOPED_TRACE(index);
+    Graph g("s");
+    Value x = g.input("x", DType::f32, {3});
+    Value i = g.constant(Tensor::from_ints(DType::i32, {}, std::vector<int64_t>{index}));
+    g.set_outputs(g.switch_case(i, {branch("b0", 0), branch("b1", 1), branch("b2", 2)}, {x}));
+    check(g, 0);
+  }
+  // Inside a scan body (the constant predicate is the body's own), next to a cond whose
+  // predicate is an input, which stays.
+  Graph body("step");
+  {
+    Value c = body.input("c", DType::f32, {3});
+    Value p = body.constant(Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{1}));
+    body.set_outputs({body.cond(p, branch("t", 2), branch("f", 0), {c})[0]});
+  }
+  Graph g("nested");
+  Value x = g.input("x", DType::f32, {3});
+  Value q = g.input("q", DType::bool_, {});
+  Value h = g.scan(std::move(body), {x}, {}, {}, ScanOptions{.length = 4})[0];
+  g.set_outputs(g.cond(q, branch("t", 1), branch("f", 0), {h}));
+  for (bool qv : {false, true}) {
+    feeds["q"] = Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{qv});
+    check(g, 1);
+  }
+  Graph s = g;
+  create_simplify_pass()->run(s);
+  for (const Node& n : s.nodes()) {
+    if (n.op == OpKind::Scan) {
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Cond), 0);
+    }
+  }
+  EXPECT_FALSE(create_simplify_pass()->run(s));
+}
+
+TEST(ControlFlowPasses, DceDropsDeadCarries) {
+  // while i < 5: (i, x, junk, echo) = (i + 1, x * 1.5, junk * 2 + 1, echo + x); only x is
+  // used. i stays (the cond reads it); junk feeds only itself and echo only itself: both go.
+  Graph g("carries");
+  Value x0 = g.input("x0", DType::f32, {3});
+  Value j0 = g.input("j0", DType::f32, {2});
+  Graph c("c"), b("b");
+  {
+    Value ci = c.input("i", DType::i32, {});
+    c.input("x", DType::f32, {3});
+    c.input("junk", DType::f32, {2});
+    c.input("echo", DType::f32, {3});
+    c.set_outputs({c.lt(ci, c.scalar(5, DType::i32))});
+    Value i = b.input("i", DType::i32, {});
+    Value x = b.input("x", DType::f32, {3});
+    Value junk = b.input("junk", DType::f32, {2});
+    Value echo = b.input("echo", DType::f32, {3});
+    b.set_outputs({b.add(i, b.scalar(1, DType::i32)), b.mul(x, b.scalar(1.5, DType::f32)),
+                   b.add(b.mul(junk, b.scalar(2, DType::f32)), b.scalar(1, DType::f32)),
+                   b.add(echo, x)});
+  }
+  std::vector<Value> w =
+      g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0, j0, x0});
+  // scan carries (a, e, junk, d, y) over xs: a' = a + e, e' = e * 0.5, junk' = junk + d,
+  // d' = d * x, y' = y + x; ys = y * 2. Only a and the ys are used: e (feeds a) and y (feeds
+  // the ys) stay, junk and d (feeding only dead carries) go.
+  Graph sb("step");
+  {
+    Value a = sb.input("a", DType::f32, {3});
+    Value e = sb.input("e", DType::f32, {3});
+    Value junk = sb.input("junk", DType::f32, {3});
+    Value d = sb.input("d", DType::f32, {3});
+    Value y = sb.input("y", DType::f32, {3});
+    Value x = sb.input("x", DType::f32, {3});
+    sb.set_outputs({sb.add(a, e), sb.mul(e, sb.scalar(0.5, DType::f32)), sb.add(junk, d),
+                    sb.mul(d, x), sb.add(y, x), sb.mul(y, sb.scalar(2, DType::f32))});
+  }
+  Value xs = g.input("xs", DType::f32, {4, 3});
+  std::vector<Value> s = g.scan(std::move(sb), {x0, x0, x0, x0, x0}, {xs});
+  g.set_outputs({w[1], s[0], s[5]});
+  Graph d = g;
+  EXPECT_TRUE(create_dce_pass()->run(d));
+  EXPECT_TRUE(d.verify().empty()) << d.to_string();
+  for (const Node& n : d.nodes()) {
+    if (n.op == OpKind::WhileLoop) {
+      ASSERT_EQ(n.results.size(), 2u);  // i, x
+      EXPECT_EQ(n.results[0].dtype, DType::i32);
+      EXPECT_EQ(n.attrs.get_graph("cond").inputs().size(), 2u);
+      EXPECT_EQ(n.attrs.get_graph("body").inputs().size(), 2u);
+    }
+    if (n.op == OpKind::Scan) {
+      EXPECT_EQ(n.attrs.get_int("num_carry"), 3);  // a, e, y
+      EXPECT_EQ(n.results.size(), 4u);
+      EXPECT_EQ(n.attrs.get_graph("body").inputs().size(), 4u);
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::Mul), 2);  // e * 0.5, y * 2
+    }
+  }
+  TensorMap feeds{{"x0", random_tensor(DType::f32, {3}, 12)},
+                  {"j0", random_tensor(DType::f32, {2}, 13)},
+                  {"xs", random_tensor(DType::f32, {4, 3}, 14)}};
+  expect_bitwise_same(g, d, feeds);
+  EXPECT_FALSE(create_dce_pass()->run(d));  // nothing left to drop
+}
+
 TEST(ControlFlowPasses, LegalizingForABackendWithoutThemNamesTheOps) {
   Graph g = mixed_graph();
   PipelineOptions o;

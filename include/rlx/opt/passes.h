@@ -12,7 +12,10 @@
 namespace rlx {
 
 /// "dce": removes nodes whose results reach no graph output. Inputs and params stay (they are
-/// the graph's signature) even when unused.
+/// the graph's signature) even when unused. A cond's unused results and a scan's unused ys
+/// leave the node and its bodies; so do the dead carries of a while_loop or scan: a carry is
+/// live when its result is used or (to a fixed point) a live carry's update, a ys or a while's
+/// cond depends on it, so a carry feeding only itself is dropped.
 std::unique_ptr<Pass> create_dce_pass();
 
 /// "cse": merges nodes with the same op, operands and attributes (constants compared by value
@@ -29,7 +32,9 @@ std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{
 /// "simplify": algebraic identities — x+0, x-0, x*1, x/1 (when the result type equals x's),
 /// x*0 -> 0 for integers only (floats keep NaN/inf/-0 semantics), transpose of transpose,
 /// reshape of reshape, identity transpose/reshape/convert, convert-of-convert when the middle
-/// type holds every value of the source, broadcast of a scalar constant -> a splat constant.
+/// type holds every value of the source, broadcast of a scalar constant -> a splat constant,
+/// and a cond whose index is a constant -> the taken branch inlined (a bool predicate takes
+/// branches[int(pred)], an i32 index is clamped to [0, N-1] as lax.switch).
 std::unique_ptr<Pass> create_simplify_pass();
 
 /// "legalize-broadcast": makes every implicit numpy broadcast explicit with broadcast_in_dim,
