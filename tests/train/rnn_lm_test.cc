@@ -1,11 +1,12 @@
 // Issue 16's training check on the CPU backend: a small recurrent language model (embedding, a
 // tanh RNN cell scanned over time, a linear head; tests/common/rnn_lm.h) trained with AdamW on
 // the delayed-copy task, through grad of `scan` and the CPU backend's native scan.
+#include "common/rnn_lm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "common/rnn_lm.h"
 #include "rlx/runtime/session.h"
 #include "rlx/train/optimizer.h"
 #include "rlx/train/trainer.h"
@@ -21,8 +22,8 @@ namespace {
 TEST(RnnLm, TrainsOnCpuWithAdamW) {
   const testing::RnnLmShape s;
   Session session(Device::cpu());
-  Trainer t(session, testing::rnn_lm(s), testing::kRnnLmParams, AdamW(),
-            testing::rnn_lm_init(s, 7), TrainerOptions{});
+  Trainer t(session, testing::rnn_lm(s), testing::kRnnLmParams, AdamW(), testing::rnn_lm_init(s, 7),
+            TrainerOptions{});
   double first = 0, last = 0;
   for (int k = 0; k < testing::kRnnLmSteps; ++k) {
     double loss = t.step(testing::rnn_lm_batch(s, static_cast<uint64_t>(k)), 1e-2)[0].get_f64(0);
