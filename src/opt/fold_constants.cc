@@ -63,7 +63,7 @@ class FoldConstantsPass final : public Pass {
     if (n.op == OpKind::RngKey && !n.attrs.has("seed")) return false;
     // Control flow runs its bodies: a while_loop need not terminate, and a body's cost is
     // not bounded by the size of the results, so neither is folded at compile time.
-    if (n.op == OpKind::Cond || n.op == OpKind::WhileLoop || n.op == OpKind::Scan) return false;
+    if (is_control_flow(n.op)) return false;
     for (Value v : operands)
       if (dst.node(v).op != OpKind::Constant) return false;
     int64_t total = 0;

@@ -127,9 +127,6 @@ std::vector<std::string> PassManager::pass_names() const {
 }
 
 bool map_bodies(Graph& g, const BodyFn& fn) {
-  auto is_control_flow = [](OpKind op) {
-    return op == OpKind::Cond || op == OpKind::WhileLoop || op == OpKind::Scan;
-  };
   bool any = false;
   for (const Node& n : g.nodes()) any = any || is_control_flow(n.op);
   if (!any) return false;

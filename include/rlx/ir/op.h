@@ -108,6 +108,11 @@ const OpInfo& op_info(OpKind kind);
 std::optional<OpKind> op_from_name(std::string_view name);
 /// The mnemonic of `kind` ("add", "dot_general", ...) as in the text form.
 inline std::string_view op_name(OpKind kind) { return kOpMnemonics[static_cast<size_t>(kind)]; }
+/// True for the ops that own control-flow regions (cond, while_loop, scan; docs/ir.md
+/// "Regions"): passes that recurse into bodies or must not evaluate them ask this.
+inline bool is_control_flow(OpKind kind) {
+  return kind == OpKind::Cond || kind == OpKind::WhileLoop || kind == OpKind::Scan;
+}
 
 /// Checks `attrs` against the schema of `op`: rejects unknown names, wrong types and values
 /// outside `choices`, fills defaults. Errors name the op and node.
