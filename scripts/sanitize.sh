@@ -37,12 +37,13 @@ case "$kind" in
     }
     echo "asan build (${suites[*]}): $(($(date +%s) - start)) s"
     # Each test carries its suite's label (CMakeLists.txt: rlx_register_tests). Left out: the
-    # numerical-parity runs of whole real models (MiniLM quantized four ways, SmolLM2's 30-layer
-    # KV-cache checks, every code point through the tokenizer), 20-90 s each under ASan; their
-    # code paths run here on the small models and inputs of the same suites, and the tokenizer
-    # is fuzzed.
+    # numerical-parity runs of whole real models (MiniLM quantized five ways and under the bf16
+    # policy, SmolLM2's 30-layer KV-cache checks, every code point through the tokenizer) and
+    # the dense numeric sweeps (every quantized format's exact paths against dequantize-then-
+    # matmul, the vector-math ULP sweep), 20-90 s each under ASan; their code paths run here on
+    # the small models, shapes and inputs of the same suites, and the tokenizer is fuzzed.
     labels=$(IFS='|'; echo "^(${suites[*]})\$")
-    slow='^(MiniLM\.Q[0-9]_[0-9K]LinearWeightsStayClose|SmolLm2Cache.*|TokenizerParity\.EveryCodePointMatchesHuggingFace)$'
+    slow='^(MiniLM\.(Q[0-9]_[0-9K]LinearWeightsStayClose|Q8_0WithInt8ActivationsStaysClose|Bf16PolicyStaysClose)|SmolLm2Cache.*|TokenizerParity\.EveryCodePointMatchesHuggingFace|QuantMatmul\.ExactPathsMatchDequantizeThenMatmulInF32|VecMath\.MaxUlpOverDenseSweeps)$'
     ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --timeout 900 -L "$labels" -E "$slow"
     echo "asan step: $(($(date +%s) - start)) s"
     ;;
