@@ -27,6 +27,7 @@ namespace rlx::tools {
 namespace {
 
 namespace fs = std::filesystem;
+using rlx::testing::ScopedEnv;
 using rlx::testing::TempDir;
 using rlx::testing::TinyBertOptions;
 using rlx::testing::write_tiny_bert;
@@ -373,6 +374,25 @@ TEST(Cli, EmbedOnAPjrtDeviceSetEqualsTheCpu) {
                "pjrt: device set 'pjrt:0-4095' names pjrt:");
   EXPECT_HAS(run_rlx({"embed", "--help"}).out, "pjrt:all");
   EXPECT_HAS(run_rlx({"devices", "--help"}).out, "pjrt:0-3");
+}
+
+// The tool runs with GOMP_SPINCOUNT=300 (spin briefly, then block: docs/runtime.md "Threads")
+// unless the user chose a libgomp wait policy; libgomp reads it before main, so the tool
+// re-executes itself with it set, and `rlx devices` reports the policy in effect.
+TEST(Cli, IdleThreadsSpinBrieflyUnlessTheUserChoseAWaitPolicy) {
+  Result unset;
+  {
+    ScopedEnv env;
+    env.set("OMP_WAIT_POLICY", std::nullopt);
+    env.set("GOMP_SPINCOUNT", std::nullopt);
+    unset = run_rlx({"devices"});
+  }
+  EXPECT_EQ(unset.status, 0) << unset.err;
+  EXPECT_HAS(unset.out, "idle threads: GOMP_SPINCOUNT=300\n");
+  EXPECT_HAS(run_rlx({"devices"}, "", {{"GOMP_SPINCOUNT", "77"}}).out,
+             "idle threads: GOMP_SPINCOUNT=77\n");
+  EXPECT_HAS(run_rlx({"devices"}, "", {{"OMP_WAIT_POLICY", "active"}}).out,
+             "idle threads: OMP_WAIT_POLICY=active\n");
 }
 
 TEST(Cli, CacheInfoAndClear) {

@@ -1,7 +1,10 @@
 // Argument checks, input reading and subcommand suggestions of the rlx tool.
 #include "cli_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 
@@ -78,6 +81,21 @@ std::string closest_match(const std::string& word, const std::vector<std::string
     if (d < best_distance) best = c, best_distance = d;
   }
   return best;
+}
+
+void use_default_gomp_wait_policy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
+    return;
+  if (setenv("GOMP_SPINCOUNT", "300", 0) != 0) return;
+  // Set before the exec, so the new image does not come back here; on failure the process
+  // goes on with libgomp's defaults, already loaded.
+  execv("/proc/self/exe", argv);
+}
+
+std::string gomp_wait_policy() {
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+    if (const char* v = std::getenv(name)) return std::string(name) + "=" + v;
+  return "libgomp default (spin 300000, then block)";
 }
 
 }  // namespace rlx::tools

@@ -35,4 +35,18 @@ std::string input_name(const std::string& path);
 /// with `word`), or "" when none is close.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 
+/// The libgomp wait policy the tool's threads get (docs/runtime.md "Threads"): when neither
+/// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets GOMP_SPINCOUNT=300 (spin a few microseconds
+/// at a barrier, then block) and re-executes the tool (/proc/self/exe, same argv), because
+/// libgomp reads them once, in its constructor, before main runs and before any hook of the
+/// executable could set them (a .preinit_array's setenv is dropped by glibc). Returns only when
+/// no re-execution is needed or it failed (then the tool runs with libgomp's defaults). This is
+/// what `import rlx` does for Python; libgomp's own default (spin 300000 iterations) made every
+/// fork/join wait for the scheduler on a machine where another process holds a core.
+void use_default_gomp_wait_policy(char** argv);
+
+/// How the tool's idle threads wait, as `rlx devices` prints it: "OMP_WAIT_POLICY=passive",
+/// "GOMP_SPINCOUNT=300", or "libgomp default (spin 300000, then block)" when neither is set.
+std::string gomp_wait_policy();
+
 }  // namespace rlx::tools

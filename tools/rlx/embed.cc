@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
@@ -171,7 +172,8 @@ int run_devices() {
   for (const Device& d : available_devices()) {
     std::printf("%s", d.to_string().c_str());
     if (d.kind == DeviceKind::Cpu)
-      std::printf("\t%d threads (%d physical cores)", num_threads(), physical_cores());
+      std::printf("\t%d threads (%d physical cores), idle threads: %s", num_threads(),
+                  physical_cores(), gomp_wait_policy().c_str());
     if (d.kind == DeviceKind::Pjrt) {  // the plugin RLX_PJRT_PLUGIN (or libtpu) names, if any
       std::optional<std::string> path = pjrt::plugin_path_from_env();
       if (!path) {

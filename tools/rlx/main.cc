@@ -488,5 +488,6 @@ int run(int argc, char** argv) {
 // Every error ends as one "rlx: error: ..." line and exit status 1 (2 for bad usage): an
 // exception other than rlx::Error is a bug in rlx, but must not abort the process either.
 int main(int argc, char** argv) {
+  tools::use_default_gomp_wait_policy(argv);
   return tools::run_reporting_errors([&] { return run(argc, argv); }, std::cerr);
 }
