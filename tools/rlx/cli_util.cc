@@ -84,8 +84,7 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 }
 
 void use_default_gomp_wait_policy(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
-    return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   if (setenv("GOMP_SPINCOUNT", "300", 0) != 0) return;
   // Set before the exec, so the new image does not come back here; on failure the process
   // goes on with libgomp's defaults, already loaded.
