@@ -35,6 +35,7 @@ struct Builder {
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
     t->set_elem_type(type);
+    t->mutable_shape();  // declared, rank 0 when `dims` is empty
     for (const std::string& d : dims) {
       auto* dim = t->mutable_shape()->add_dim();
       if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
@@ -244,6 +245,21 @@ NodeProto* sub_node(::onnx::GraphProto* g, const std::string& op,
   return n;
 }
 
+// Adds input `name` of element type `type` (shape left undeclared) to subgraph `g`.
+void sub_input(::onnx::GraphProto* g, const std::string& name, int32_t type) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+}
+
+// The op kinds of `g`'s top-level nodes other than inputs and constants, in order.
+std::string op_list(const Graph& g) {
+  std::string ops;
+  for (const Node& n : g.nodes())
+    if (n.op != OpKind::Input && n.op != OpKind::Constant) ops += std::string(op_name(n.op)) + " ";
+  return ops;
+}
+
 // If on an input shape (silero-vad's exporter emits 25 of them): the condition folds once the
 // shape is bound and the taken branch is inlined; the branches return different ranks, read
 // values of the enclosing graph (one defined after the If in the file), and nest.
@@ -291,15 +307,13 @@ TEST(OnnxImport, IfWithAConditionKnownAtImportIsInlined) {
   ImportOptions o;
   o.dim_params["batch"] = 1;
   ImportedGraph ig = m.import_graph(o);
-  std::string ops;
-  for (const Node& n : ig.graph.nodes())
-    if (n.op != OpKind::Input && n.op != OpKind::Constant) ops += std::string(op_name(n.op)) + " ";
-  EXPECT_EQ(ops, "relu add squeeze ") << ig.graph.to_string();
+  EXPECT_EQ(op_list(ig.graph), "relu add squeeze ") << ig.graph.to_string();
 }
 
-// A condition computed from an input's data: the session binds small inputs by value (a
-// sampling rate), a large float input cannot be, and the error names the If node.
-TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
+// A condition computed from an input's data becomes a `cond` whose branches capture the
+// enclosing values they read; branches returning different types fold instead when the
+// condition comes from inputs small enough to bind by value, else the error names the node.
+TEST(OnnxImport, DataDependentIfRunsAsCond) {
   Builder b(13);
   b.input("x", TensorProto::FLOAT, {"n"});
   b.node("ReduceSum", {"x"}, {"sum"});
@@ -312,18 +326,38 @@ TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
   sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
   sub_node(subgraph(if_node, "else_branch", {"c"}), "Abs", {"x"}, {"c"});
   b.output("y");
-  InferenceSession s(b.model());
-  // 3 floats are bound by value: the condition folds per value.
+  Model m = b.model();
+  ImportOptions o;
+  o.dim_params["n"] = 3;
+  EXPECT_EQ(op_list(m.import_graph(o).graph), "reduce_sum convert gt squeeze cond ");
+  InferenceSession s(m);
   EXPECT_EQ(s.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].get_f64(0), -1.0);
   EXPECT_EQ(s.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].get_f64(0), 1.0);
   std::vector<double> big(64, 1.0);
-  std::string e = error_of([&] { s.run({}, {{"x", floats({64}, big)}}); });
-  EXPECT_NE(e.find("node 'if_positive' (If, opset 13)"), std::string::npos) << e;
-  EXPECT_NE(e.find("input 0 ('cond') must be known at import time"), std::string::npos) << e;
-  EXPECT_NE(e.find("rlx folds If to its taken branch (the importer does not map If to the cond "
-                   "op yet), so "
-                   "the condition must not depend on a graph input's data; it depends on the "
-                   "value of graph input(s) 'x'"),
+  big[5] = -70;
+  EXPECT_EQ(s.run({}, {{"x", floats({64}, big)}})[0].get_f64(5), 70.0);
+
+  // Branches of different shapes: no cond; the session binds 3 floats by value and folds, 64
+  // floats it cannot bind.
+  Builder d(13);
+  d.input("x", TensorProto::FLOAT, {"n"});
+  d.node("ReduceSum", {"x"}, {"sum"});
+  d.ints("zero", {0});
+  d.node("Cast", {"zero"}, {"zero_f"});
+  attr_int(d.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
+  d.node("Greater", {"sum", "zero_f"}, {"pos"});
+  d.node("Squeeze", {"pos"}, {"cond"});
+  NodeProto* if2 = d.node("If", {"cond"}, {"y"}, "if_shapes");
+  sub_node(subgraph(if2, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
+  sub_node(subgraph(if2, "else_branch", {"c"}), "ReduceSum", {"x"}, {"c"});
+  d.output("y");
+  InferenceSession s2(d.model());
+  EXPECT_EQ(s2.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].shape(), (Shape{3}));
+  EXPECT_EQ(s2.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].shape(), (Shape{1}));
+  std::string e = error_of([&] { s2.run({}, {{"x", floats({64}, big)}}); });
+  EXPECT_NE(e.find("node 'if_shapes' (If, opset 13)"), std::string::npos) << e;
+  EXPECT_NE(e.find("in then_branch but f32[1] in else_branch; rlx's cond needs both branches "
+                   "to return the same types"),
             std::string::npos)
       << e;
   // A branch reading a name nothing defines fails at load, naming the node.
@@ -336,6 +370,150 @@ TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
   e = error_of([&] { bad.model(); });
   EXPECT_NE(e.find("reads 'nope', which no node, graph input or initializer defines (in this "
                    "subgraph or an enclosing graph)"),
+            std::string::npos)
+      << e;
+}
+
+// Loop with a condition the body computes (doubling y while it is below `limit`, an enclosing
+// input the body captures) and a constant M bounding it: a while_loop; the counter carry
+// counts iterations.
+TEST(OnnxImport, LoopWithADynamicConditionIsAWhileLoop) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {});
+  b.input("limit", TensorProto::FLOAT, {});
+  b.ints("m", {5});
+  b.ints("n0", {0});
+  b.ints("one", {1});
+  b.node("Less", {"x", "limit"}, {"go"});
+  NodeProto* loop = b.node("Loop", {"m", "go", "x", "n0"}, {"y", "n"}, "doubling");
+  auto* body = subgraph(loop, "body", {"go_out", "y2", "n1"});
+  sub_input(body, "i", TensorProto::INT64);
+  sub_input(body, "go_in", TensorProto::BOOL);
+  sub_input(body, "y_in", TensorProto::FLOAT);
+  sub_input(body, "n_in", TensorProto::INT64);
+  sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
+  sub_node(body, "Less", {"y2", "limit"}, {"go_out"});
+  sub_node(body, "Add", {"i", "one"}, {"n1"});
+  b.output("y");
+  b.output("n");
+  Model m = b.model();
+  EXPECT_EQ(op_list(m.import_graph().graph), "lt while_loop ");
+  InferenceSession s(m);
+  auto run = [&](double x, double limit) {
+    std::vector<Tensor> r = s.run({}, {{"x", floats({}, {x})}, {"limit", floats({}, {limit})}});
+    return std::make_pair(r[0].get_f64(0), r[1].get_i64(0));
+  };
+  EXPECT_EQ(run(1, 10), std::make_pair(16.0, int64_t{4}));   // the condition stops it
+  EXPECT_EQ(run(3, 100), std::make_pair(96.0, int64_t{5}));  // M stops it (6 would be needed)
+  EXPECT_EQ(run(5, 2), std::make_pair(5.0, int64_t{0}));     // false at entry: no iteration
+}
+
+// Loop with constant M and no condition: a scan of M steps whose ys are the scan outputs. The
+// body holds an If on the iteration's parity (a cond inside the scan's body) whose branches
+// read the body's state and x, captured from the main graph through the loop.
+TEST(OnnxImport, LoopWithConstantTripCountStacksScanOutputs) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"2"});
+  b.ints("m", {4});
+  b.ints("two", {2});
+  b.ints("zero", {0});
+  NodeProto* loop = b.node("Loop", {"m", "", "x"}, {"acc", "rows"}, "alternate");
+  auto* body = subgraph(loop, "body", {"go_in", "acc2", "acc2"});
+  sub_input(body, "i", TensorProto::INT64);
+  sub_input(body, "go_in", TensorProto::BOOL);
+  sub_input(body, "acc_in", TensorProto::FLOAT);
+  sub_node(body, "Mod", {"i", "two"}, {"parity"});
+  sub_node(body, "Equal", {"parity", "zero"}, {"even1"});
+  sub_node(body, "Squeeze", {"even1"}, {"even"});
+  NodeProto* branch = sub_node(body, "If", {"even"}, {"acc2"});
+  sub_node(subgraph(branch, "then_branch", {"t"}), "Add", {"acc_in", "x"}, {"t"});
+  sub_node(subgraph(branch, "else_branch", {"e"}), "Sub", {"acc_in", "x"}, {"e"});
+  b.output("acc");
+  b.output("rows");
+  Model m = b.model();
+  ImportedGraph ig = m.import_graph();
+  EXPECT_EQ(op_list(ig.graph), "scan ");
+  InferenceSession s(m);
+  std::vector<Tensor> r = s.run({}, {{"x", floats({2}, {1, -3})}});
+  EXPECT_EQ(r[0].shape(), (Shape{2}));
+  EXPECT_EQ(r[0].get_f64(1), -3.0);  // x + x - x + x - x
+  ASSERT_EQ(r[1].shape(), (Shape{4, 2}));
+  const std::vector<double> rows{2, -6, 1, -3, 2, -6, 1, -3};
+  for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(r[1].get_f64(k), rows[static_cast<size_t>(k)]) << k;
+}
+
+// Scan over axis 1 in reverse, its output reversed and stacked on axis 1: a reverse cumulative
+// sum along axis 1 (Y[:, j] = sum of X[:, j:]), and the final state the row sums.
+TEST(OnnxImport, ScanWithAxesAndDirectionsIsAReverseCumsum) {
+  Builder b(16);
+  b.input("s0", TensorProto::FLOAT, {"2"});
+  b.input("x", TensorProto::FLOAT, {"2", "3"});
+  NodeProto* scan = b.node("Scan", {"s0", "x"}, {"s", "y"}, "rcumsum");
+  attr_int(scan, "num_scan_inputs", 1);
+  for (const char* name :
+       {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}) {
+    auto* a = scan->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    a->add_ints(1);
+  }
+  auto* body = subgraph(scan, "body", {"s_out", "y_t"});
+  sub_input(body, "s_in", TensorProto::FLOAT);
+  sub_input(body, "x_t", TensorProto::FLOAT);
+  sub_node(body, "Add", {"s_in", "x_t"}, {"s_out"});
+  sub_node(body, "Identity", {"s_out"}, {"y_t"});
+  b.output("s");
+  b.output("y");
+  InferenceSession s(b.model());
+  std::vector<Tensor> r =
+      s.run({}, {{"s0", floats({2}, {0, 10})}, {"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  EXPECT_EQ(r[0].get_f64(0), 6.0);
+  EXPECT_EQ(r[0].get_f64(1), 25.0);
+  ASSERT_EQ(r[1].shape(), (Shape{2, 3}));
+  const std::vector<double> y{6, 5, 3, 25, 21, 16};
+  for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(r[1].get_f64(k), y[static_cast<size_t>(k)]) << k;
+}
+
+// Forms rlx cannot import: scan outputs of a Loop the body's condition can stop early (their
+// length is only known at run time), and Scan before opset 9.
+TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNode) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {});
+  b.ints("m", {5});
+  b.ints("t", {1});
+  b.node("Cast", {"t"}, {"go"});
+  attr_int(b.m.mutable_graph()->mutable_node(0), "to", TensorProto::BOOL);
+  NodeProto* loop = b.node("Loop", {"m", "go", "x"}, {"y", "ys"}, "until_big");
+  auto* body = subgraph(loop, "body", {"go_out", "y2", "y2"});
+  sub_input(body, "i", TensorProto::INT64);
+  sub_input(body, "go_in", TensorProto::BOOL);
+  sub_input(body, "y_in", TensorProto::FLOAT);
+  sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
+  sub_node(body, "Less", {"y2", "x"}, {"go_out"});
+  b.output("y");
+  b.output("ys");
+  std::string e = error_of([&] { b.model().import_graph(); });
+  EXPECT_NE(e.find("node 'until_big' (Loop, opset 13): has scan outputs and a condition the "
+                   "body computes per iteration, so the number of rows of the scan outputs is "
+                   "only known at run time"),
+            std::string::npos)
+      << e;
+
+  Builder old(8);
+  old.input("s0", TensorProto::FLOAT, {"1", "2"});
+  old.input("x", TensorProto::FLOAT, {"1", "3", "2"});
+  NodeProto* scan = old.node("Scan", {"", "s0", "x"}, {"s", "y"}, "scan8");
+  attr_int(scan, "num_scan_inputs", 1);
+  auto* sb = subgraph(scan, "body", {"s_out", "y_t"});
+  sub_input(sb, "s_in", TensorProto::FLOAT);
+  sub_input(sb, "x_t", TensorProto::FLOAT);
+  sub_node(sb, "Add", {"s_in", "x_t"}, {"s_out"});
+  sub_node(sb, "Identity", {"s_out"}, {"y_t"});
+  old.output("s");
+  old.output("y");
+  e = error_of([&] { old.model().import_graph(); });
+  EXPECT_NE(e.find("node 'scan8' (Scan, opset 8): Scan before opset 9 (a batch axis and "
+                   "sequence_lens) is not supported"),
             std::string::npos)
       << e;
 }
