@@ -110,12 +110,13 @@ void convert_if(NodeContext& c) {
 }
 
 // Loop(M, cond, v_initial...) with body (iteration_num, cond_in, v...) -> (cond_out, v...,
-// scan_outputs...). With a trip count known at import time (M known, and cond absent, known
-// false, or known true with a body that passes it through), a scan of that length whose
-// carry holds the iteration counter; the scan outputs are its ys. Otherwise a while_loop whose
-// carry holds the counter, the condition (when given) and v; M bounds it (max_trip_count when
-// known, else a comparison in cond_fun). Scan outputs then have a length known only at run
-// time: an error.
+// scan_outputs...). An absent cond is true, and the body's cond_out is honoured either way (as
+// onnxruntime does; the spec calls it ignored without cond). With a trip count known at import
+// time (M known, cond known false, or known true with a body that passes it through or
+// returns a constant true), a scan of that length whose carry holds the iteration counter; the
+// scan outputs are its ys. Otherwise a while_loop whose carry holds the counter, the condition
+// and v; M bounds it (max_trip_count when known, else a comparison in cond_fun). Scan outputs
+// then have a length known only at run time: an error.
 void convert_loop(NodeContext& c) {
   Graph& g = c.g;
   c.require(c.num_inputs() >= 2, "needs inputs M and cond (either may be empty)");
@@ -136,9 +137,7 @@ void convert_loop(NodeContext& c) {
               "M must hold one int64, got " + t.to_string());
     m = t.shape.rank() == 0 ? c.input(0) : g.reshape(c.input(0), {});
   }
-  std::optional<Value> cond;
-  if (c.has_input(1)) cond = as_pred(c, g, c.input(1), "cond");
-  c.require(m || cond, "has neither M nor cond, so it never ends");
+  const Value cond = c.has_input(1) ? as_pred(c, g, c.input(1), "cond") : bool_true(g);
 
   std::vector<TensorType> formals{{DType::i64, Shape{}}, {DType::bool_, Shape{}}};
   formals.insert(formals.end(), carried_types.begin(), carried_types.end());
@@ -154,28 +153,31 @@ void convert_loop(NodeContext& c) {
   const size_t ncap = body.captures.size();
   const Value cond_in{body.graph.inputs()[ncap + 1], 0};
 
-  // The loop runs exactly M times unless cond can stop it: cond absent (its body output is
-  // then ignored), or known true and passed through unchanged by the body.
-  const bool passes_cond = bouts[0] == cond_in;
+  // The loop runs exactly M times when cond is known true and the body cannot turn it false.
+  const Node& cond_out = body.graph.node(bouts[0]);
+  const bool passes_cond =
+      bouts[0] == cond_in ||
+      (cond_out.op == OpKind::Constant && cond_out.attrs.get_tensor("value").get_f64(0) != 0);
   const std::optional<Tensor> m_known = c.static_input(0);
-  const std::optional<Tensor> cond_known = c.static_input(1);
+  const std::optional<Tensor> cond_known =
+      c.has_input(1) ? c.static_input(1) : std::optional(Tensor::full(DType::bool_, Shape{}, 1));
   std::optional<int64_t> trips;
   if (cond_known && cond_known->get_f64(0) == 0)
     trips = 0;
-  else if (m_known && (!cond || (cond_known && passes_cond)))
+  else if (m_known && cond_known && passes_cond)
     trips = std::max<int64_t>(0, m_known->get_i64(0));
   if (n_scan > 0 && !trips) {
     const char* why =
         "the scan outputs stack one row per iteration, so rlx needs the trip count at import "
         "time (static shapes): M known, and cond absent or known true and passed through by "
         "the body";
-    c.require(!cond || passes_cond,
+    c.require(passes_cond,
               "has scan outputs and a condition the body computes per iteration, so the "
               "number of rows of the scan outputs is only known at run time; rlx needs static "
               "shapes (scan outputs are supported with a trip count known at import time)");
     c.require(m.has_value(), "has scan outputs but no M: their length is only known at run time");
     (void)c.required_static(0, "M", why);
-    if (cond) (void)c.required_static(1, "cond", why);
+    if (c.has_input(1)) (void)c.required_static(1, "cond", why);
     c.fail(why);  // not reached: one of them was unknown
   }
 
@@ -198,31 +200,28 @@ void convert_loop(NodeContext& c) {
     std::vector<Value> res = g.scan(std::move(step), carry, {}, body.captures, o);
     results.assign(res.begin() + 1, res.end());
   } else {
-    // while_loop: consts (M when only known at run time, captures...), carry (i, cond when
-    // given, v...); cond_fun: cond && i < M; body_fun: (i + 1, cond_out, v'...).
+    // while_loop: consts (M when only known at run time, captures...), carry (i, cond, v...);
+    // cond_fun: cond && i < M; body_fun: (i + 1, cond_out, v'...).
     const bool m_operand = m && !m_known;
-    const size_t skip = cond ? SIZE_MAX : ncap + 1;
     Graph cond_g("loop_cond");
     Graph body_g("loop_body");
     std::optional<Value> m_in;
     if (m_operand) m_in = cond_g.input("M", DType::i64, Shape{});
-    std::vector<Value> in = mirror_inputs(cond_g, body.graph, skip);
-    Value pred = cond ? in[ncap + 1] : bool_true(cond_g);
+    std::vector<Value> in = mirror_inputs(cond_g, body.graph, SIZE_MAX);
+    Value pred = in[ncap + 1];
     if (m_in) pred = cond_g.logical_and(pred, cond_g.lt(in[ncap], *m_in));
     cond_g.set_outputs({pred});
 
     if (m_operand) (void)body_g.input("M", DType::i64, Shape{});
-    in = mirror_inputs(body_g, body.graph, skip);
-    std::vector<Value> args = in;
-    if (!cond) args.insert(args.begin() + static_cast<std::ptrdiff_t>(ncap) + 1, bool_true(body_g));
-    const std::vector<Value> r = inline_graph(body_g, body.graph, args);
+    in = mirror_inputs(body_g, body.graph, SIZE_MAX);
+    const std::vector<Value> r = inline_graph(body_g, body.graph, in);
     std::vector<Value> outs{body_g.add(in[ncap], body_g.scalar(1, DType::i64))};
-    if (cond) outs.push_back(body_g.type(r[0]).shape.rank() == 0 ? r[0] : body_g.reshape(r[0], {}));
+    outs.push_back(body_g.type(r[0]).shape.rank() == 0 ? r[0] : body_g.reshape(r[0], {}));
     outs.insert(outs.end(), r.begin() + 1, r.end());
     body_g.set_outputs(outs);
 
     std::vector<Value> carry{g.scalar(0, DType::i64)};
-    if (cond) carry.push_back(*cond);
+    carry.push_back(cond);
     carry.insert(carry.end(), init.begin(), init.end());
     std::vector<Value> consts;
     if (m_operand) consts.push_back(*m);
@@ -231,7 +230,7 @@ void convert_loop(NodeContext& c) {
     if (m_known) max_trips = std::max<int64_t>(0, m_known->get_i64(0));
     std::vector<Value> res =
         g.while_loop(std::move(cond_g), std::move(body_g), carry, consts, max_trips);
-    results.assign(res.begin() + (cond ? 2 : 1), res.end());
+    results.assign(res.begin() + 2, res.end());
   }
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, results[static_cast<size_t>(i)]);
 }
