@@ -23,6 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from model_files import model_dir  # noqa: E402
+from pjrt_plugin import pjrt_devices  # noqa: E402
 
 
 def _ort(model) -> "ort.InferenceSession":
@@ -219,14 +220,18 @@ def _init(name, value, dtype):
 
 
 def _both(m, feeds, atol=1e-6):
-    """Runs `m` on rlx and onnxruntime and checks every output agrees."""
-    ours = rlx.onnx.InferenceSession(m.SerializeToString()).run(None, feeds)
+    """Runs `m` on rlx (CPU, and XLA when the PJRT plugin is installed) and onnxruntime and
+    checks every output agrees; returns rlx's CPU outputs."""
     theirs = _ort(m).run(None, feeds)
-    assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, atol=atol, rtol=1e-6)
-    return ours
+    results = []
+    for device in ["cpu"] + (["pjrt:0"] if pjrt_devices() else []):
+        ours = rlx.onnx.InferenceSession(m.SerializeToString(), device=device).run(None, feeds)
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            assert a.shape == b.shape and a.dtype == b.dtype, device
+            np.testing.assert_allclose(a, b, atol=atol, rtol=1e-6, err_msg=device)
+        results.append(ours)
+    return results[0]
 
 
 def _loop_body(nodes, carried, outs):
