@@ -95,9 +95,13 @@ void convert_if(NodeContext& c) {
     // The branches do not make a cond (different output types, a shape that must be known at
     // import time): folding still works when the condition comes from small graph inputs the
     // session can bind by value (required_static throws InputValuesRequired then).
-    std::string why = e.what();
-    const size_t at = why.find(c.where() + ": ");
-    if (at != std::string::npos) why = why.substr(at + c.where().size() + 2);
+    std::string inner = e.what();  // without the file name (and this node's name)
+    size_t at = inner.find(c.where() + ": ");
+    if (at != std::string::npos)
+      inner = inner.substr(at + c.where().size() + 2);
+    else if ((at = inner.find(": node '")) != std::string::npos)
+      inner = inner.substr(at + 2);
+    const std::string why = "the branches cannot make a cond (" + inner + ")";
     try {
       (void)c.required_static(0, "cond", why.c_str());
     } catch (const InputValuesRequired&) {
