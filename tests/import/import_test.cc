@@ -474,9 +474,9 @@ TEST(OnnxImport, ScanWithAxesAndDirectionsIsAReverseCumsum) {
   for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(r[1].get_f64(k), y[static_cast<size_t>(k)]) << k;
 }
 
-// Forms rlx cannot import: scan outputs of a Loop the body's condition can stop early (their
-// length is only known at run time), and Scan before opset 9.
-TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNode) {
+// Scan outputs of a Loop the body's condition can stop early (their length is only known at
+// run time) are an error; Scan opset 8 runs, but not with short sequence_lens.
+TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNodeAndScan8Runs) {
   Builder b(13);
   b.input("x", TensorProto::FLOAT, {});
   b.ints("m", {5});
@@ -499,9 +499,12 @@ TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNode) {
             std::string::npos)
       << e;
 
+  // Scan opset 8 (batch axis first, one scan per row) runs; sequence_lens shorter than the
+  // sequence are an error.
   Builder old(8);
-  old.input("s0", TensorProto::FLOAT, {"1", "2"});
-  old.input("x", TensorProto::FLOAT, {"1", "3", "2"});
+  old.input("s0", TensorProto::FLOAT, {"2", "2"});
+  old.input("x", TensorProto::FLOAT, {"2", "3", "2"});
+  old.ints("lens", {3, 2});
   NodeProto* scan = old.node("Scan", {"", "s0", "x"}, {"s", "y"}, "scan8");
   attr_int(scan, "num_scan_inputs", 1);
   auto* sb = subgraph(scan, "body", {"s_out", "y_t"});
@@ -511,9 +514,18 @@ TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNode) {
   sub_node(sb, "Identity", {"s_out"}, {"y_t"});
   old.output("s");
   old.output("y");
+  InferenceSession s8(old.model());
+  std::vector<Tensor> r =
+      s8.run({}, {{"s0", floats({2, 2}, {0, 0, 100, 200})},
+                  {"x", floats({2, 3, 2}, {1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1})}});
+  ASSERT_EQ(r[1].shape(), (Shape{2, 3, 2}));
+  const std::vector<double> want{1, 2, 4, 6, 9, 12, 101, 201, 102, 202, 103, 203};
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(r[1].get_f64(k), want[static_cast<size_t>(k)]) << k;
+  EXPECT_EQ(r[0].get_f64(3), 203.0);
+  scan->set_input(0, "lens");
   e = error_of([&] { old.model().import_graph(); });
-  EXPECT_NE(e.find("node 'scan8' (Scan, opset 8): Scan before opset 9 (a batch axis and "
-                   "sequence_lens) is not supported"),
+  EXPECT_NE(e.find("node 'scan8' (Scan, opset 8): sequence_lens holds 2; only full-length "
+                   "sequences (3) are supported"),
             std::string::npos)
       << e;
 }

@@ -239,18 +239,21 @@ void convert_loop(NodeContext& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, results[static_cast<size_t>(i)]);
 }
 
-// Scan (opset 9+): states then num_scan_inputs scan inputs; body (states..., slices...) ->
-// (states..., scan output elements...). Scan inputs move their scan axis to the front (a
+// Scan: states then num_scan_inputs scan inputs; body (states..., slices...) -> (states...,
+// scan output elements...). Opset 9+: scan inputs move their scan axis to the front (a
 // transpose) and are reversed for direction 1; the stacked outputs are reversed for direction
-// 1 and moved to their scan_output_axes.
+// 1 and moved to their scan_output_axes. Opset 8: every input has a leading batch axis (scan
+// axis 1) and an optional first input sequence_lens (each must be the full length): one scan
+// per batch row, the results stacked along the batch axis again.
 void convert_scan(NodeContext& c) {
   Graph& g = c.g;
-  c.require(c.opset >= 9, "Scan before opset 9 (a batch axis and sequence_lens) is not supported");
+  const bool batched = c.opset < 9;
+  const int first = batched ? 1 : 0;
   const int64_t n_in = c.attr_int("num_scan_inputs", -1);
-  c.require(n_in >= 1 && n_in <= c.num_inputs(), "num_scan_inputs must be in [1, " +
-                                                     std::to_string(c.num_inputs()) + "], got " +
-                                                     std::to_string(n_in));
-  const int n_state = c.num_inputs() - static_cast<int>(n_in);
+  c.require(n_in >= 1 && n_in <= c.num_inputs() - first,
+            "num_scan_inputs must be in [1, " + std::to_string(c.num_inputs() - first) + "], got " +
+                std::to_string(n_in));
+  const int n_state = c.num_inputs() - first - static_cast<int>(n_in);
   const int n_out = c.num_outputs() - n_state;
   c.require(n_out >= 0, "has " + std::to_string(c.num_outputs()) + " output(s) for " +
                             std::to_string(n_state) + " state(s)");
@@ -261,24 +264,37 @@ void convert_scan(NodeContext& c) {
                   std::to_string(count));
     return v;
   };
-  const std::vector<int64_t> in_axes = per("scan_input_axes", static_cast<int>(n_in));
-  const std::vector<int64_t> in_dirs = per("scan_input_directions", static_cast<int>(n_in));
-  const std::vector<int64_t> out_axes = per("scan_output_axes", n_out);
-  const std::vector<int64_t> out_dirs = per("scan_output_directions", n_out);
+  const int n_x = static_cast<int>(n_in);
+  const std::vector<int64_t> zeros_in(static_cast<size_t>(n_x)),
+      zeros_out(static_cast<size_t>(n_out));
+  const std::vector<int64_t> in_axes = batched ? zeros_in : per("scan_input_axes", n_x);
+  const std::vector<int64_t> in_dirs = per(batched ? "directions" : "scan_input_directions", n_x);
+  const std::vector<int64_t> out_axes = batched ? zeros_out : per("scan_output_axes", n_out);
+  const std::vector<int64_t> out_dirs = batched ? zeros_out : per("scan_output_directions", n_out);
 
-  std::vector<Value> states;
-  std::vector<TensorType> formals;
-  for (int k = 0; k < n_state; ++k) {
-    states.push_back(c.input(k));
-    formals.push_back(g.type(states.back()));
+  // Row b of every input (opset 8), else the inputs themselves.
+  int64_t rows = 1;
+  if (batched) {
+    rows = c.input_shape(first).rank() > 0 ? c.input_shape(first)[0] : 0;
+    for (int k = first; k < c.num_inputs(); ++k)
+      c.require(c.input_shape(k).rank() >= 1 && c.input_shape(k)[0] == rows,
+                "input " + std::to_string(k) + " is " + g.type(c.input(k)).to_string() +
+                    "; every input has the batch axis first, of size " + std::to_string(rows));
   }
-  const std::vector<TensorType> state_types = formals;
-  std::vector<Value> xs;
-  std::optional<int64_t> length;
-  for (int k = 0; k < static_cast<int>(n_in); ++k) {
-    Value x = c.input(n_state + k);
+  auto row = [&](Value v, int64_t b) {
+    if (!batched) return v;
+    const Shape& s = g.shape(v);
+    std::vector<int64_t> start(static_cast<size_t>(s.rank())), limit = s.dims();
+    start[0] = b;
+    limit[0] = b + 1;
+    return g.reshape(g.slice(v, start, limit),
+                     std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
+  };
+  // Scan input k of row b with its scan axis first, in visiting order.
+  auto scan_input = [&](int k, int64_t b) {
+    Value x = row(c.input(first + n_state + k), b);
     const int64_t rank = g.shape(x).rank();
-    c.require(rank >= 1, "scan input " + std::to_string(k) + " is a scalar");
+    c.require(rank >= 1, "scan input " + std::to_string(k) + " has no scan axis");
     const int64_t a = c.axis(in_axes[static_cast<size_t>(k)], rank, "scan_input_axes entry");
     if (a != 0) {
       std::vector<int64_t> perm{a};
@@ -286,38 +302,67 @@ void convert_scan(NodeContext& c) {
         if (d != a) perm.push_back(d);
       x = g.transpose(x, perm);
     }
-    if (in_dirs[static_cast<size_t>(k)] != 0) x = g.reverse(x, {0});
-    const Shape& s = g.shape(x);
-    c.require(!length || s[0] == *length,
+    return in_dirs[static_cast<size_t>(k)] != 0 ? g.reverse(x, {0}) : x;
+  };
+
+  std::vector<TensorType> state_types;
+  for (int k = 0; k < n_state; ++k) state_types.push_back(g.type(row(c.input(first + k), 0)));
+  std::vector<TensorType> formals = state_types;
+  int64_t length = -1;
+  for (int k = 0; k < n_x; ++k) {
+    const Shape s = g.shape(scan_input(k, 0));
+    c.require(length < 0 || s[0] == length,
               "scan input " + std::to_string(k) + " has " + std::to_string(s[0]) +
-                  " steps along its scan axis, scan input 0 " + std::to_string(*length));
+                  " steps along its scan axis, scan input 0 " + std::to_string(length));
     length = s[0];
-    formals.push_back(
-        {g.dtype(x), Shape(std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()))});
-    xs.push_back(x);
+    formals.push_back({g.type(c.input(first + n_state + k)).dtype,
+                       Shape(std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()))});
   }
-  Region body = c.convert_region("body", c.free_values("body"), formals);
+  if (batched && c.has_input(0))
+    for (int64_t len : c.static_ints(0, "sequence_lens"))
+      c.require(len == length, "sequence_lens holds " + std::to_string(len) +
+                                   "; only full-length sequences (" + std::to_string(length) +
+                                   ") are supported");
+  const Region body = c.convert_region("body", c.free_values("body"), formals);
   c.require(static_cast<int>(body.graph.outputs().size()) == n_state + n_out,
             "the body has " + std::to_string(body.graph.outputs().size()) +
                 " output(s), the node needs " + std::to_string(n_state + n_out));
   require_carry_types(c, body, 0, state_types);
-  ScanOptions o;
-  o.length = length;
-  std::vector<Value> res = g.scan(std::move(body.graph), states, xs, body.captures, o);
-  for (int k = 0; k < n_state; ++k) c.set_output(k, res[static_cast<size_t>(k)]);
-  for (int j = 0; j < n_out; ++j) {
-    Value y = res[static_cast<size_t>(n_state + j)];
-    if (out_dirs[static_cast<size_t>(j)] != 0) y = g.reverse(y, {0});
-    const int64_t rank = g.shape(y).rank();
-    const int64_t a = c.axis(out_axes[static_cast<size_t>(j)], rank, "scan_output_axes entry");
-    if (a != 0) {
-      std::vector<int64_t> perm;
-      for (int64_t d = 1; d <= a; ++d) perm.push_back(d);
-      perm.push_back(0);
-      for (int64_t d = a + 1; d < rank; ++d) perm.push_back(d);
-      y = g.transpose(y, perm);
+
+  // Per row: (final states..., ys stacked on axis 0 in visiting order...).
+  std::vector<std::vector<Value>> per_row;
+  for (int64_t b = 0; b < rows; ++b) {
+    std::vector<Value> states, xs;
+    for (int k = 0; k < n_state; ++k) states.push_back(row(c.input(first + k), b));
+    for (int k = 0; k < n_x; ++k) xs.push_back(scan_input(k, b));
+    ScanOptions o;
+    o.length = length;
+    per_row.push_back(g.scan(body.graph, states, xs, body.captures, o));
+  }
+  for (int i = 0; i < n_state + n_out; ++i) {
+    Value y;
+    if (batched) {
+      std::vector<Value> parts;
+      for (const auto& r : per_row) parts.push_back(g.expand_dims(r[static_cast<size_t>(i)], {0}));
+      y = parts.empty() ? Value{} : g.concatenate(parts, 0);
+      c.require(y.valid(), "has an empty batch");
+    } else {
+      y = per_row[0][static_cast<size_t>(i)];
     }
-    c.set_output(n_state + j, y);
+    const int j = i - n_state;
+    if (j >= 0) {
+      if (out_dirs[static_cast<size_t>(j)] != 0) y = g.reverse(y, {0});
+      const int64_t rank = g.shape(y).rank();
+      const int64_t a = c.axis(out_axes[static_cast<size_t>(j)], rank, "scan_output_axes entry");
+      if (a != 0) {
+        std::vector<int64_t> perm;
+        for (int64_t d = 1; d <= a; ++d) perm.push_back(d);
+        perm.push_back(0);
+        for (int64_t d = a + 1; d < rank; ++d) perm.push_back(d);
+        y = g.transpose(y, perm);
+      }
+    }
+    c.set_output(i, y);
   }
 }
 
