@@ -252,6 +252,27 @@ void sub_input(::onnx::GraphProto* g, const std::string& name, int32_t type) {
   v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
 }
 
+// Gives Loop node `loop` a body with inputs (i: int64, go_in: bool, then `carried`: name and
+// type) and `outputs`; its nodes are added by the caller through the returned pointer.
+::onnx::GraphProto* loop_body(NodeProto* loop,
+                              const std::vector<std::pair<std::string, int32_t>>& carried,
+                              const std::vector<std::string>& outputs) {
+  auto* body = subgraph(loop, "body", outputs);
+  sub_input(body, "i", TensorProto::INT64);
+  sub_input(body, "go_in", TensorProto::BOOL);
+  for (const auto& [name, type] : carried) sub_input(body, name, type);
+  return body;
+}
+
+// Gives Scan node `scan` the body of a cumulative sum: (s, x_t) -> (s + x_t, s + x_t).
+void add_cumsum_body(NodeProto* scan) {
+  auto* body = subgraph(scan, "body", {"s_out", "y_t"});
+  sub_input(body, "s_in", TensorProto::FLOAT);
+  sub_input(body, "x_t", TensorProto::FLOAT);
+  sub_node(body, "Add", {"s_in", "x_t"}, {"s_out"});
+  sub_node(body, "Identity", {"s_out"}, {"y_t"});
+}
+
 // The op kinds of `g`'s top-level nodes other than inputs and constants, in order.
 std::string op_list(const Graph& g) {
   std::string ops;
@@ -314,19 +335,23 @@ TEST(OnnxImport, IfWithAConditionKnownAtImportIsInlined) {
 // enclosing values they read; branches returning different types fold instead when the
 // condition comes from inputs small enough to bind by value, else the error names the node.
 TEST(OnnxImport, DataDependentIfRunsAsCond) {
-  Builder b(13);
-  b.input("x", TensorProto::FLOAT, {"n"});
-  b.node("ReduceSum", {"x"}, {"sum"});
-  b.ints("zero_f", {0});
-  b.node("Cast", {"zero_f"}, {"zero"});
-  attr_int(b.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
-  b.node("Greater", {"sum", "zero"}, {"pos"});
-  b.node("Squeeze", {"pos"}, {"cond"});
-  NodeProto* if_node = b.node("If", {"cond"}, {"y"}, "if_positive");
-  sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
-  sub_node(subgraph(if_node, "else_branch", {"c"}), "Abs", {"x"}, {"c"});
-  b.output("y");
-  Model m = b.model();
+  // y = If(sum(x) > 0, then: -x, else: else_op(x)), the If named `name`.
+  auto model = [](const std::string& else_op, const std::string& name) {
+    Builder b(13);
+    b.input("x", TensorProto::FLOAT, {"n"});
+    b.node("ReduceSum", {"x"}, {"sum"});
+    b.ints("zero_f", {0});
+    b.node("Cast", {"zero_f"}, {"zero"});
+    attr_int(b.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
+    b.node("Greater", {"sum", "zero"}, {"pos"});
+    b.node("Squeeze", {"pos"}, {"cond"});
+    NodeProto* if_node = b.node("If", {"cond"}, {"y"}, name);
+    sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
+    sub_node(subgraph(if_node, "else_branch", {"c"}), else_op, {"x"}, {"c"});
+    b.output("y");
+    return b.model();
+  };
+  Model m = model("Abs", "if_positive");
   ImportOptions o;
   o.dim_params["n"] = 3;
   EXPECT_EQ(op_list(m.import_graph(o).graph), "reduce_sum convert gt squeeze cond ");
@@ -339,19 +364,7 @@ TEST(OnnxImport, DataDependentIfRunsAsCond) {
 
   // Branches of different shapes: no cond; the session binds 3 floats by value and folds, 64
   // floats it cannot bind.
-  Builder d(13);
-  d.input("x", TensorProto::FLOAT, {"n"});
-  d.node("ReduceSum", {"x"}, {"sum"});
-  d.ints("zero", {0});
-  d.node("Cast", {"zero"}, {"zero_f"});
-  attr_int(d.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
-  d.node("Greater", {"sum", "zero_f"}, {"pos"});
-  d.node("Squeeze", {"pos"}, {"cond"});
-  NodeProto* if2 = d.node("If", {"cond"}, {"y"}, "if_shapes");
-  sub_node(subgraph(if2, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
-  sub_node(subgraph(if2, "else_branch", {"c"}), "ReduceSum", {"x"}, {"c"});
-  d.output("y");
-  InferenceSession s2(d.model());
+  InferenceSession s2(model("ReduceSum", "if_shapes"));
   EXPECT_EQ(s2.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].shape(), (Shape{3}));
   EXPECT_EQ(s2.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].shape(), (Shape{1}));
   std::string e = error_of([&] { s2.run({}, {{"x", floats({64}, big)}}); });
@@ -386,11 +399,8 @@ TEST(OnnxImport, LoopWithADynamicConditionIsAWhileLoop) {
   b.ints("one", {1});
   b.node("Less", {"x", "limit"}, {"go"});
   NodeProto* loop = b.node("Loop", {"m", "go", "x", "n0"}, {"y", "n"}, "doubling");
-  auto* body = subgraph(loop, "body", {"go_out", "y2", "n1"});
-  sub_input(body, "i", TensorProto::INT64);
-  sub_input(body, "go_in", TensorProto::BOOL);
-  sub_input(body, "y_in", TensorProto::FLOAT);
-  sub_input(body, "n_in", TensorProto::INT64);
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}, {"n_in", TensorProto::INT64}},
+                         {"go_out", "y2", "n1"});
   sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
   sub_node(body, "Less", {"y2", "limit"}, {"go_out"});
   sub_node(body, "Add", {"i", "one"}, {"n1"});
@@ -418,10 +428,7 @@ TEST(OnnxImport, LoopWithConstantTripCountStacksScanOutputs) {
   b.ints("two", {2});
   b.ints("zero", {0});
   NodeProto* loop = b.node("Loop", {"m", "", "x"}, {"acc", "rows"}, "alternate");
-  auto* body = subgraph(loop, "body", {"go_in", "acc2", "acc2"});
-  sub_input(body, "i", TensorProto::INT64);
-  sub_input(body, "go_in", TensorProto::BOOL);
-  sub_input(body, "acc_in", TensorProto::FLOAT);
+  auto* body = loop_body(loop, {{"acc_in", TensorProto::FLOAT}}, {"go_in", "acc2", "acc2"});
   sub_node(body, "Mod", {"i", "two"}, {"parity"});
   sub_node(body, "Equal", {"parity", "zero"}, {"even1"});
   sub_node(body, "Squeeze", {"even1"}, {"even"});
@@ -457,11 +464,7 @@ TEST(OnnxImport, ScanWithAxesAndDirectionsIsAReverseCumsum) {
     a->set_type(::onnx::AttributeProto::INTS);
     a->add_ints(1);
   }
-  auto* body = subgraph(scan, "body", {"s_out", "y_t"});
-  sub_input(body, "s_in", TensorProto::FLOAT);
-  sub_input(body, "x_t", TensorProto::FLOAT);
-  sub_node(body, "Add", {"s_in", "x_t"}, {"s_out"});
-  sub_node(body, "Identity", {"s_out"}, {"y_t"});
+  add_cumsum_body(scan);
   b.output("s");
   b.output("y");
   InferenceSession s(b.model());
@@ -484,10 +487,7 @@ TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNodeAndScan8Runs) 
   b.node("Cast", {"t"}, {"go"});
   attr_int(b.m.mutable_graph()->mutable_node(0), "to", TensorProto::BOOL);
   NodeProto* loop = b.node("Loop", {"m", "go", "x"}, {"y", "ys"}, "until_big");
-  auto* body = subgraph(loop, "body", {"go_out", "y2", "y2"});
-  sub_input(body, "i", TensorProto::INT64);
-  sub_input(body, "go_in", TensorProto::BOOL);
-  sub_input(body, "y_in", TensorProto::FLOAT);
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}}, {"go_out", "y2", "y2"});
   sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
   sub_node(body, "Less", {"y2", "x"}, {"go_out"});
   b.output("y");
@@ -507,11 +507,7 @@ TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNodeAndScan8Runs) 
   old.ints("lens", {3, 2});
   NodeProto* scan = old.node("Scan", {"", "s0", "x"}, {"s", "y"}, "scan8");
   attr_int(scan, "num_scan_inputs", 1);
-  auto* sb = subgraph(scan, "body", {"s_out", "y_t"});
-  sub_input(sb, "s_in", TensorProto::FLOAT);
-  sub_input(sb, "x_t", TensorProto::FLOAT);
-  sub_node(sb, "Add", {"s_in", "x_t"}, {"s_out"});
-  sub_node(sb, "Identity", {"s_out"}, {"y_t"});
+  add_cumsum_body(scan);
   old.output("s");
   old.output("y");
   InferenceSession s8(old.model());
