@@ -116,11 +116,11 @@ void convert_if(NodeContext& c) {
 // Loop(M, cond, v_initial...) with body (iteration_num, cond_in, v...) -> (cond_out, v...,
 // scan_outputs...). An absent cond is true, and the body's cond_out is honoured either way (as
 // onnxruntime does; the spec calls it ignored without cond). With a trip count known at import
-// time (M known, cond known false, or known true with a body that passes it through or
-// returns a constant true), a scan of that length whose carry holds the iteration counter; the
-// scan outputs are its ys. Otherwise a while_loop whose carry holds the counter, the condition
-// and v; M bounds it (max_trip_count when known, else a comparison in cond_fun). Scan outputs
-// then have a length known only at run time: an error.
+// time (0 when cond is known false; M when M is known and cond known true, with a body that
+// passes it through or returns a constant true), a scan of that length whose carry holds the
+// iteration counter; the scan outputs are its ys. Otherwise a while_loop whose carry holds the
+// counter, the condition and v; M bounds it (max_trip_count when known, else a comparison in
+// cond_fun). Scan outputs then have a length known only at run time: an error.
 void convert_loop(NodeContext& c) {
   Graph& g = c.g;
   c.require(c.num_inputs() >= 2, "needs inputs M and cond (either may be empty)");
