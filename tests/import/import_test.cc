@@ -418,6 +418,32 @@ TEST(OnnxImport, LoopWithADynamicConditionIsAWhileLoop) {
   EXPECT_EQ(run(5, 2), std::make_pair(5.0, int64_t{0}));     // false at entry: no iteration
 }
 
+// A value a body needs at import time (a Reshape's shape) computed from an enclosing graph
+// input: InputValuesRequired names that input, and the session binds it by value.
+TEST(OnnxImport, BodyValueNeededAtImportNamesTheEnclosingInput) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"3"});
+  b.input("shape", TensorProto::INT64, {"1"});
+  b.ints("m", {2});
+  NodeProto* loop = b.node("Loop", {"m", "", "x"}, {"y"}, "reshaping");
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}}, {"go_in", "y2"});
+  sub_node(body, "Add", {"y_in", "y_in"}, {"sum"});
+  sub_node(body, "Reshape", {"sum", "shape"}, {"y2"});
+  b.output("y");
+  Model m = b.model();
+  try {
+    m.import_graph();
+    FAIL() << "expected InputValuesRequired";
+  } catch (const InputValuesRequired& e) {
+    EXPECT_EQ(e.inputs(), std::vector<std::string>{"shape"});
+  }
+  InferenceSession s(m);
+  Tensor y =
+      s.run({}, {{"x", floats({3}, {1, 2, 3})},
+                 {"shape", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{3})}})[0];
+  EXPECT_EQ(y.get_f64(2), 12.0);  // 3 doubled twice
+}
+
 // Loop with constant M and no condition: a scan of M steps whose ys are the scan outputs. The
 // body holds an If on the iteration's parity (a cond inside the scan's body) whose branches
 // read the body's state and x, captured from the main graph through the loop.
