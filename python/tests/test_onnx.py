@@ -23,6 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from model_files import model_dir  # noqa: E402
+from pjrt_plugin import pjrt_devices  # noqa: E402
 
 
 def _ort(model) -> "ort.InferenceSession":
@@ -203,6 +204,198 @@ def test_errors_name_the_problem():
         rlx.onnx.InferenceSession(m.SerializeToString()[:-5])
     with pytest.raises(rlx.Error, match="providers"):
         rlx.onnx.InferenceSession(m.SerializeToString(), providers=["CUDAExecutionProvider"])
+
+
+# ---- control flow: If / Loop / Scan onto cond / while_loop / scan, against onnxruntime.
+
+_F, _I64, _B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def _vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _init(name, value, dtype):
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def _both(m, feeds, atol=1e-6):
+    """Runs `m` on rlx (CPU, and XLA when the PJRT plugin is installed) and onnxruntime and
+    checks every output agrees; returns rlx's CPU outputs."""
+    theirs = _ort(m).run(None, feeds)
+    results = []
+    for device in ["cpu"] + (["pjrt:0"] if pjrt_devices() else []):
+        ours = rlx.onnx.InferenceSession(m.SerializeToString(), device=device).run(None, feeds)
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            assert a.shape == b.shape and a.dtype == b.dtype, device
+            np.testing.assert_allclose(a, b, atol=atol, rtol=1e-6, err_msg=device)
+        results.append(ours)
+    return results[0]
+
+
+def _loop_body(nodes, carried, outs):
+    """A Loop body (iteration_num, cond_in, *carried) -> (cond_out, *outs); (name, shape) pairs."""
+    inputs = [_vi("i", _I64, []), _vi("c_in", _B, [])] + [_vi(n, _F, s) for n, s in carried]
+    return helper.make_graph(nodes, "body", inputs, [_vi("c_out", _B, [])] + [_vi(n, _F, s) for n, s in outs])
+
+
+def test_if_on_a_runtime_bool_captures_outer_values():
+    # then reads a weight (a float initializer of 20 elements: a param, captured as an operand)
+    # and x; else reads x only. The condition is a graph input: a cond, not a fold.
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "w")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"])], "then", [], [_vi("t", _F, [4, 5])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", _F, [4, 5])])
+    m = _model(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+        [_vi("c", _B, []), _vi("x", _F, [4, 5])],
+        [_vi("y", _F, [4, 5])],
+        [w],
+    )
+    g, _ = rlx.onnx.load(m.SerializeToString(), {"c": [], "x": [4, 5]}, return_params=True)
+    assert "cond" in str(g)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    for c in (True, False):
+        _both(m, {"c": np.array(c), "x": x})
+
+
+def test_loop_with_a_counter_and_a_dynamic_condition():
+    # y = y / 2 + i while sum(y) > 1, at most M times (M a run-time input): a while_loop.
+    body = _loop_body(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=_F),
+            helper.make_node("Mul", ["y_in", "half"], ["h"]),
+            helper.make_node("Add", ["h", "fi"], ["y_out"]),
+            helper.make_node("ReduceSum", ["y_out"], ["s"], keepdims=0),
+            helper.make_node("Greater", ["s", "one"], ["c_out"]),
+        ],
+        [("y_in", [3])],
+        [("y_out", [3])],
+    )
+    m = _model(
+        [helper.make_node("Loop", ["M", "c0", "x"], ["y"], body=body)],
+        [_vi("M", _I64, []), _vi("c0", _B, []), _vi("x", _F, [3])],
+        [_vi("y", _F, [3])],
+        [_init("half", 0.5, np.float32), _init("one", 1.0, np.float32)],
+    )
+    g = rlx.onnx.load(m.SerializeToString(), {"M": [], "c0": [], "x": [3]})
+    assert "while_loop" in str(g)
+    x = [8.0, -1.0, 3.0]
+    for trips, c0, x in [(10, True, x), (2, True, x), (10, False, [1.0] * 3), (0, True, [5.0] * 3)]:
+        _both(m, {"M": np.array(trips, np.int64), "c0": np.array(c0), "x": np.array(x, np.float32)})
+
+
+def test_loop_with_scan_outputs_and_constant_trip_count():
+    # M = 6 (an initializer), no condition: scan outputs stacked per iteration [6, 2, 3].
+    body = _loop_body(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=_F),
+            helper.make_node("Mul", ["x", "fi"], ["xi"]),
+            helper.make_node("Add", ["acc_in", "xi"], ["acc_out"]),
+            helper.make_node("Sin", ["acc_out"], ["row"]),
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+        ],
+        [("acc_in", [2, 3])],
+        [("acc_out", [2, 3]), ("row", [2, 3])],
+    )
+    m = _model(
+        [helper.make_node("Loop", ["M", "", "x"], ["acc", "rows"], body=body)],
+        [_vi("x", _F, [2, 3])],
+        [_vi("acc", _F, [2, 3]), _vi("rows", _F, [6, 2, 3])],
+        [_init("M", 6, np.int64)],
+    )
+    x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
+    _, rows = _both(m, {"x": x}, atol=1e-5)
+    assert rows.shape == (6, 2, 3)
+
+
+def test_scan_cumulative_sum_reverse_axis_1():
+    # Scan input x [2, 5, 3] over axis 1 in reverse: the state is the reverse cumulative sum,
+    # output 0 stacked back reversed on axis 1 (== a reverse cumsum), output 1 (x_t * 2) in
+    # visiting order on the last axis.
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+            helper.make_node("Identity", ["s_out"], ["cum"]),
+            helper.make_node("Add", ["x_t", "x_t"], ["dbl"]),
+        ],
+        "body",
+        [_vi("s_in", _F, [2, 3]), _vi("x_t", _F, [2, 3])],
+        [_vi("s_out", _F, [2, 3]), _vi("cum", _F, [2, 3]), _vi("dbl", _F, [2, 3])],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["s0", "x"],
+        ["s", "cum", "dbl"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[1],
+        scan_input_directions=[1],
+        scan_output_axes=[1, -1],
+        scan_output_directions=[1, 0],
+    )
+    m = _model(
+        [node],
+        [_vi("s0", _F, [2, 3]), _vi("x", _F, [2, 5, 3])],
+        [_vi("s", _F, [2, 3]), _vi("cum", _F, [2, 5, 3]), _vi("dbl", _F, [2, 3, 5])],
+    )
+    x = np.random.default_rng(3).standard_normal((2, 5, 3)).astype(np.float32)
+    _, cum, _ = _both(m, {"s0": np.zeros((2, 3), np.float32), "x": x}, atol=1e-5)
+    np.testing.assert_allclose(cum, np.flip(np.cumsum(np.flip(x, 1), 1), 1), atol=1e-5)
+
+
+def test_if_nested_in_a_loop_reads_values_two_scopes_out():
+    # The body's If (on i % 3 == 0) adds or subtracts x, a main-graph input the branches read
+    # through the loop body, to the loop state.
+    then_g = helper.make_graph([helper.make_node("Add", ["acc_in", "x"], ["t"])], "then", [], [_vi("t", _F, [3])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["acc_in", "x"], ["e"])], "else", [], [_vi("e", _F, [3])])
+    body = _loop_body(
+        [
+            helper.make_node("Mod", ["i", "three"], ["r"]),
+            helper.make_node("Equal", ["r", "zero"], ["even"]),
+            helper.make_node("If", ["even"], ["acc_out"], then_branch=then_g, else_branch=else_g),
+            helper.make_node("Mul", ["acc_out", "acc_out"], ["sq"]),
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+        ],
+        [("acc_in", [3])],
+        [("acc_out", [3]), ("sq", [3])],
+    )
+    m = _model(
+        [helper.make_node("Loop", ["M", "", "x"], ["acc", "sq"], body=body)],
+        [_vi("x", _F, [3])],
+        [_vi("acc", _F, [3]), _vi("sq", _F, [7, 3])],
+        [_init("M", 7, np.int64), _init("three", 3, np.int64), _init("zero", 0, np.int64)],
+    )
+    _both(m, {"x": np.array([1.5, -2.0, 0.25], np.float32)})
+
+
+def test_loop_scan_outputs_with_a_dynamic_condition_is_an_error():
+    body = _loop_body(
+        [
+            helper.make_node("Add", ["y_in", "y_in"], ["y_out"]),
+            helper.make_node("ReduceSum", ["y_out"], ["s"], keepdims=0),
+            helper.make_node("Less", ["s", "lim"], ["c_out"]),
+        ],
+        [("y_in", [2])],
+        [("y_out", [2]), ("y_out", [2])],
+    )
+    m = _model(
+        [helper.make_node("Loop", ["M", "", "x"], ["y", "ys"], body=body, name="grow")],
+        [_vi("x", _F, [2])],
+        [_vi("y", _F, [2]), _vi("ys", _F, [None, 2])],
+        [_init("M", 9, np.int64), _init("lim", 100, np.float32)],
+    )
+    # onnxruntime honours the body's condition even without a cond input: the loop can stop
+    # early, so the number of rows of ys is only known at run time.
+    sess = rlx.onnx.InferenceSession(m.SerializeToString())
+    with pytest.raises(rlx.Error, match=r"node 'grow' \(Loop, opset 17\): has scan outputs and a condition"):
+        sess.run(None, {"x": np.array([1, 2], np.float32)})
+    # Without the scan output it is a while_loop that stops where onnxruntime's does.
+    del m.graph.node[0].output[1]
+    del m.graph.output[1]
+    del m.graph.node[0].attribute[0].g.output[2]
+    _both(m, {"x": np.array([1, 2], np.float32)})
 
 
 # Texts whose every word is in the BERT vocabulary (so whitespace splitting is WordPiece).

@@ -35,6 +35,7 @@ struct Builder {
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
     t->set_elem_type(type);
+    t->mutable_shape();  // declared, rank 0 when `dims` is empty
     for (const std::string& d : dims) {
       auto* dim = t->mutable_shape()->add_dim();
       if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
@@ -82,6 +83,17 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// The InputValuesRequired that importing `m` without input values throws: the inputs it
+// names and its message (none when the import needs no input's value).
+std::pair<std::vector<std::string>, std::string> inputs_required(const Model& m) {
+  try {
+    m.import_graph();
+  } catch (const InputValuesRequired& e) {
+    return {e.inputs(), e.what()};
+  }
+  return {};
 }
 
 Tensor floats(Shape s, std::vector<double> v) { return Tensor::from_doubles(DType::f32, s, v); }
@@ -200,13 +212,9 @@ TEST(OnnxImport, InputNeededAsValueIsNamedAndCanBeBound) {
   b.node("ReduceSum", {"x", "axes"}, {"y"}, "sum");
   b.output("y");
   Model m = b.model();
-  try {
-    m.import_graph();
-    FAIL() << "expected InputValuesRequired";
-  } catch (const InputValuesRequired& e) {
-    EXPECT_EQ(e.inputs(), std::vector<std::string>{"axes"});
-    EXPECT_NE(std::string(e.what()).find("node 'sum' (ReduceSum, opset 13)"), std::string::npos);
-  }
+  auto [needed, message] = inputs_required(m);
+  EXPECT_EQ(needed, std::vector<std::string>{"axes"});
+  EXPECT_NE(message.find("node 'sum' (ReduceSum, opset 13)"), std::string::npos) << message;
   InferenceSession s(m);
   std::vector<Tensor> y =
       s.run({}, {{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
@@ -242,6 +250,42 @@ NodeProto* sub_node(::onnx::GraphProto* g, const std::string& op,
   for (const auto& i : in) n->add_input(i);
   for (const auto& o : out) n->add_output(o);
   return n;
+}
+
+// Adds input `name` of element type `type` (shape left undeclared) to subgraph `g`.
+void sub_input(::onnx::GraphProto* g, const std::string& name, int32_t type) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+}
+
+// Gives Loop node `loop` a body with inputs (i: int64, go_in: bool, then `carried`: name and
+// type) and `outputs`; its nodes are added by the caller through the returned pointer.
+::onnx::GraphProto* loop_body(NodeProto* loop,
+                              const std::vector<std::pair<std::string, int32_t>>& carried,
+                              const std::vector<std::string>& outputs) {
+  auto* body = subgraph(loop, "body", outputs);
+  sub_input(body, "i", TensorProto::INT64);
+  sub_input(body, "go_in", TensorProto::BOOL);
+  for (const auto& [name, type] : carried) sub_input(body, name, type);
+  return body;
+}
+
+// Gives Scan node `scan` the body of a cumulative sum: (s, x_t) -> (s + x_t, s + x_t).
+void add_cumsum_body(NodeProto* scan) {
+  auto* body = subgraph(scan, "body", {"s_out", "y_t"});
+  sub_input(body, "s_in", TensorProto::FLOAT);
+  sub_input(body, "x_t", TensorProto::FLOAT);
+  sub_node(body, "Add", {"s_in", "x_t"}, {"s_out"});
+  sub_node(body, "Identity", {"s_out"}, {"y_t"});
+}
+
+// The op kinds of `g`'s top-level nodes other than inputs and constants, in order.
+std::string op_list(const Graph& g) {
+  std::string ops;
+  for (const Node& n : g.nodes())
+    if (n.op != OpKind::Input && n.op != OpKind::Constant) ops += std::string(op_name(n.op)) + " ";
+  return ops;
 }
 
 // If on an input shape (silero-vad's exporter emits 25 of them): the condition folds once the
@@ -291,39 +335,49 @@ TEST(OnnxImport, IfWithAConditionKnownAtImportIsInlined) {
   ImportOptions o;
   o.dim_params["batch"] = 1;
   ImportedGraph ig = m.import_graph(o);
-  std::string ops;
-  for (const Node& n : ig.graph.nodes())
-    if (n.op != OpKind::Input && n.op != OpKind::Constant) ops += std::string(op_name(n.op)) + " ";
-  EXPECT_EQ(ops, "relu add squeeze ") << ig.graph.to_string();
+  EXPECT_EQ(op_list(ig.graph), "relu add squeeze ") << ig.graph.to_string();
 }
 
-// A condition computed from an input's data: the session binds small inputs by value (a
-// sampling rate), a large float input cannot be, and the error names the If node.
-TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
-  Builder b(13);
-  b.input("x", TensorProto::FLOAT, {"n"});
-  b.node("ReduceSum", {"x"}, {"sum"});
-  b.ints("zero_f", {0});
-  b.node("Cast", {"zero_f"}, {"zero"});
-  attr_int(b.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
-  b.node("Greater", {"sum", "zero"}, {"pos"});
-  b.node("Squeeze", {"pos"}, {"cond"});
-  NodeProto* if_node = b.node("If", {"cond"}, {"y"}, "if_positive");
-  sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
-  sub_node(subgraph(if_node, "else_branch", {"c"}), "Abs", {"x"}, {"c"});
-  b.output("y");
-  InferenceSession s(b.model());
-  // 3 floats are bound by value: the condition folds per value.
+// A condition computed from an input's data becomes a `cond` whose branches capture the
+// enclosing values they read; branches returning different types fold instead when the
+// condition comes from inputs small enough to bind by value, else the error names the node.
+TEST(OnnxImport, DataDependentIfRunsAsCond) {
+  // y = If(sum(x) > 0, then: -x, else: else_op(x)), the If named `name`.
+  auto model = [](const std::string& else_op, const std::string& name) {
+    Builder b(13);
+    b.input("x", TensorProto::FLOAT, {"n"});
+    b.node("ReduceSum", {"x"}, {"sum"});
+    b.ints("zero_f", {0});
+    b.node("Cast", {"zero_f"}, {"zero"});
+    attr_int(b.m.mutable_graph()->mutable_node(1), "to", TensorProto::FLOAT);
+    b.node("Greater", {"sum", "zero"}, {"pos"});
+    b.node("Squeeze", {"pos"}, {"cond"});
+    NodeProto* if_node = b.node("If", {"cond"}, {"y"}, name);
+    sub_node(subgraph(if_node, "then_branch", {"a"}), "Neg", {"x"}, {"a"});
+    sub_node(subgraph(if_node, "else_branch", {"c"}), else_op, {"x"}, {"c"});
+    b.output("y");
+    return b.model();
+  };
+  Model m = model("Abs", "if_positive");
+  ImportOptions o;
+  o.dim_params["n"] = 3;
+  EXPECT_EQ(op_list(m.import_graph(o).graph), "reduce_sum convert gt squeeze cond ");
+  InferenceSession s(m);
   EXPECT_EQ(s.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].get_f64(0), -1.0);
   EXPECT_EQ(s.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].get_f64(0), 1.0);
   std::vector<double> big(64, 1.0);
-  std::string e = error_of([&] { s.run({}, {{"x", floats({64}, big)}}); });
-  EXPECT_NE(e.find("node 'if_positive' (If, opset 13)"), std::string::npos) << e;
-  EXPECT_NE(e.find("input 0 ('cond') must be known at import time"), std::string::npos) << e;
-  EXPECT_NE(e.find("rlx folds If to its taken branch (the importer does not map If to the cond "
-                   "op yet), so "
-                   "the condition must not depend on a graph input's data; it depends on the "
-                   "value of graph input(s) 'x'"),
+  big[5] = -70;
+  EXPECT_EQ(s.run({}, {{"x", floats({64}, big)}})[0].get_f64(5), 70.0);
+
+  // Branches of different shapes: no cond; the session binds 3 floats by value and folds, 64
+  // floats it cannot bind.
+  InferenceSession s2(model("ReduceSum", "if_shapes"));
+  EXPECT_EQ(s2.run({}, {{"x", floats({3}, {1, 2, -1})}})[0].shape(), (Shape{3}));
+  EXPECT_EQ(s2.run({}, {{"x", floats({3}, {-1, -2, 1})}})[0].shape(), (Shape{1}));
+  std::string e = error_of([&] { s2.run({}, {{"x", floats({64}, big)}}); });
+  EXPECT_NE(e.find("node 'if_shapes' (If, opset 13)"), std::string::npos) << e;
+  EXPECT_NE(e.find("in then_branch but f32[1] in else_branch; rlx's cond needs both branches "
+                   "to return the same types"),
             std::string::npos)
       << e;
   // A branch reading a name nothing defines fails at load, naming the node.
@@ -336,6 +390,166 @@ TEST(OnnxImport, DataDependentIfIsAnErrorNamingTheNode) {
   e = error_of([&] { bad.model(); });
   EXPECT_NE(e.find("reads 'nope', which no node, graph input or initializer defines (in this "
                    "subgraph or an enclosing graph)"),
+            std::string::npos)
+      << e;
+}
+
+// Loop with a condition the body computes (doubling y while it is below `limit`, an enclosing
+// input the body captures) and a constant M bounding it: a while_loop; the counter carry
+// counts iterations.
+TEST(OnnxImport, LoopWithADynamicConditionIsAWhileLoop) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {});
+  b.input("limit", TensorProto::FLOAT, {});
+  b.ints("m", {5});
+  b.ints("n0", {0});
+  b.ints("one", {1});
+  b.node("Less", {"x", "limit"}, {"go"});
+  NodeProto* loop = b.node("Loop", {"m", "go", "x", "n0"}, {"y", "n"}, "doubling");
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}, {"n_in", TensorProto::INT64}},
+                         {"go_out", "y2", "n1"});
+  sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
+  sub_node(body, "Less", {"y2", "limit"}, {"go_out"});
+  sub_node(body, "Add", {"i", "one"}, {"n1"});
+  b.output("y");
+  b.output("n");
+  Model m = b.model();
+  EXPECT_EQ(op_list(m.import_graph().graph), "lt while_loop ");
+  InferenceSession s(m);
+  auto run = [&](double x, double limit) {
+    std::vector<Tensor> r = s.run({}, {{"x", floats({}, {x})}, {"limit", floats({}, {limit})}});
+    return std::make_pair(r[0].get_f64(0), r[1].get_i64(0));
+  };
+  EXPECT_EQ(run(1, 10), std::make_pair(16.0, int64_t{4}));   // the condition stops it
+  EXPECT_EQ(run(3, 100), std::make_pair(96.0, int64_t{5}));  // M stops it (6 would be needed)
+  EXPECT_EQ(run(5, 2), std::make_pair(5.0, int64_t{0}));     // false at entry: no iteration
+}
+
+// A value a body needs at import time (a Reshape's shape) computed from an enclosing graph
+// input: InputValuesRequired names that input, and the session binds it by value.
+TEST(OnnxImport, BodyValueNeededAtImportNamesTheEnclosingInput) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"3"});
+  b.input("shape", TensorProto::INT64, {"1"});
+  b.ints("m", {2});
+  NodeProto* loop = b.node("Loop", {"m", "", "x"}, {"y"}, "reshaping");
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}}, {"go_in", "y2"});
+  sub_node(body, "Add", {"y_in", "y_in"}, {"sum"});
+  sub_node(body, "Reshape", {"sum", "shape"}, {"y2"});
+  b.output("y");
+  Model m = b.model();
+  EXPECT_EQ(inputs_required(m).first, std::vector<std::string>{"shape"});
+  InferenceSession s(m);
+  Tensor y =
+      s.run({}, {{"x", floats({3}, {1, 2, 3})},
+                 {"shape", Tensor::from_ints(DType::i64, Shape{1}, std::vector<int64_t>{3})}})[0];
+  EXPECT_EQ(y.get_f64(2), 12.0);  // 3 doubled twice
+}
+
+// Loop with constant M and no condition: a scan of M steps whose ys are the scan outputs. The
+// body holds an If on the iteration's parity (a cond inside the scan's body) whose branches
+// read the body's state and x, captured from the main graph through the loop.
+TEST(OnnxImport, LoopWithConstantTripCountStacksScanOutputs) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {"2"});
+  b.ints("m", {4});
+  b.ints("two", {2});
+  b.ints("zero", {0});
+  NodeProto* loop = b.node("Loop", {"m", "", "x"}, {"acc", "rows"}, "alternate");
+  auto* body = loop_body(loop, {{"acc_in", TensorProto::FLOAT}}, {"go_in", "acc2", "acc2"});
+  sub_node(body, "Mod", {"i", "two"}, {"parity"});
+  sub_node(body, "Equal", {"parity", "zero"}, {"even1"});
+  sub_node(body, "Squeeze", {"even1"}, {"even"});
+  NodeProto* branch = sub_node(body, "If", {"even"}, {"acc2"});
+  sub_node(subgraph(branch, "then_branch", {"t"}), "Add", {"acc_in", "x"}, {"t"});
+  sub_node(subgraph(branch, "else_branch", {"e"}), "Sub", {"acc_in", "x"}, {"e"});
+  b.output("acc");
+  b.output("rows");
+  Model m = b.model();
+  ImportedGraph ig = m.import_graph();
+  EXPECT_EQ(op_list(ig.graph), "scan ");
+  InferenceSession s(m);
+  std::vector<Tensor> r = s.run({}, {{"x", floats({2}, {1, -3})}});
+  EXPECT_EQ(r[0].shape(), (Shape{2}));
+  EXPECT_EQ(r[0].get_f64(1), -3.0);  // x + x - x + x - x
+  ASSERT_EQ(r[1].shape(), (Shape{4, 2}));
+  const std::vector<double> rows{2, -6, 1, -3, 2, -6, 1, -3};
+  for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(r[1].get_f64(k), rows[static_cast<size_t>(k)]) << k;
+}
+
+// Scan over axis 1 in reverse, its output reversed and stacked on axis 1: a reverse cumulative
+// sum along axis 1 (Y[:, j] = sum of X[:, j:]), and the final state the row sums.
+TEST(OnnxImport, ScanWithAxesAndDirectionsIsAReverseCumsum) {
+  Builder b(16);
+  b.input("s0", TensorProto::FLOAT, {"2"});
+  b.input("x", TensorProto::FLOAT, {"2", "3"});
+  NodeProto* scan = b.node("Scan", {"s0", "x"}, {"s", "y"}, "rcumsum");
+  attr_int(scan, "num_scan_inputs", 1);
+  for (const char* name :
+       {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}) {
+    auto* a = scan->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    a->add_ints(1);
+  }
+  add_cumsum_body(scan);
+  b.output("s");
+  b.output("y");
+  InferenceSession s(b.model());
+  std::vector<Tensor> r =
+      s.run({}, {{"s0", floats({2}, {0, 10})}, {"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  EXPECT_EQ(r[0].get_f64(0), 6.0);
+  EXPECT_EQ(r[0].get_f64(1), 25.0);
+  ASSERT_EQ(r[1].shape(), (Shape{2, 3}));
+  const std::vector<double> y{6, 5, 3, 25, 21, 16};
+  for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(r[1].get_f64(k), y[static_cast<size_t>(k)]) << k;
+}
+
+// Scan outputs of a Loop the body's condition can stop early (their length is only known at
+// run time) are an error; Scan opset 8 runs, but not with short sequence_lens.
+TEST(OnnxImport, UnsupportedControlFlowFormsAreErrorsNamingTheNodeAndScan8Runs) {
+  Builder b(13);
+  b.input("x", TensorProto::FLOAT, {});
+  b.ints("m", {5});
+  b.ints("t", {1});
+  b.node("Cast", {"t"}, {"go"});
+  attr_int(b.m.mutable_graph()->mutable_node(0), "to", TensorProto::BOOL);
+  NodeProto* loop = b.node("Loop", {"m", "go", "x"}, {"y", "ys"}, "until_big");
+  auto* body = loop_body(loop, {{"y_in", TensorProto::FLOAT}}, {"go_out", "y2", "y2"});
+  sub_node(body, "Add", {"y_in", "y_in"}, {"y2"});
+  sub_node(body, "Less", {"y2", "x"}, {"go_out"});
+  b.output("y");
+  b.output("ys");
+  std::string e = error_of([&] { b.model().import_graph(); });
+  EXPECT_NE(e.find("node 'until_big' (Loop, opset 13): has scan outputs and a condition the "
+                   "body computes per iteration, so the number of rows of the scan outputs is "
+                   "only known at run time"),
+            std::string::npos)
+      << e;
+
+  // Scan opset 8 (batch axis first, one scan per row) runs; sequence_lens shorter than the
+  // sequence are an error.
+  Builder old(8);
+  old.input("s0", TensorProto::FLOAT, {"2", "2"});
+  old.input("x", TensorProto::FLOAT, {"2", "3", "2"});
+  old.ints("lens", {3, 2});
+  NodeProto* scan = old.node("Scan", {"", "s0", "x"}, {"s", "y"}, "scan8");
+  attr_int(scan, "num_scan_inputs", 1);
+  add_cumsum_body(scan);
+  old.output("s");
+  old.output("y");
+  InferenceSession s8(old.model());
+  std::vector<Tensor> r =
+      s8.run({}, {{"s0", floats({2, 2}, {0, 0, 100, 200})},
+                  {"x", floats({2, 3, 2}, {1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1})}});
+  ASSERT_EQ(r[1].shape(), (Shape{2, 3, 2}));
+  const std::vector<double> want{1, 2, 4, 6, 9, 12, 101, 201, 102, 202, 103, 203};
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(r[1].get_f64(k), want[static_cast<size_t>(k)]) << k;
+  EXPECT_EQ(r[0].get_f64(3), 203.0);
+  scan->set_input(0, "lens");
+  e = error_of([&] { old.model().import_graph(); });
+  EXPECT_NE(e.find("node 'scan8' (Scan, opset 8): sequence_lens holds 2; only full-length "
+                   "sequences (3) are supported"),
             std::string::npos)
       << e;
 }

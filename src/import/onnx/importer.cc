@@ -28,6 +28,14 @@ std::string rlx_name(const std::string& onnx_name) {
   return s;
 }
 
+// rlx_name(onnx_name), suffixed "_1", "_2", ... when `g` already has a node of that name (for
+// inputs and params, whose names are their feed and weight names).
+std::string unique_leaf_name(const Graph& g, const std::string& onnx_name) {
+  std::string name = rlx_name(onnx_name);
+  for (int k = 1; g.find(name) >= 0; ++k) name = rlx_name(onnx_name) + "_" + std::to_string(k);
+  return name;
+}
+
 // Float initializers larger than this become params (weights); smaller ones and every integer
 // or bool initializer become constants, so that shape arithmetic folds and fusion patterns
 // (a scalar epsilon, sqrt(2) of GELU) see literal values.
@@ -42,6 +50,11 @@ class Importer {
       : model_(model),
         options_(options),
         g(rlx_name(model.proto->graph().name().empty() ? "onnx" : model.proto->graph().name())) {}
+  /// The importer of a control-flow body nested in `parent` (convert_region): it builds a
+  /// self-contained graph named `name`, whose initializers become constants (bodies hold no
+  /// params).
+  Importer(Importer& parent, const std::string& name)
+      : model_(parent.model_), options_(parent.options_), g(name), in_body_(true) {}
 
   ImportedGraph run();
 
@@ -56,6 +69,10 @@ class Importer {
   /// Converts subgraph `sg` as if its nodes stood at `ctx`'s node (reads of enclosing values
   /// resolve by name) and returns the values of its outputs; its own names go out of scope.
   std::vector<Value> inline_graph(const ::onnx::GraphProto& sg, const NodeContext& ctx);
+  /// NodeContext::convert_region for subgraph `sg` of ctx's node.
+  NodeContext::Region convert_region(const ::onnx::GraphProto& sg, const NodeContext& ctx,
+                                     const std::vector<std::string>& free,
+                                     const std::vector<TensorType>& formals);
   /// Consumers of ONNX value `name` (node inputs at any depth, graph outputs).
   int64_t uses(const std::string& name);
   /// The graph inputs (ONNX names) the last static_value call found its value depends on.
@@ -78,7 +95,10 @@ class Importer {
   std::unordered_map<int32_t, std::optional<std::vector<Tensor>>> folded_;
   // Per node not static: the graph input nodes it depends on.
   std::unordered_map<int32_t, std::vector<int32_t>> input_deps_;
-  std::unordered_map<int32_t, std::string> input_names_;  // input node -> ONNX name
+  // Input node -> the graph inputs (ONNX names) its value depends on: itself for a graph
+  // input; for a body's captured value, those of the enclosing value; none for a loop carry.
+  std::unordered_map<int32_t, std::vector<std::string>> input_names_;
+  bool in_body_ = false;  // building a control-flow body (convert_region)
   std::vector<std::string> missing_inputs_;
   std::unordered_map<std::string, int64_t> uses_;  // filled on first use
   // Per inlined subgraph, innermost last: (name, the value it had before) of every name the
@@ -136,6 +156,48 @@ std::vector<Value> Importer::inline_graph(const ::onnx::GraphProto& sg, const No
   return outs;
 }
 
+NodeContext::Region Importer::convert_region(const ::onnx::GraphProto& sg, const NodeContext& ctx,
+                                             const std::vector<std::string>& free,
+                                             const std::vector<TensorType>& formals) {
+  const std::string what = "subgraph '" + sg.name() + "'";
+  if (sg.input_size() != static_cast<int>(formals.size()))
+    ctx.fail(what + " has " + std::to_string(sg.input_size()) + " input(s), the node passes " +
+             std::to_string(formals.size()));
+  Importer sub(*this, rlx_name(sg.name().empty() ? "body" : sg.name()));
+  NodeContext::Region r{Graph(), {}};
+  std::vector<std::pair<std::string, Tensor>> constants;
+  for (const std::string& name : free) {
+    std::optional<Tensor> t = static_of(name);
+    if (t && !(is_float(t->dtype()) && t->numel() > kParamMinElements)) {
+      constants.emplace_back(name, *t);
+      continue;
+    }
+    std::vector<std::string> deps = t ? std::vector<std::string>{} : missing_inputs_;
+    Value v = value(name, &ctx);
+    r.captures.push_back(v);
+    Value in = sub.g.input(unique_leaf_name(sub.g, name), g.dtype(v), g.shape(v));
+    sub.values_[name] = in;
+    sub.input_names_[in.node] = std::move(deps);
+  }
+  for (int k = 0; k < sg.input_size(); ++k) {
+    const auto& decl = sg.input(k);
+    const TensorType& type = formals[static_cast<size_t>(k)];
+    const int32_t elem = decl.type().tensor_type().elem_type();
+    if (decl.type().has_tensor_type() && elem != 0 && dtype_of(elem) != type.dtype)
+      ctx.fail(what + " input " + std::to_string(k) + " ('" + decl.name() + "') is declared " +
+               onnx_elem_name(elem) + ", the node passes " + type.to_string());
+    sub.values_[decl.name()] =
+        sub.g.input(unique_leaf_name(sub.g, decl.name()), type.dtype, type.shape);
+  }
+  for (const auto& [name, t] : constants) sub.values_[name] = sub.g.constant(t, rlx_name(name));
+  sub.convert_nodes(sg);
+  std::vector<Value> outs;
+  for (const auto& o : sg.output()) outs.push_back(sub.value(o.name(), &ctx));
+  sub.g.set_outputs(outs);
+  r.graph = std::move(sub.g);
+  return r;
+}
+
 Value Importer::value(const std::string& name, const NodeContext* ctx) {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
@@ -146,9 +208,8 @@ Value Importer::value(const std::string& name, const NodeContext* ctx) {
   }
   const Tensor& t = init->second;
   Value v;
-  if (is_float(t.dtype()) && t.numel() > kParamMinElements) {
-    std::string pname = rlx_name(name);
-    for (int k = 1; g.find(pname) >= 0; ++k) pname = rlx_name(name) + "_" + std::to_string(k);
+  if (!in_body_ && is_float(t.dtype()) && t.numel() > kParamMinElements) {
+    std::string pname = unique_leaf_name(g, name);
     v = g.param(pname, t.dtype(), t.shape());
     leaf_data_[v.node] = t;
     param_data_[pname] = t;
@@ -222,7 +283,10 @@ std::optional<Tensor> Importer::static_value(Value v) {
   missing_inputs_.clear();
   const auto& r = folded_[v.node];
   if (r) return (*r)[static_cast<size_t>(v.index)];
-  for (int32_t d : input_deps_[v.node]) missing_inputs_.push_back(input_names_.at(d));
+  for (int32_t d : input_deps_[v.node])
+    for (const std::string& name : input_names_[d])
+      if (std::find(missing_inputs_.begin(), missing_inputs_.end(), name) == missing_inputs_.end())
+        missing_inputs_.push_back(name);
   return std::nullopt;
 }
 
@@ -289,8 +353,7 @@ void Importer::bind_inputs(ImportedGraph& out) {
     if (!dt)
       throw Error(what + ": element type " + onnx_elem_name(v.type().tensor_type().elem_type()) +
                   " is not supported by rlx");
-    std::string name = rlx_name(v.name());
-    for (int k = 1; g.find(name) >= 0; ++k) name = rlx_name(v.name()) + "_" + std::to_string(k);
+    std::string name = unique_leaf_name(g, v.name());
     auto bound = options_.input_values.find(v.name());
     if (bound != options_.input_values.end()) {
       const Tensor& t = bound->second;
@@ -306,7 +369,7 @@ void Importer::bind_inputs(ImportedGraph& out) {
     }
     Value in = g.input(name, *dt, input_shape(v));
     values_[v.name()] = in;
-    input_names_[in.node] = v.name();
+    input_names_[in.node] = {v.name()};
     out.inputs.emplace_back(v.name(), name);
   }
   for (const auto& [name, shape] : options_.input_shapes)
@@ -472,6 +535,20 @@ std::vector<Value> NodeContext::inline_subgraph(std::string_view name) {
   const ::onnx::AttributeProto* a = attr(name);
   require(a && a->has_g(), "attribute '" + std::string(name) + "' (a graph) is required");
   return importer_.inline_graph(a->g(), *this);
+}
+
+std::vector<std::string> NodeContext::free_values(std::string_view name) const {
+  const ::onnx::AttributeProto* a = attr(name);
+  require(a && a->has_g(), "attribute '" + std::string(name) + "' (a graph) is required");
+  return importer_.model_.free_values.at(&a->g());
+}
+
+NodeContext::Region NodeContext::convert_region(std::string_view name,
+                                                const std::vector<std::string>& free,
+                                                const std::vector<TensorType>& formals) {
+  const ::onnx::AttributeProto* a = attr(name);
+  require(a && a->has_g(), "attribute '" + std::string(name) + "' (a graph) is required");
+  return importer_.convert_region(a->g(), *this, free, formals);
 }
 
 bool NodeContext::wants_output(int i) const {

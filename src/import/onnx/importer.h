@@ -28,6 +28,8 @@ struct Model::Impl {
   /// Node indices of each graph (the main graph and every subgraph, e.g. If's branches) in a
   /// topological order; a node's subgraphs' reads from enclosing graphs count as its inputs.
   std::map<const ::onnx::GraphProto*, std::vector<int>> orders;
+  /// Per subgraph: the names it (or a subgraph nested in it) reads from enclosing graphs, sorted.
+  std::map<const ::onnx::GraphProto*, std::vector<std::string>> free_values;
   /// Initializers by name (of the main graph and of subgraphs).
   std::map<std::string, Tensor, std::less<>> initializers;
   /// External data files, mapped once (their views share the mapping).
@@ -82,6 +84,26 @@ class NodeContext {
   /// then_branch) in place, as if its nodes stood at this node: its reads of enclosing values
   /// resolve by name, its own names go out of scope afterwards. Returns its outputs' values.
   std::vector<Value> inline_subgraph(std::string_view name);
+
+  /// A subgraph converted into a self-contained rlx body (docs/ir.md "Regions") for cond,
+  /// while_loop or scan: `graph`'s inputs are one per captured value (`captures`, values of
+  /// the enclosing graph, passed as the op's leading operands), then one per subgraph input;
+  /// its outputs are the subgraph's outputs.
+  struct Region {
+    Graph graph;
+    std::vector<Value> captures;
+  };
+  /// The names the subgraph held by attribute `name` (or one nested in it) reads from
+  /// enclosing graphs, sorted; fails when the attribute is not a graph.
+  std::vector<std::string> free_values(std::string_view name) const;
+  /// Converts the subgraph held by attribute `name` into a Region. `free` lists the enclosing
+  /// names to capture (free_values(), or their union over several subgraphs, so that If's
+  /// branches take the same operands): those known at import time become constants of the
+  /// body (except float tensors of more than 16 elements: weights stay operands), the others
+  /// body inputs in `free`'s order. `formals` types the subgraph's inputs (its declared types
+  /// may be absent; a declared dtype that differs is an error naming the input).
+  Region convert_region(std::string_view name, const std::vector<std::string>& free,
+                        const std::vector<TensorType>& formals);
 
   int num_outputs() const { return node.output_size(); }
   /// Output i is requested (listed and not "").

@@ -72,10 +72,11 @@ void for_each_subgraph(const ::onnx::NodeProto& nd, Fn&& fn) {
 // the names visible from enclosing graphs (empty for the main graph): a subgraph (`is_subgraph`)
 // reads them implicitly. Subgraphs are validated recursively and their orders stored in `orders`;
 // the values a node's subgraphs read from outside them count as inputs of that node, so they are
-// defined before it. Returns the values `g` reads from enclosing graphs.
-std::set<std::string> validate_graph(
-    const ::onnx::GraphProto& g, const std::set<std::string>& outer, bool is_subgraph,
-    const std::string& source, std::map<const ::onnx::GraphProto*, std::vector<int>>& orders) {
+// defined before it. Returns the values `g` reads from enclosing graphs (also stored, for a
+// subgraph, in `impl.free_values`).
+std::set<std::string> validate_graph(const ::onnx::GraphProto& g,
+                                     const std::set<std::string>& outer, bool is_subgraph,
+                                     const std::string& source, Model::Impl& impl) {
   std::map<std::string, int, std::less<>> producer;  // value -> node index (-1: input/init)
   for (const auto& i : g.input()) producer[i.name()] = -1;
   for (const auto& i : g.initializer()) producer[i.name()] = -1;
@@ -109,7 +110,7 @@ std::set<std::string> validate_graph(
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> reads(g.node(i).input().begin(), g.node(i).input().end());
     for_each_subgraph(g.node(i), [&](const ::onnx::GraphProto& sg) {
-      std::set<std::string> sg_free = validate_graph(sg, visible, true, source, orders);
+      std::set<std::string> sg_free = validate_graph(sg, visible, true, source, impl);
       reads.insert(reads.end(), sg_free.begin(), sg_free.end());
     });
     for (const auto& in : reads) {
@@ -158,7 +159,8 @@ std::set<std::string> validate_graph(
                 (is_subgraph ? "subgraph '" + g.name() + "' output '" : "graph output '") +
                 o.name() + "' is not defined by any node");
   }
-  orders[&g] = std::move(order);
+  impl.orders[&g] = std::move(order);
+  if (is_subgraph) impl.free_values[&g].assign(free.begin(), free.end());
   return free;
 }
 
@@ -249,7 +251,7 @@ Model Model::from_bytes(std::string_view bytes, const std::string& external_data
   // IR version 1 and 2 files import no opset: their default domain was opset 1.
   if (proto->opset_import_size() == 0) impl->opsets[""] = 1;
   const auto& g = proto->graph();
-  (void)validate_graph(g, {}, false, what, impl->orders);
+  (void)validate_graph(g, {}, false, what, *impl);
   // Initializers of the graph and of its subgraphs (names are unique across scopes: SSA).
   auto add_initializers = [&](const ::onnx::GraphProto& graph) {
     for (const auto& t : graph.initializer()) {
