@@ -16,6 +16,19 @@ using onnx::InferenceSession;
 using onnx::Model;
 using onnx::TensorInfo;
 
+// A name or text from the file as a Python str. ONNX strings are UTF-8, but a malformed file's
+// need not be: bytes that are not become \xNN escapes rather than a UnicodeDecodeError.
+py::str text(const std::string& s) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace"));
+}
+
+py::list texts(const std::vector<std::string>& v) {
+  py::list out;
+  for (const std::string& s : v) out.append(text(s));
+  return out;
+}
+
 // (name, dims, type) with dims as onnxruntime reports them: ints, dim_param strings, None for
 // an unknown dim; None for an undeclared shape.
 py::tuple info_tuple(const TensorInfo& t) {
@@ -26,30 +39,34 @@ py::tuple info_tuple(const TensorInfo& t) {
       if (d.value >= 0)
         dims.append(d.value);
       else if (!d.param.empty())
-        dims.append(d.param);
+        dims.append(text(d.param));
       else
         dims.append(py::none());
     }
     shape = dims;
   }
-  return py::make_tuple(t.name, shape, t.type);
+  return py::make_tuple(text(t.name), shape, t.type);
 }
 
 py::dict info_dict(const onnx::ModelInfo& info) {
   py::dict d;
   d["ir_version"] = info.ir_version;
-  d["producer"] = info.producer;
+  d["producer"] = text(info.producer);
   py::list opsets, inputs, outputs, unsupported, types;
-  for (const auto& o : info.opsets) opsets.append(py::make_tuple(o.domain, o.version));
+  for (const auto& o : info.opsets) opsets.append(py::make_tuple(text(o.domain), o.version));
   for (const auto& t : info.inputs) inputs.append(info_tuple(t));
   for (const auto& t : info.outputs) outputs.append(info_tuple(t));
   for (const auto& u : info.unsupported)
-    unsupported.append(py::make_tuple(u.domain, u.op_type, u.opset, u.nodes));
-  for (const auto& [what, type] : info.unsupported_types) types.append(py::make_tuple(what, type));
+    unsupported.append(py::make_tuple(text(u.domain), text(u.op_type), u.opset, texts(u.nodes)));
+  for (const auto& [what, type] : info.unsupported_types)
+    types.append(py::make_tuple(text(what), text(type)));
   d["opsets"] = opsets;
   d["inputs"] = inputs;
   d["outputs"] = outputs;
-  d["op_histogram"] = info.op_histogram;
+  py::list histogram;
+  for (const auto& [op, count] : info.op_histogram)
+    histogram.append(py::make_tuple(text(op), count));
+  d["op_histogram"] = histogram;
   d["num_nodes"] = info.num_nodes;
   d["num_initializers"] = info.num_initializers;
   d["unsupported"] = unsupported;

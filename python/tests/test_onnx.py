@@ -206,6 +206,20 @@ def test_errors_name_the_problem():
         rlx.onnx.InferenceSession(m.SerializeToString(), providers=["CUDAExecutionProvider"])
 
 
+def test_error_quoting_bytes_that_are_not_utf8_is_an_rlx_error():
+    # A malformed file's node name is quoted as it is; bytes that are not UTF-8 become \xNN
+    # escapes in the message instead of a UnicodeDecodeError raised by the binding.
+    m = _model(
+        [helper.make_node("NoSuchOp", ["x"], ["y"], name="node_AAAA")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    data = m.SerializeToString().replace(b"node_AAAA", b"node_\xff\xfeAA")
+    with pytest.raises(rlx.Error, match=r"NoSuchOp \(opset 17\): 1 node\(s\) 'node_\\xff\\xfeAA'"):
+        rlx.onnx.load(data)
+    assert rlx.onnx.model_info(data)["unsupported"] == [("", "NoSuchOp", 17, ["node_\\xff\\xfeAA"])]
+
+
 # ---- control flow: If / Loop / Scan onto cond / while_loop / scan, against onnxruntime.
 
 _F, _I64, _B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
