@@ -3,7 +3,9 @@
 #include "rlx/autodiff/grad.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "rlx/ir/custom_op.h"
@@ -11,6 +13,7 @@
 #include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
+#include "rlx/opt/rewrite.h"
 #include "rules.h"
 
 namespace rlx::autodiff {
@@ -137,8 +140,10 @@ bool keep_node_for_ad(const Node& n) {
 // The backward sweep over the nodes of g: seeds give the cotangents of some values; returns
 // d/d v for each value of `wrt` (zeros when nothing reaches it). Nodes in `cut` are treated
 // as leaves: nothing flows through them, and their results may be among `wrt`.
+// Rules that recompute a node's results in their own forward pass report it in `recomputed`.
 std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>& seeds,
-                            const std::vector<Value>& wrt, const GradOptions& options = {},
+                            const std::vector<Value>& wrt, const GradOptions& options,
+                            std::vector<detail::Recomputed>& recomputed,
                             const std::set<int32_t>& cut = {}) {
   const size_t n = g.nodes().size();
   // A value is active when it is a float that depends on a wrt value: only those carry
@@ -174,7 +179,7 @@ std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>
     bool has_ct = false;
     for (Value c : cts[i]) has_ct = has_ct || c.valid();
     if (!has_ct) continue;
-    VjpContext ctx{g, node, node.operands, {}, cts[i], {}, options};
+    VjpContext ctx{g, node, node.operands, {}, cts[i], {}, options, &recomputed};
     bool any_wanted = false;
     for (Value v : node.operands) {
       bool w = active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
@@ -244,6 +249,57 @@ Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
 
 void dce(Graph& g) { create_dce_pass()->run(g); }
 
+// The nodes after `node` that `values` depend on, in order, or nullopt when one of them is
+// `node` itself or a leaf (then the values cannot take its place).
+std::optional<std::vector<int32_t>> needed_after(const Graph& g, int32_t node,
+                                                 const std::vector<Value>& values) {
+  std::set<int32_t> seen;
+  std::vector<int32_t> todo;
+  for (Value v : values) todo.push_back(v.node);
+  while (!todo.empty()) {
+    const int32_t id = todo.back();
+    todo.pop_back();
+    if (id < node || !seen.insert(id).second) continue;
+    const OpKind op = g.node(id).op;
+    if (id == node || op == OpKind::Input || op == OpKind::Param) return std::nullopt;
+    for (Value v : g.node(id).operands) todo.push_back(v.node);
+  }
+  return std::vector<int32_t>(seen.begin(), seen.end());
+}
+
+// Runs each recomputed node's forward once: the nodes a rule emitted to recompute node p's
+// results (they depend only on values before p) move to p's place, p's uses read their values
+// and p is dropped. A node recomputed twice (jvp transposes more than once) keeps the first.
+Graph use_recomputed(const Graph& g, const std::vector<detail::Recomputed>& recomputed) {
+  std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<Value>>> at;  // p -> nodes, values
+  for (const detail::Recomputed& r : recomputed) {
+    if (at.count(r.node)) continue;
+    if (auto nodes = needed_after(g, r.node, r.values)) at[r.node] = {*nodes, r.values};
+  }
+  if (at.empty()) return g;
+  std::map<int32_t, std::vector<Value>> moved;  // source node -> its values in the result
+  const RewriteFn fn = [&](RewriteContext& ctx, const Node&,
+                           std::span<const Value>) -> std::optional<std::vector<Value>> {
+    if (auto m = moved.find(ctx.id); m != moved.end()) return m->second;
+    auto it = at.find(ctx.id);
+    if (it == at.end()) return std::nullopt;
+    auto value = [&](Value v) {
+      return v.node < ctx.id ? ctx.mapped(v) : moved.at(v.node)[static_cast<size_t>(v.index)];
+    };
+    for (int32_t id : it->second.first) {
+      if (moved.count(id)) continue;
+      const Node& n = g.node(id);
+      std::vector<Value> operands;
+      for (Value v : n.operands) operands.push_back(value(v));
+      moved[id] = ctx.dst.emit(n.op, std::move(operands), n.attrs, n.name);
+    }
+    std::vector<Value> out;
+    for (Value v : it->second.second) out.push_back(value(v));
+    return out;
+  };
+  return rewrite(g, fn);
+}
+
 // Names the outputs of a transform's result, so that executables report them as "loss",
 // "grad_w", ... rather than node numbers. `names[i]` is output i's name; `numbered_only[i]`
 // keeps a name the user gave (only a number the builder assigned is replaced). Inputs and
@@ -293,11 +349,13 @@ Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSp
   std::vector<Value> outs = out.outputs();
   Value lv = outs.back();
   outs.pop_back();
+  std::vector<detail::Recomputed> rec;
   std::vector<Value> grads =
-      backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options);
+      backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options, rec);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(num_forward, loss.value.valid() ? -1 : loss.output, names, numbered_only);
@@ -314,9 +372,12 @@ Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss,
   std::vector<int32_t> ids = resolve_wrt(out, wrt);
   Value lv = out.outputs().back();
   std::vector<Value> outs{lv};
-  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options))
+  std::vector<detail::Recomputed> rec;
+  for (Value v :
+       backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options, rec))
     outs.push_back(v);
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(1, 0, names, numbered_only);
@@ -339,10 +400,12 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions
     if (!is_float(t.dtype)) continue;
     seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
   }
-  std::vector<Value> grads = backprop(out, seeds, leaf_values(ids), options);
+  std::vector<detail::Recomputed> rec;
+  std::vector<Value> grads = backprop(out, seeds, leaf_values(ids), options, rec);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(num_forward, -1, names, numbered_only);
@@ -360,7 +423,8 @@ namespace {
 // u, is J t. `cut` nodes are leaves (their results, among wrt, carry given tangents).
 std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
                                   const std::vector<Value>& wrt, const std::vector<Value>& tangents,
-                                  const std::set<int32_t>& cut) {
+                                  const std::set<int32_t>& cut,
+                                  std::vector<detail::Recomputed>& rec) {
   // u only needs a node to hang its cotangent on: J^T u is linear in u, so the final J t never
   // reads u's value, and DCE then removes it (an input would stay and have to be fed).
   std::vector<Value> us;
@@ -369,10 +433,10 @@ std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
     us.push_back(detail::zeros(g, g.type(v)));
     seeds.emplace_back(v, us.back());
   }
-  std::vector<Value> jt_u = backprop(g, seeds, wrt, {}, cut);
+  std::vector<Value> jt_u = backprop(g, seeds, wrt, {}, rec, cut);
   std::vector<std::pair<Value, Value>> tseeds;
   for (size_t i = 0; i < wrt.size(); ++i) tseeds.emplace_back(jt_u[i], tangents[i]);
-  return backprop(g, tseeds, us);
+  return backprop(g, tseeds, us, {}, rec);
 }
 
 // Forward mode of a while_loop without max_trip_count, which has no vjp to transpose: the loop
@@ -452,6 +516,7 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
   // result tangents computed in forward mode from its operands' tangents (in node order, so a
   // loop's operands may depend on earlier loops).
   std::set<int32_t> cut;
+  std::vector<detail::Recomputed> rec;
   const size_t num_forward = out.nodes().size();
   for (size_t i = 0; i < num_forward; ++i) {
     Node node = out.nodes()[i];
@@ -460,7 +525,7 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     for (Value v : node.operands)
       if (is_float(out.dtype(v))) float_ops.push_back(v);
     if (float_ops.empty()) continue;  // nothing to carry a tangent
-    std::vector<Value> t_float = transposed_jvp(out, float_ops, wrt, tangents, cut);
+    std::vector<Value> t_float = transposed_jvp(out, float_ops, wrt, tangents, cut, rec);
     std::vector<Value> t_ops;
     size_t k = 0;
     for (Value v : node.operands) t_ops.push_back(is_float(out.dtype(v)) ? t_float[k++] : Value{});
@@ -482,9 +547,10 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
       names.push_back("jvp_" + std::to_string(i));
       numbered_only.push_back(false);
     }
-  std::vector<Value> jt = transposed_jvp(out, float_outs, wrt, tangents, cut);
+  std::vector<Value> jt = transposed_jvp(out, float_outs, wrt, tangents, cut, rec);
   outs.insert(outs.end(), jt.begin(), jt.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   name_outputs(out, names, numbered_only);
   dce(out);
   return out;

@@ -6,6 +6,7 @@
 // combinations run from the op cases (fd_test.cc, vmap_test.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -50,20 +51,47 @@ TensorMap rnn_feeds(DType t, int64_t steps, int64_t batch, int64_t n) {
 // Bytes of the values the backward pass keeps across steps: the stacked carries of the top-level
 // residual scan ("scan_residuals") or of the checkpoint scan ("scan_checkpoints") plus, for the
 // latter, the residuals one segment recomputes inside the backward body (live one segment at a
-// time). Read from the graph's types: no backend needed.
+// time). A residual is a ys whose body output is a carry input (the forward scan's own ys are
+// not counted). Read from the graph's types: no backend needed.
 int64_t stacked_residual_bytes(const Graph& g) {
   int64_t total = 0;
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Scan) continue;
     const bool residual = n.name.rfind("scan_residuals", 0) == 0;
     const bool checkpoints = n.name.rfind("scan_checkpoints", 0) == 0;
+    const Graph& body = n.attrs.get_graph("body");
     if (residual || checkpoints) {
+      const auto nc = static_cast<size_t>(n.attrs.get_int("num_consts"));
       const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
-      for (size_t r = nk; r < n.results.size(); ++r)
+      const std::vector<int32_t> ins = body.inputs();
+      for (size_t r = nk; r < n.results.size(); ++r) {
+        const Value out = body.outputs()[r];
+        if (out.node < ins[nc] || out.node > ins[nc + nk - 1] || body.node(out).op != OpKind::Input)
+          continue;
         total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
+      }
     }
-    if (n.attrs.has("body")) total += stacked_residual_bytes(n.attrs.get_graph("body"));
+    total += stacked_residual_bytes(body);
   }
+  return total;
+}
+
+// Steps of the body the top-level scans running in direction `reverse` take, a scan whose body
+// holds scans counting theirs (the checkpoint scan's segments): the forward passes a gradient
+// graph runs. Nested scans in the other direction are not forward work and not counted.
+int64_t scan_steps(const Graph& g, bool reverse) {
+  int64_t total = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Scan || n.attrs.get_bool("reverse") != reverse) continue;
+    const int64_t inner = scan_steps(n.attrs.get_graph("body"), reverse);
+    total += n.attrs.get_int("length") * std::max<int64_t>(inner, 1);
+  }
+  return total;
+}
+
+int count_ops(const Graph& g, OpKind op) {
+  int total = 0;
+  for (const Node& n : g.nodes()) total += n.op == op ? 1 : 0;
   return total;
 }
 
@@ -78,6 +106,11 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
       const int64_t carry_bytes = 4 * 8 * static_cast<int64_t>(dtype_size(t));
       const int64_t plain_bytes = stacked_residual_bytes(plain);
       EXPECT_EQ(plain_bytes, 50 * carry_bytes);  // 50 carries of [4, 8]
+      // One forward pass: the residual scan computes the loss's carry and ys too (the primal
+      // scan is gone), then one backward scan.
+      EXPECT_EQ(count_ops(plain, OpKind::Scan), 2);
+      EXPECT_EQ(scan_steps(plain, reverse), 50);
+      EXPECT_EQ(scan_steps(plain, !reverse), 50);
       // Intervals dividing 50 and not (a tail of 50 % k steps is differentiated unchecked).
       for (int64_t k : {1, 3, 5, 7, 10, 25, 49, 50, 64}) {
         GradOptions o;
@@ -94,6 +127,8 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
         // k < length: 50 / k checkpoints, k recomputed carries and the 50 % k of the tail.
         const int64_t carries = k < 50 ? 50 / k + k + 50 % k : 50;
         EXPECT_EQ(stacked_residual_bytes(ck), carries * carry_bytes) << "k " << k;
+        // The checkpoint scan (and the tail's residual scan) are the one forward pass.
+        EXPECT_EQ(scan_steps(ck, reverse), 50) << "k " << k;
       }
     }
 }
@@ -140,7 +175,13 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
   s.set_outputs({s.reduce_sum(s.mul(sr, sr), {0})});
 
   TensorMap feeds{{"a", random_tensor(t, {3}, 4, -1, 1)}, {"x", random_tensor(t, {3}, 5, -1, 1)}};
-  std::vector<Tensor> got = evaluate(grad(g, {"a", "x"}), feeds);
+  Graph dg = grad(g, {"a", "x"});
+  // The bounded scan the rule runs for its residuals also gives the loop's result: the loop
+  // itself is gone, one forward scan of 9 trips and one backward scan remain.
+  EXPECT_EQ(count_ops(dg, OpKind::WhileLoop), 0);
+  EXPECT_EQ(scan_steps(dg, false), 9);
+  EXPECT_EQ(scan_steps(dg, true), 9);
+  std::vector<Tensor> got = evaluate(dg, feeds);
   std::vector<Tensor> want = evaluate(grad(s, {"a", "x"}), feeds);
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(rlx::testing::all_close(got[i], want[i], 1e-14, 1e-14)) << "output " << i;
