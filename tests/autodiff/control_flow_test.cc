@@ -483,5 +483,82 @@ TEST(ControlFlowVmap, ScanBatchesBodyAndMovesTheStepAxis) {
   expect_vmap_is_per_example(g, feeds, 2, {"h0", "xs"});
 }
 
+// The node of kind `op` in g's top level (exactly one expected).
+const Node& only(const Graph& g, OpKind op) {
+  const Node* found = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == op) {
+      EXPECT_EQ(found, nullptr) << "two " << op_name(op) << " nodes";
+      found = &n;
+    }
+  EXPECT_NE(found, nullptr) << "no " << op_name(op) << " node";
+  return *found;
+}
+
+// jax's fixed point: a scan carry is batched only when its init is or the body makes it so
+// (also through another carry, found on the second round: p' = q, q' = q + x); the rest, and
+// the ys computed from them, stay unbatched in the batched graph.
+TEST(ControlFlowVmap, ScanBatchesOnlyTheCarriesThatNeedIt) {
+  const DType t = DType::f64;
+  Graph g("fixed_point");
+  Value w = g.input("w", t, {3});
+  Value xs = g.input("xs", t, {5, 3});
+  Graph b("b");
+  Value bw = b.input("w", t, {3});
+  Value bn = b.input("n", DType::i32, {});
+  Value bacc = b.input("acc", t, {3});
+  Value bp = b.input("p", t, {3});
+  Value bq = b.input("q", t, {3});
+  Value bx = b.input("x", t, {3});
+  Value acc2 = b.add(b.mul(bacc, bw), bw);
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), acc2, bq, b.add(b.sin(bq), bx), b.cos(acc2),
+                 b.mul(bp, bq)});
+  Value zero = g.constant(ints(t, {3}, {0.5, -0.25, 1}));
+  std::vector<Value> r =
+      g.scan(std::move(b), {g.scalar(0, DType::i32), zero, zero, zero}, {xs}, {w}, ScanOptions{});
+  g.set_outputs(r);
+  TensorMap feeds{{"w", random_tensor(t, {3}, 7, -1, 1)},
+                  {"xs", random_tensor(t, {2, 5, 3}, 8, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 2, {"w"});
+  const Graph v = vmap(g, {BatchAxis{}, BatchAxis{0}}, {}, 2);
+  const Node& s = only(v, OpKind::Scan);
+  ASSERT_EQ(s.results.size(), 6u);
+  EXPECT_EQ(s.results[0].to_string(), "i32[]");       // n: unbatched
+  EXPECT_EQ(s.results[1].to_string(), "f64[3]");      // acc: unbatched (w is shared)
+  EXPECT_EQ(s.results[2].to_string(), "f64[2,3]");    // p: batched on the second round
+  EXPECT_EQ(s.results[3].to_string(), "f64[2,3]");    // q: batched by x
+  EXPECT_EQ(s.results[4].to_string(), "f64[5,3]");    // ys of acc: unbatched
+  EXPECT_EQ(s.results[5].to_string(), "f64[5,2,3]");  // ys of p q: batched (step axis first)
+}
+
+// A while_loop whose predicate reads only unbatched carries stays a plain loop (no any-lane
+// cond, no per-lane select) with its counter unbatched; a batched const in the body batches
+// only the carry it reaches.
+TEST(ControlFlowVmap, WhileWithUnbatchedPredicateStaysPlain) {
+  const DType t = DType::f64;
+  Graph g("counted");
+  Value a = g.input("a", t, {2});
+  Value x0 = g.input("x", t, {2});
+  Graph c("c"), b("b");
+  c.input("a", t, {2});
+  Value cn = c.input("n", DType::i32, {});
+  c.input("x", t, {2});
+  c.set_outputs({c.lt(cn, c.scalar(5, DType::i32))});
+  Value ba = b.input("a", t, {2});
+  Value bn = b.input("n", DType::i32, {});
+  Value bx = b.input("x", t, {2});
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), b.add(b.mul(bx, b.scalar(1.5, t)), ba)});
+  g.set_outputs(g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {a}));
+  TensorMap feeds{{"a", random_tensor(t, {3, 2}, 9, -1, 1)},
+                  {"x", random_tensor(t, {2}, 10, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 3, {"x"});
+  const Graph v = vmap(g, {BatchAxis{0}, BatchAxis{}}, {}, 3);
+  const Node& w = only(v, OpKind::WhileLoop);
+  EXPECT_EQ(w.results[0].to_string(), "i32[]");
+  EXPECT_EQ(w.results[1].to_string(), "f64[3,2]");
+  for (const Node& n : w.attrs.get_graph("body").nodes()) EXPECT_NE(n.op, OpKind::Select);
+  for (const Node& n : w.attrs.get_graph("cond").nodes()) EXPECT_NE(n.op, OpKind::ReduceSum);
+}
+
 }  // namespace
 }  // namespace rlx::autodiff
