@@ -439,62 +439,160 @@ std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
   return backprop(g, tseeds, us, {}, rec);
 }
 
-// Forward mode of a while_loop without max_trip_count, which has no vjp to transpose: the loop
-// carries the tangents alongside (jax's while jvp rule). Emits the loop over (consts, their
-// tangents; carry, its tangents) whose body is the body's jvp, and returns the tangents of
-// the float results (invalid for the others). `t_operands` has a tangent per operand
-// (invalid: none, for a non-float operand).
-std::vector<Value> while_jvp(Graph& g, const Node& node, const std::vector<Value>& t_operands) {
-  const AttrMap& a = node.attrs;
-  const Graph& cond = a.get_graph("cond");
-  const Graph& body = a.get_graph("body");
-  const auto nc = static_cast<size_t>(a.get_int("num_consts"));
-  std::vector<size_t> fc, fk;  // float consts and carries, by operand index
-  for (size_t i = 0; i < node.operands.size(); ++i)
-    if (t_operands[i].valid()) (i < nc ? fc : fk).push_back(i);
+// True when `g` or a region nested in it holds a while_loop without max_trip_count.
+bool holds_unbounded_while(const Graph& g);
+bool regions_hold_unbounded_while(const Node& n) {
+  switch (n.op) {
+    case OpKind::WhileLoop:
+      return holds_unbounded_while(n.attrs.get_graph("cond")) ||
+             holds_unbounded_while(n.attrs.get_graph("body"));
+    case OpKind::Scan:
+      return holds_unbounded_while(n.attrs.get_graph("body"));
+    case OpKind::Cond:
+      for (const GraphRef& b : n.attrs.get_graphs("branches"))
+        if (holds_unbounded_while(*b)) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+bool holds_unbounded_while(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if ((n.op == OpKind::WhileLoop && !n.attrs.has("max_trip_count")) ||
+        regions_hold_unbounded_while(n))
+      return true;
+  return false;
+}
+
+// A control-flow node jvp() differentiates in forward mode: an unbounded while_loop (no vjp to
+// transpose), or a loop or cond whose regions hold one (their vjp would differentiate it).
+bool needs_forward_mode(const Node& n) {
+  return (n.op == OpKind::WhileLoop && !n.attrs.has("max_trip_count")) ||
+         regions_hold_unbounded_while(n);
+}
+
+// A region of a forward-mode node: `ts` the original region's input types, split into groups
+// ending at `ends` (consts, carry, xs); each group's inputs are followed by the tangents of its
+// float ones. `primal` gets the primal inputs in the original order, `tangent` the tangents.
+Graph tangent_region(const std::string& name, const std::vector<TensorType>& ts,
+                     const std::vector<size_t>& ends, std::vector<Value>& primal,
+                     std::vector<Value>& tangent) {
+  Graph r(name);
+  size_t from = 0;
+  for (size_t end : ends) {
+    for (size_t i = from; i < end; ++i)
+      primal.push_back(r.input("p" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    for (size_t i = from; i < end; ++i)
+      if (is_float(ts[i].dtype))
+        tangent.push_back(r.input("t" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    from = end;
+  }
+  return r;
+}
+
+// The region `body` with its tangents (jvp() of it, so nested loops are handled as here) in
+// the layout of tangent_region: outputs the body's outputs, then the tangent of each float one.
+Graph region_jvp(const Graph& body, const std::vector<size_t>& ends) {
+  std::vector<TensorType> ts;
   std::vector<std::string> names;
-  std::vector<int32_t> ins = body.inputs();
-  for (size_t i : fc) names.push_back(body.node(ins[i]).name);
-  for (size_t i : fk) names.push_back(body.node(ins[i]).name);
-  Graph jb = jvp(body, names);  // inputs: body's, then tangent.<name>; outputs: carry, tangents
-  // The new regions' inputs: consts, const tangents, carry, carry tangents.
-  auto region = [&](const std::string& name, std::vector<Value>& primal, std::vector<Value>& tang) {
-    Graph r(name);
-    std::vector<TensorType> ts;
-    for (int32_t id : ins) ts.push_back(body.node(id).results[0]);
-    for (size_t i = 0; i < nc; ++i)
-      primal.push_back(r.input("c" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    for (size_t i : fc) tang.push_back(r.input("tc" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    for (size_t i = nc; i < ts.size(); ++i)
-      primal.push_back(r.input("h" + std::to_string(i - nc), ts[i].dtype, ts[i].shape));
-    for (size_t i : fk) tang.push_back(r.input("th" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    return r;
-  };
-  std::vector<Value> cp, ct, bp, bt;
-  Graph c2 = region(cond.name() + "_jvp", cp, ct);
-  c2.set_outputs(inline_graph(c2, cond, cp));
-  Graph b2 = region(body.name() + "_jvp", bp, bt);
-  std::vector<Value> jo = inline_graph(b2, jb, [&] {
-    std::vector<Value> args = bp;
-    args.insert(args.end(), bt.begin(), bt.end());
-    return args;
-  }());
-  // jb's outputs: the carry, then the tangent of each float carry.
-  b2.set_outputs(jo);
-  std::vector<Value> operands(node.operands.begin(),
-                              node.operands.begin() + static_cast<ptrdiff_t>(nc));
-  for (size_t i : fc) operands.push_back(t_operands[i]);
-  operands.insert(operands.end(), node.operands.begin() + static_cast<ptrdiff_t>(nc),
-                  node.operands.end());
-  for (size_t i : fk) operands.push_back(t_operands[i]);
+  for (int32_t id : body.inputs()) {
+    ts.push_back(body.node(id).results[0]);
+    if (is_float(ts.back().dtype)) names.push_back(body.node(id).name);
+  }
+  std::vector<Value> primal, tangent;
+  Graph r = tangent_region(body.name() + "_jvp", ts, ends, primal, tangent);
+  std::vector<Value> args = primal;
+  args.insert(args.end(), tangent.begin(), tangent.end());
+  r.set_outputs(names.empty() ? inline_graph(r, body, primal)
+                              : inline_graph(r, jvp(body, names), args));
+  return r;
+}
+
+// Forward mode of a control-flow node (jax's while / scan / cond jvp rules): a node of the
+// same op whose operands are grouped as tangent_region's (consts, their tangents; carry, its
+// tangents; xs, theirs; a cond's index, then x and theirs) and whose regions are the regions'
+// jvps; a while_loop's cond ignores the tangents. Returns the tangents of the node's float
+// results (invalid for the others). `t_operands` has a tangent per float operand (invalid for
+// the others).
+std::vector<Value> forward_mode(Graph& g, const Node& node, const std::vector<Value>& t_operands) {
+  const AttrMap& a = node.attrs;
+  const size_t n = node.operands.size();
+  std::vector<size_t> ends;  // operand group ends
+  size_t nk = 0;             // carries (loops)
+  if (node.op == OpKind::Cond) {
+    ends = {1, n};
+  } else {
+    const auto nc = static_cast<size_t>(a.get_int("num_consts"));
+    nk = node.op == OpKind::Scan ? static_cast<size_t>(a.get_int("num_carry")) : n - nc;
+    ends = {nc, nc + nk};
+    if (node.op == OpKind::Scan) ends.push_back(n);
+  }
+  std::vector<Value> operands;
+  std::vector<size_t> nf;  // float operands per group
+  size_t from = 0;
+  for (size_t end : ends) {
+    nf.push_back(0);
+    for (size_t i = from; i < end; ++i) operands.push_back(node.operands[i]);
+    for (size_t i = from; i < end; ++i)
+      if (t_operands[i].valid()) {
+        operands.push_back(t_operands[i]);
+        ++nf.back();
+      }
+    from = end;
+  }
+  // Region input groups: the operand groups, a cond's branches without the index.
+  const std::vector<size_t> region_ends =
+      node.op == OpKind::Cond ? std::vector<size_t>{n - 1} : ends;
   AttrMap attrs = a;
-  attrs.set("num_consts", static_cast<int64_t>(nc + fc.size()));
-  attrs.set("cond", std::make_shared<const Graph>(std::move(c2)));
-  attrs.set("body", std::make_shared<const Graph>(std::move(b2)));
-  std::vector<Value> r = g.emit(OpKind::WhileLoop, operands, attrs);
+  std::vector<Value> r;
+  if (node.op == OpKind::Cond) {
+    GraphList branches;
+    for (const GraphRef& b : a.get_graphs("branches"))
+      branches.push_back(std::make_shared<const Graph>(region_jvp(*b, region_ends)));
+    attrs.set("branches", branches);
+    r = g.emit(OpKind::Cond, operands, attrs);
+  } else {
+    const Graph& body = a.get_graph("body");
+    Graph jb = region_jvp(body, region_ends);
+    if (node.op == OpKind::Scan) {
+      // jvp's outputs (carry, ys, tangents of the float ones) -> (carry, theirs, ys, theirs).
+      const std::vector<Value>& o = jb.outputs();
+      const size_t ny = node.results.size() - nk;
+      size_t fk = 0;
+      for (size_t i = 0; i < nk; ++i) fk += is_float(node.results[i].dtype) ? 1 : 0;
+      std::vector<Value> outs(o.begin(), o.begin() + static_cast<ptrdiff_t>(nk));
+      const auto t0 = o.begin() + static_cast<ptrdiff_t>(nk + ny);
+      outs.insert(outs.end(), t0, t0 + static_cast<ptrdiff_t>(fk));
+      outs.insert(outs.end(), o.begin() + static_cast<ptrdiff_t>(nk),
+                  o.begin() + static_cast<ptrdiff_t>(nk + ny));
+      outs.insert(outs.end(), t0 + static_cast<ptrdiff_t>(fk), o.end());
+      jb.set_outputs(outs);
+      attrs.set("num_carry", static_cast<int64_t>(nk + fk));
+    } else {
+      std::vector<TensorType> ts;
+      for (int32_t id : body.inputs()) ts.push_back(body.node(id).results[0]);
+      std::vector<Value> cp, ct;
+      const Graph& cond = a.get_graph("cond");
+      Graph c2 = tangent_region(cond.name() + "_jvp", ts, region_ends, cp, ct);
+      c2.set_outputs(inline_graph(c2, cond, cp));
+      attrs.set("cond", std::make_shared<const Graph>(std::move(c2)));
+    }
+    attrs.set("num_consts", static_cast<int64_t>(ends[0] + nf[0]));
+    attrs.set("body", std::make_shared<const Graph>(std::move(jb)));
+    r = g.emit(node.op, operands, attrs);
+  }
+  // r holds, group by group (a scan's carry, then its ys; the others' results), the primal
+  // results and then the tangents of the float ones.
   std::vector<Value> out(node.results.size());
-  const size_t nk = node.results.size();
-  for (size_t j = 0; j < fk.size(); ++j) out[fk[j] - nc] = r[nk + j];
+  std::vector<size_t> groups{node.results.size()};
+  if (node.op == OpKind::Scan) groups = {nk, node.results.size()};
+  size_t at = 0, first = 0;
+  for (size_t end : groups) {
+    at += end - first;
+    for (size_t i = first; i < end; ++i)
+      if (is_float(node.results[i].dtype)) out[i] = r[at++];
+    first = end;
+  }
   return out;
 }
 
@@ -512,15 +610,16 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     const TensorType t = out.node(ids[i]).results[0];
     tangents.push_back(out.input("tangent." + primals[i], t.dtype, t.shape));
   }
-  // A while_loop without max_trip_count has no vjp: it is cut from the transposition, its
-  // result tangents computed in forward mode from its operands' tangents (in node order, so a
-  // loop's operands may depend on earlier loops).
+  // A while_loop without max_trip_count has no vjp, nor has a scan, cond or loop whose regions
+  // hold one: such a node is cut from the transposition, its result tangents computed in
+  // forward mode from its operands' tangents (in node order, so a node's operands may depend
+  // on earlier ones).
   std::set<int32_t> cut;
   std::vector<detail::Recomputed> rec;
   const size_t num_forward = out.nodes().size();
   for (size_t i = 0; i < num_forward; ++i) {
     Node node = out.nodes()[i];
-    if (node.op != OpKind::WhileLoop || node.attrs.has("max_trip_count")) continue;
+    if (!needs_forward_mode(node)) continue;
     std::vector<Value> float_ops;
     for (Value v : node.operands)
       if (is_float(out.dtype(v))) float_ops.push_back(v);
@@ -529,7 +628,7 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     std::vector<Value> t_ops;
     size_t k = 0;
     for (Value v : node.operands) t_ops.push_back(is_float(out.dtype(v)) ? t_float[k++] : Value{});
-    std::vector<Value> t_res = while_jvp(out, node, t_ops);
+    std::vector<Value> t_res = forward_mode(out, node, t_ops);
     cut.insert(static_cast<int32_t>(i));
     for (size_t r = 0; r < t_res.size(); ++r) {
       if (!t_res[r].valid()) continue;

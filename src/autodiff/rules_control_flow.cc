@@ -377,7 +377,7 @@ Graph identity_body(const std::string& name, const std::vector<TensorType>& type
 // identity)(consts, carry) (jax's reverse mode of a bounded loop); that scan's forward pass
 // also gives the loop's results, so the loop itself is dropped. Without a bound the loop has
 // no vjp, as in jax (lax.while_loop is not reverse-differentiable); jvp() differentiates it in
-// forward mode instead (grad.cc, while_jvp).
+// forward mode instead (grad.cc, forward_mode).
 std::vector<Value> vjp_while(VjpContext& ctx) {
   const AttrMap& a = ctx.node.attrs;
   check(a.has("max_trip_count"),

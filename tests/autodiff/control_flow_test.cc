@@ -89,6 +89,8 @@ int64_t scan_steps(const Graph& g, bool reverse) {
   return total;
 }
 
+Tensor ints(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
+
 int count_ops(const Graph& g, OpKind op) {
   int total = 0;
   for (const Node& n : g.nodes()) total += n.op == op ? 1 : 0;
@@ -195,7 +197,7 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
 
 // A while_loop without max_trip_count: grad fails naming the op and saying forward mode works;
 // jvp carries the tangents alongside (also through two loops in a row, the second fed by the
-// first, and a loop inside a scan body) and matches f64 differences.
+// first, and a loop inside a scan body or a cond branch) and matches f64 differences.
 TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   const DType t = DType::f64;
   // while sum(x) < lim: x = 1.5 x + a sin(x); `a` and `lim` consts.
@@ -246,18 +248,70 @@ TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   EXPECT_NEAR(got[1].get_f64(0), fd, 1e-6 * (1 + std::abs(fd)));
   EXPECT_GT(std::abs(fd), 1e-3);  // the loops do depend on the inputs
 
-  // A loop inside a scan body: the scan's vjp differentiates the body, whose unbounded loop
-  // has no vjp, so grad fails and jvp of the scan (transposition) fails naming the loop too.
+  // A loop inside a scan body and inside a cond branch: grad fails (the scan's vjp
+  // differentiates the body); jvp runs the scan / cond in forward mode, carrying the tangents,
+  // with the loop's tangent loop built in the body as at the top level.
   Graph s("scan_of_loop");
   Value xs = s.input("xs", t, {4, 3});
   Graph body("step");
   Value bc = body.input("c", t, {3});
   Value bx = body.input("x", t, {3});
   Value lr = loop(body, bx, bc);
-  body.set_outputs({body.mul(lr, body.scalar(0.01, t))});
+  body.set_outputs({body.mul(lr, body.scalar(0.01, t)), body.sin(lr)});
   Value init = s.broadcast_in_dim(s.scalar(0.7, t), {3}, {});
-  s.set_outputs({s.reduce_sum(s.scan(std::move(body), {init}, {xs})[0], {0})});
-  EXPECT_NE(error_of([&] { jvp(s, {"xs"}); }).find("has no max_trip_count"), std::string::npos);
+  std::vector<Value> sr = s.scan(std::move(body), {init}, {xs});
+  s.set_outputs({s.add(s.reduce_sum(sr[0], {0}), s.reduce_sum(sr[1], {0, 1}))});
+  EXPECT_NE(error_of([&] { grad(s, {"xs"}); }).find("has no max_trip_count"), std::string::npos);
+
+  Graph k("cond_of_loop");
+  Value kp = k.input("p", DType::bool_, {});
+  Value ka = k.input("a", t, {3});
+  Value kx = k.input("x", t, {3});
+  Graph on("on"), off("off");
+  Value oa = on.input("a", t, {3});
+  on.set_outputs({loop(on, oa, on.input("x", t, {3}))});
+  off.input("a", t, {3});
+  Value fx = off.input("x", t, {3});
+  off.set_outputs({off.mul(fx, fx)});
+  Value kr = k.cond(kp, std::move(on), std::move(off), {ka, kx})[0];
+  k.set_outputs({k.reduce_sum(k.sin(kr), {0})});
+
+  // jvp of a scalar-output graph against f64 central differences along `dirs`.
+  auto expect_jvp_is_fd = [&](const Graph& f, const TensorMap& at, const TensorMap& dirs) {
+    std::vector<std::string> names;
+    TensorMap jf = at;
+    for (const auto& [n, d] : dirs) {
+      names.push_back(n);
+      jf["tangent." + n] = d;
+    }
+    Graph jf_graph = jvp(f, names);
+    ASSERT_TRUE(jf_graph.verify().empty()) << jf_graph.verify()[0];
+    std::vector<Tensor> out = evaluate(jf_graph, jf);
+    ASSERT_EQ(out.size(), 2u);
+    auto moved_by = [&](double step) {
+      TensorMap m = at;
+      for (const auto& [n, d] : dirs) {
+        Tensor v = at.at(n).clone();
+        for (int64_t e = 0; e < v.shape().numel(); ++e)
+          v.set_f64(e, v.get_f64(e) + step * d.get_f64(e));
+        m[n] = v;
+      }
+      return evaluate(f, m)[0].get_f64(0);
+    };
+    const double d = (moved_by(h) - moved_by(-h)) / (2 * h);
+    EXPECT_EQ(out[0].get_f64(0), evaluate(f, at)[0].get_f64(0));
+    EXPECT_NEAR(out[1].get_f64(0), d, 1e-6 * (1 + std::abs(d))) << f.name();
+    EXPECT_GT(std::abs(d), 1e-3) << f.name();
+  };
+  expect_jvp_is_fd(s, {{"xs", random_tensor(t, {4, 3}, 25, 0.1, 0.5)}},
+                   {{"xs", random_tensor(t, {4, 3}, 26, -1, 1)}});
+  for (double p : {1.0, 0.0})
+    expect_jvp_is_fd(
+        k,
+        {{"p", ints(DType::bool_, {}, {p})},
+         {"a", random_tensor(t, {3}, 27, 0.1, 0.5)},
+         {"x", random_tensor(t, {3}, 28, 0.5, 1)}},
+        {{"a", random_tensor(t, {3}, 29, -1, 1)}, {"x", random_tensor(t, {3}, 30, -1, 1)}});
 }
 
 // Integer carries and consts get no cotangent; a scan without a carry and a cond whose float
@@ -396,8 +450,6 @@ void expect_vmap_is_per_example(const Graph& g, const TensorMap& feeds, int64_t 
           << "example " << b << " output " << j;
   }
 }
-
-Tensor ints(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
 
 // A batched bool predicate selects per lane; a batched switch index too, clamped per lane.
 TEST(ControlFlowVmap, BatchedPredicateSelectsPerLane) {
