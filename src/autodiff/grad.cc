@@ -269,7 +269,8 @@ std::optional<std::vector<int32_t>> needed_after(const Graph& g, int32_t node,
 
 // Runs each recomputed node's forward once: the nodes a rule emitted to recompute node p's
 // results (they depend only on values before p) move to p's place, p's uses read their values
-// and p is dropped. A node recomputed twice (jvp transposes more than once) keeps the first.
+// and p is dropped; the nodes that give p's results take its name. A node recomputed twice (jvp
+// transposes more than once) keeps the first.
 Graph use_recomputed(const Graph& g, const std::vector<detail::Recomputed>& recomputed) {
   std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<Value>>> at;  // p -> nodes, values
   for (const detail::Recomputed& r : recomputed) {
@@ -291,7 +292,11 @@ Graph use_recomputed(const Graph& g, const std::vector<detail::Recomputed>& reco
       const Node& n = g.node(id);
       std::vector<Value> operands;
       for (Value v : n.operands) operands.push_back(value(v));
-      moved[id] = ctx.dst.emit(n.op, std::move(operands), n.attrs, n.name);
+      // A node giving p's results takes p's name, which output naming then sees as before.
+      bool gives = false;
+      for (Value v : it->second.second) gives = gives || v.node == id;
+      moved[id] =
+          ctx.dst.emit(n.op, std::move(operands), n.attrs, gives ? g.node(ctx.id).name : n.name);
     }
     std::vector<Value> out;
     for (Value v : it->second.second) out.push_back(value(v));

@@ -84,7 +84,7 @@ std::vector<Value> residual_carries(Graph& g, const ScanSpec& s, const std::vect
   body.set_outputs(outs);
   dce(body);
   std::vector<Value> r = g.scan(std::move(body), h, x, c, scan_options(s.length, s.reverse));
-  g.rename(r[0].node, "scan_residuals");  // what the backward pass keeps (tests measure it)
+  g.rename(r[0].node, "scan_residuals");  // a scan that replaces the primal takes its name
   if (primal)
     primal->assign(r.begin(), r.begin() + static_cast<ptrdiff_t>(s.body->outputs().size()));
   std::vector<Value> res;

@@ -48,30 +48,31 @@ TensorMap rnn_feeds(DType t, int64_t steps, int64_t batch, int64_t n) {
           {"xs", random_tensor(t, {steps, batch, n}, 3, -1, 1)}};
 }
 
-// Bytes of the values the backward pass keeps across steps: the stacked carries of the top-level
-// residual scan ("scan_residuals") or of the checkpoint scan ("scan_checkpoints") plus, for the
-// latter, the residuals one segment recomputes inside the backward body (live one segment at a
-// time). A residual is a ys whose body output is a carry input (the forward scan's own ys are
-// not counted). Read from the graph's types: no backend needed.
-int64_t stacked_residual_bytes(const Graph& g) {
+// Bytes of the values the backward pass keeps across steps: the stacked carries, that is the ys
+// whose body output is a carry input, of the scans running in the forward direction `reverse`
+// (the residual scan, or the checkpoint scan and the tail's residual scan) plus, with
+// checkpointing, the residuals one segment recomputes inside the backward body (live one
+// segment at a time). The forward scan's own ys and the backward scans (the other direction)
+// are not counted. Read from the graph's types: no backend needed.
+int64_t stacked_residual_bytes(const Graph& g, bool reverse) {
   int64_t total = 0;
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Scan) continue;
-    const bool residual = n.name.rfind("scan_residuals", 0) == 0;
-    const bool checkpoints = n.name.rfind("scan_checkpoints", 0) == 0;
     const Graph& body = n.attrs.get_graph("body");
-    if (residual || checkpoints) {
-      const auto nc = static_cast<size_t>(n.attrs.get_int("num_consts"));
-      const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
-      const std::vector<int32_t> ins = body.inputs();
-      for (size_t r = nk; r < n.results.size(); ++r) {
-        const Value out = body.outputs()[r];
-        if (out.node < ins[nc] || out.node > ins[nc + nk - 1] || body.node(out).op != OpKind::Input)
-          continue;
-        total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
-      }
+    if (n.attrs.get_bool("reverse") != reverse) {  // a backward scan: its body may recompute
+      total += stacked_residual_bytes(body, reverse);
+      continue;
     }
-    total += stacked_residual_bytes(body);
+    const auto nc = static_cast<size_t>(n.attrs.get_int("num_consts"));
+    const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
+    const std::vector<int32_t> ins = body.inputs();
+    for (size_t r = nk; r < n.results.size(); ++r) {
+      const auto carry = ins.begin() + static_cast<ptrdiff_t>(nc);
+      if (std::find(carry, carry + static_cast<ptrdiff_t>(nk), body.outputs()[r].node) ==
+          carry + static_cast<ptrdiff_t>(nk))
+        continue;
+      total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
+    }
   }
   return total;
 }
@@ -106,7 +107,7 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
       Graph plain = grad(g, {"w", "h0", "xs"});
       std::vector<Tensor> want = evaluate(plain, feeds);
       const int64_t carry_bytes = 4 * 8 * static_cast<int64_t>(dtype_size(t));
-      const int64_t plain_bytes = stacked_residual_bytes(plain);
+      const int64_t plain_bytes = stacked_residual_bytes(plain, reverse);
       EXPECT_EQ(plain_bytes, 50 * carry_bytes);  // 50 carries of [4, 8]
       // One forward pass: the residual scan computes the loss's carry and ys too (the primal
       // scan is gone), then one backward scan.
@@ -128,11 +129,30 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
         }
         // k < length: 50 / k checkpoints, k recomputed carries and the 50 % k of the tail.
         const int64_t carries = k < 50 ? 50 / k + k + 50 % k : 50;
-        EXPECT_EQ(stacked_residual_bytes(ck), carries * carry_bytes) << "k " << k;
+        EXPECT_EQ(stacked_residual_bytes(ck, reverse), carries * carry_bytes) << "k " << k;
         // The checkpoint scan (and the tail's residual scan) are the one forward pass.
         EXPECT_EQ(scan_steps(ck, reverse), 50) << "k " << k;
       }
     }
+}
+
+// The scan that replaces the primal one takes its name, so a scan result that is an output of
+// value_and_grad is named as before ("out_1"), checkpointed (with and without a tail) or not.
+TEST(ControlFlowAutodiff, ReplacedScanKeepsTheOutputName) {
+  Graph g = rnn_loss(DType::f32, 10, 2, 3);
+  std::vector<Value> outs = g.outputs();
+  const Node& loss = g.node(outs[0]);
+  Value sum = loss.operands[0];  // reduce_sum(h_T^2): its mul's operand is h_T
+  outs.push_back(g.node(g.node(sum).operands[0]).operands[0]);
+  ASSERT_EQ(g.node(outs[1]).op, OpKind::Scan);
+  g.set_outputs(outs);
+  for (int64_t k : {0, 5, 3}) {
+    GradOptions o;
+    o.scan_checkpoint_every = k;
+    Graph vg = value_and_grad(g, {"w"}, 0, o);
+    EXPECT_EQ(vg.node(vg.outputs()[1]).name, "out_1") << "k " << k;
+    EXPECT_EQ(count_ops(vg, OpKind::Scan), k == 3 ? 4 : 2) << "k " << k;  // + the tail's two
+  }
 }
 
 TEST(ControlFlowAutodiff, NegativeCheckpointIntervalIsAnError) {
