@@ -325,6 +325,27 @@ TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   };
   expect_jvp_is_fd(s, {{"xs", random_tensor(t, {4, 3}, 25, 0.1, 0.5)}},
                    {{"xs", random_tensor(t, {4, 3}, 26, -1, 1)}});
+  // A bounded loop (2 of at most 3 trips) whose body runs the unbounded one: forward mode too.
+  Graph wl("loop_of_loop");
+  Value wa = wl.input("a", t, {3});
+  Value wx = wl.input("x", t, {3});
+  Graph wc("wc"), wb("wb");
+  wc.input("a", t, {3});
+  Value wcn = wc.input("n", DType::i32, {});
+  wc.input("x", t, {3});
+  wc.set_outputs({wc.lt(wcn, wc.scalar(2, DType::i32))});
+  Value wba = wb.input("a", t, {3});
+  Value wbn = wb.input("n", DType::i32, {});
+  Value wbx = wb.input("x", t, {3});
+  wb.set_outputs(
+      {wb.add(wbn, wb.scalar(1, DType::i32)), wb.mul(loop(wb, wba, wbx), wb.scalar(0.05, t))});
+  Value wr =
+      wl.while_loop(std::move(wc), std::move(wb), {wl.scalar(0, DType::i32), wx}, {wa}, 3)[1];
+  wl.set_outputs({wl.reduce_sum(wl.sin(wr), {0})});
+  EXPECT_NE(error_of([&] { grad(wl, {"x"}); }).find("has no max_trip_count"), std::string::npos);
+  expect_jvp_is_fd(
+      wl, {{"a", random_tensor(t, {3}, 31, 0.1, 0.5)}, {"x", random_tensor(t, {3}, 32, 0.5, 1)}},
+      {{"a", random_tensor(t, {3}, 33, -1, 1)}, {"x", random_tensor(t, {3}, 34, -1, 1)}});
   for (double p : {1.0, 0.0})
     expect_jvp_is_fd(
         k,
