@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -98,6 +100,25 @@ int count_ops(const Graph& g, OpKind op) {
   return total;
 }
 
+// while n < trips: (n, x) = (n + 1, step(body, a, x)) from n = 0, with `a` a const of x's type:
+// the loop's final (n, x).
+std::vector<Value> counted_while(Graph& g, Value a, Value x, int trips,
+                                 const std::function<Value(Graph&, Value, Value)>& step,
+                                 std::optional<int64_t> max_trip_count = std::nullopt) {
+  const TensorType t = g.type(x);
+  Graph c("c"), b("b");
+  c.input("a", t.dtype, t.shape);
+  Value cn = c.input("n", DType::i32, {});
+  c.input("x", t.dtype, t.shape);
+  c.set_outputs({c.lt(cn, c.scalar(trips, DType::i32))});
+  Value ba = b.input("a", t.dtype, t.shape);
+  Value bn = b.input("n", DType::i32, {});
+  Value bx = b.input("x", t.dtype, t.shape);
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), step(b, ba, bx)});
+  return g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x}, {a},
+                      max_trip_count);
+}
+
 TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
   for (DType t : {DType::f32, DType::f64})
     for (bool reverse : {false, true}) {
@@ -171,17 +192,7 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
   Graph g("loop");
   Value a = g.input("a", t, {3});
   Value x0 = g.input("x", t, {3});
-  Graph c("c");
-  c.input("a", t, {3});
-  Value n = c.input("n", DType::i32, {});
-  c.input("x", t, {3});
-  c.set_outputs({c.lt(n, c.scalar(4, DType::i32))});
-  Graph b("b");
-  Value ba = b.input("a", t, {3});
-  Value bn = b.input("n", DType::i32, {});
-  Value bx = b.input("x", t, {3});
-  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), step(b, ba, bx)});
-  Value r = g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {a}, 9)[1];
+  Value r = counted_while(g, a, x0, 4, step, 9)[1];
   g.set_outputs({g.reduce_sum(g.mul(r, r), {0})});
 
   Graph s("as_scan");
@@ -329,18 +340,10 @@ TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   Graph wl("loop_of_loop");
   Value wa = wl.input("a", t, {3});
   Value wx = wl.input("x", t, {3});
-  Graph wc("wc"), wb("wb");
-  wc.input("a", t, {3});
-  Value wcn = wc.input("n", DType::i32, {});
-  wc.input("x", t, {3});
-  wc.set_outputs({wc.lt(wcn, wc.scalar(2, DType::i32))});
-  Value wba = wb.input("a", t, {3});
-  Value wbn = wb.input("n", DType::i32, {});
-  Value wbx = wb.input("x", t, {3});
-  wb.set_outputs(
-      {wb.add(wbn, wb.scalar(1, DType::i32)), wb.mul(loop(wb, wba, wbx), wb.scalar(0.05, t))});
-  Value wr =
-      wl.while_loop(std::move(wc), std::move(wb), {wl.scalar(0, DType::i32), wx}, {wa}, 3)[1];
+  Value wr = counted_while(
+      wl, wa, wx, 2,
+      [&](Graph& b, Value ba, Value bx) { return b.mul(loop(b, ba, bx), b.scalar(0.05, t)); },
+      3)[1];
   wl.set_outputs({wl.reduce_sum(wl.sin(wr), {0})});
   EXPECT_NE(error_of([&] { grad(wl, {"x"}); }).find("has no max_trip_count"), std::string::npos);
   expect_jvp_is_fd(
@@ -632,16 +635,9 @@ TEST(ControlFlowVmap, WhileWithUnbatchedPredicateStaysPlain) {
   Graph g("counted");
   Value a = g.input("a", t, {2});
   Value x0 = g.input("x", t, {2});
-  Graph c("c"), b("b");
-  c.input("a", t, {2});
-  Value cn = c.input("n", DType::i32, {});
-  c.input("x", t, {2});
-  c.set_outputs({c.lt(cn, c.scalar(5, DType::i32))});
-  Value ba = b.input("a", t, {2});
-  Value bn = b.input("n", DType::i32, {});
-  Value bx = b.input("x", t, {2});
-  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), b.add(b.mul(bx, b.scalar(1.5, t)), ba)});
-  g.set_outputs(g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {a}));
+  g.set_outputs(counted_while(g, a, x0, 5, [&](Graph& b, Value ba, Value bx) {
+    return b.add(b.mul(bx, b.scalar(1.5, t)), ba);
+  }));
   TensorMap feeds{{"a", random_tensor(t, {3, 2}, 9, -1, 1)},
                   {"x", random_tensor(t, {2}, 10, -1, 1)}};
   expect_vmap_is_per_example(g, feeds, 3, {"x"});
