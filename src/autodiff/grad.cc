@@ -3,7 +3,9 @@
 #include "rlx/autodiff/grad.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "rlx/ir/custom_op.h"
@@ -11,6 +13,7 @@
 #include "rlx/ir/op_table.h"
 #include "rlx/opt/decompose.h"
 #include "rlx/opt/passes.h"
+#include "rlx/opt/rewrite.h"
 #include "rules.h"
 
 namespace rlx::autodiff {
@@ -137,8 +140,10 @@ bool keep_node_for_ad(const Node& n) {
 // The backward sweep over the nodes of g: seeds give the cotangents of some values; returns
 // d/d v for each value of `wrt` (zeros when nothing reaches it). Nodes in `cut` are treated
 // as leaves: nothing flows through them, and their results may be among `wrt`.
+// Rules that recompute a node's results in their own forward pass report it in `recomputed`.
 std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>& seeds,
-                            const std::vector<Value>& wrt, const GradOptions& options = {},
+                            const std::vector<Value>& wrt, const GradOptions& options,
+                            std::vector<detail::Recomputed>& recomputed,
                             const std::set<int32_t>& cut = {}) {
   const size_t n = g.nodes().size();
   // A value is active when it is a float that depends on a wrt value: only those carry
@@ -174,7 +179,7 @@ std::vector<Value> backprop(Graph& g, const std::vector<std::pair<Value, Value>>
     bool has_ct = false;
     for (Value c : cts[i]) has_ct = has_ct || c.valid();
     if (!has_ct) continue;
-    VjpContext ctx{g, node, node.operands, {}, cts[i], {}, options};
+    VjpContext ctx{g, node, node.operands, {}, cts[i], {}, options, &recomputed};
     bool any_wanted = false;
     for (Value v : node.operands) {
       bool w = active[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
@@ -244,6 +249,62 @@ Graph prepare(const Graph& g, const LossSpec& loss, bool require_scalar) {
 
 void dce(Graph& g) { create_dce_pass()->run(g); }
 
+// The nodes after `node` that `values` depend on, in order, or nullopt when one of them is
+// `node` itself or a leaf (then the values cannot take its place).
+std::optional<std::vector<int32_t>> needed_after(const Graph& g, int32_t node,
+                                                 const std::vector<Value>& values) {
+  std::set<int32_t> seen;
+  std::vector<int32_t> todo;
+  for (Value v : values) todo.push_back(v.node);
+  while (!todo.empty()) {
+    const int32_t id = todo.back();
+    todo.pop_back();
+    if (id < node || !seen.insert(id).second) continue;
+    const OpKind op = g.node(id).op;
+    if (id == node || op == OpKind::Input || op == OpKind::Param) return std::nullopt;
+    for (Value v : g.node(id).operands) todo.push_back(v.node);
+  }
+  return std::vector<int32_t>(seen.begin(), seen.end());
+}
+
+// Runs each recomputed node's forward once: the nodes a rule emitted to recompute node p's
+// results (they depend only on values before p) move to p's place, p's uses read their values
+// and p is dropped; the nodes that give p's results take its name. A node recomputed twice (jvp
+// transposes more than once) keeps the first.
+Graph use_recomputed(const Graph& g, const std::vector<detail::Recomputed>& recomputed) {
+  std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<Value>>> at;  // p -> nodes, values
+  for (const detail::Recomputed& r : recomputed) {
+    if (at.count(r.node)) continue;
+    if (auto nodes = needed_after(g, r.node, r.values)) at[r.node] = {*nodes, r.values};
+  }
+  if (at.empty()) return g;
+  std::map<int32_t, std::vector<Value>> moved;  // source node -> its values in the result
+  const RewriteFn fn = [&](RewriteContext& ctx, const Node&,
+                           std::span<const Value>) -> std::optional<std::vector<Value>> {
+    if (auto m = moved.find(ctx.id); m != moved.end()) return m->second;
+    auto it = at.find(ctx.id);
+    if (it == at.end()) return std::nullopt;
+    auto value = [&](Value v) {
+      return v.node < ctx.id ? ctx.mapped(v) : moved.at(v.node)[static_cast<size_t>(v.index)];
+    };
+    for (int32_t id : it->second.first) {
+      if (moved.count(id)) continue;
+      const Node& n = g.node(id);
+      std::vector<Value> operands;
+      for (Value v : n.operands) operands.push_back(value(v));
+      // A node giving p's results takes p's name, which output naming then sees as before.
+      bool gives = false;
+      for (Value v : it->second.second) gives = gives || v.node == id;
+      moved[id] =
+          ctx.dst.emit(n.op, std::move(operands), n.attrs, gives ? g.node(ctx.id).name : n.name);
+    }
+    std::vector<Value> out;
+    for (Value v : it->second.second) out.push_back(value(v));
+    return out;
+  };
+  return rewrite(g, fn);
+}
+
 // Names the outputs of a transform's result, so that executables report them as "loss",
 // "grad_w", ... rather than node numbers. `names[i]` is output i's name; `numbered_only[i]`
 // keeps a name the user gave (only a number the builder assigned is replaced). Inputs and
@@ -293,11 +354,13 @@ Graph value_and_grad(const Graph& g, const std::vector<std::string>& wrt, LossSp
   std::vector<Value> outs = out.outputs();
   Value lv = outs.back();
   outs.pop_back();
+  std::vector<detail::Recomputed> rec;
   std::vector<Value> grads =
-      backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options);
+      backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options, rec);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(num_forward, loss.value.valid() ? -1 : loss.output, names, numbered_only);
@@ -314,9 +377,12 @@ Graph grad(const Graph& g, const std::vector<std::string>& wrt, LossSpec loss,
   std::vector<int32_t> ids = resolve_wrt(out, wrt);
   Value lv = out.outputs().back();
   std::vector<Value> outs{lv};
-  for (Value v : backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options))
+  std::vector<detail::Recomputed> rec;
+  for (Value v :
+       backprop(out, {{lv, out.scalar(1.0, out.dtype(lv))}}, leaf_values(ids), options, rec))
     outs.push_back(v);
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(1, 0, names, numbered_only);
@@ -339,10 +405,12 @@ Graph vjp(const Graph& g, const std::vector<std::string>& wrt, const GradOptions
     if (!is_float(t.dtype)) continue;
     seeds.emplace_back(outs[i], out.input("ct." + std::to_string(i), t.dtype, t.shape));
   }
-  std::vector<Value> grads = backprop(out, seeds, leaf_values(ids), options);
+  std::vector<detail::Recomputed> rec;
+  std::vector<Value> grads = backprop(out, seeds, leaf_values(ids), options, rec);
   const size_t num_forward = outs.size();
   outs.insert(outs.end(), grads.begin(), grads.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   std::vector<std::string> names;
   std::vector<bool> numbered_only;
   forward_names(num_forward, -1, names, numbered_only);
@@ -360,7 +428,8 @@ namespace {
 // u, is J t. `cut` nodes are leaves (their results, among wrt, carry given tangents).
 std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
                                   const std::vector<Value>& wrt, const std::vector<Value>& tangents,
-                                  const std::set<int32_t>& cut) {
+                                  const std::set<int32_t>& cut,
+                                  std::vector<detail::Recomputed>& rec) {
   // u only needs a node to hang its cotangent on: J^T u is linear in u, so the final J t never
   // reads u's value, and DCE then removes it (an input would stay and have to be fed).
   std::vector<Value> us;
@@ -369,68 +438,166 @@ std::vector<Value> transposed_jvp(Graph& g, const std::vector<Value>& values,
     us.push_back(detail::zeros(g, g.type(v)));
     seeds.emplace_back(v, us.back());
   }
-  std::vector<Value> jt_u = backprop(g, seeds, wrt, {}, cut);
+  std::vector<Value> jt_u = backprop(g, seeds, wrt, {}, rec, cut);
   std::vector<std::pair<Value, Value>> tseeds;
   for (size_t i = 0; i < wrt.size(); ++i) tseeds.emplace_back(jt_u[i], tangents[i]);
-  return backprop(g, tseeds, us);
+  return backprop(g, tseeds, us, {}, rec);
 }
 
-// Forward mode of a while_loop without max_trip_count, which has no vjp to transpose: the loop
-// carries the tangents alongside (jax's while jvp rule). Emits the loop over (consts, their
-// tangents; carry, its tangents) whose body is the body's jvp, and returns the tangents of
-// the float results (invalid for the others). `t_operands` has a tangent per operand
-// (invalid: none, for a non-float operand).
-std::vector<Value> while_jvp(Graph& g, const Node& node, const std::vector<Value>& t_operands) {
-  const AttrMap& a = node.attrs;
-  const Graph& cond = a.get_graph("cond");
-  const Graph& body = a.get_graph("body");
-  const auto nc = static_cast<size_t>(a.get_int("num_consts"));
-  std::vector<size_t> fc, fk;  // float consts and carries, by operand index
-  for (size_t i = 0; i < node.operands.size(); ++i)
-    if (t_operands[i].valid()) (i < nc ? fc : fk).push_back(i);
+// True when `g` or a region nested in it holds a while_loop without max_trip_count.
+bool holds_unbounded_while(const Graph& g);
+bool regions_hold_unbounded_while(const Node& n) {
+  switch (n.op) {
+    case OpKind::WhileLoop:
+      return holds_unbounded_while(n.attrs.get_graph("cond")) ||
+             holds_unbounded_while(n.attrs.get_graph("body"));
+    case OpKind::Scan:
+      return holds_unbounded_while(n.attrs.get_graph("body"));
+    case OpKind::Cond:
+      for (const GraphRef& b : n.attrs.get_graphs("branches"))
+        if (holds_unbounded_while(*b)) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+bool holds_unbounded_while(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if ((n.op == OpKind::WhileLoop && !n.attrs.has("max_trip_count")) ||
+        regions_hold_unbounded_while(n))
+      return true;
+  return false;
+}
+
+// A control-flow node jvp() differentiates in forward mode: an unbounded while_loop (no vjp to
+// transpose), or a loop or cond whose regions hold one (their vjp would differentiate it).
+bool needs_forward_mode(const Node& n) {
+  return (n.op == OpKind::WhileLoop && !n.attrs.has("max_trip_count")) ||
+         regions_hold_unbounded_while(n);
+}
+
+// A region of a forward-mode node: `ts` the original region's input types, split into groups
+// ending at `ends` (consts, carry, xs); each group's inputs are followed by the tangents of its
+// float ones. `primal` gets the primal inputs in the original order, `tangent` the tangents.
+Graph tangent_region(const std::string& name, const std::vector<TensorType>& ts,
+                     const std::vector<size_t>& ends, std::vector<Value>& primal,
+                     std::vector<Value>& tangent) {
+  Graph r(name);
+  size_t from = 0;
+  for (size_t end : ends) {
+    for (size_t i = from; i < end; ++i)
+      primal.push_back(r.input("p" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    for (size_t i = from; i < end; ++i)
+      if (is_float(ts[i].dtype))
+        tangent.push_back(r.input("t" + std::to_string(i), ts[i].dtype, ts[i].shape));
+    from = end;
+  }
+  return r;
+}
+
+// The region `body` with its tangents (jvp() of it, so nested loops are handled as here) in
+// the layout of tangent_region: outputs the body's outputs, then the tangent of each float one.
+Graph region_jvp(const Graph& body, const std::vector<size_t>& ends) {
+  std::vector<TensorType> ts;
   std::vector<std::string> names;
-  std::vector<int32_t> ins = body.inputs();
-  for (size_t i : fc) names.push_back(body.node(ins[i]).name);
-  for (size_t i : fk) names.push_back(body.node(ins[i]).name);
-  Graph jb = jvp(body, names);  // inputs: body's, then tangent.<name>; outputs: carry, tangents
-  // The new regions' inputs: consts, const tangents, carry, carry tangents.
-  auto region = [&](const std::string& name, std::vector<Value>& primal, std::vector<Value>& tang) {
-    Graph r(name);
-    std::vector<TensorType> ts;
-    for (int32_t id : ins) ts.push_back(body.node(id).results[0]);
-    for (size_t i = 0; i < nc; ++i)
-      primal.push_back(r.input("c" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    for (size_t i : fc) tang.push_back(r.input("tc" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    for (size_t i = nc; i < ts.size(); ++i)
-      primal.push_back(r.input("h" + std::to_string(i - nc), ts[i].dtype, ts[i].shape));
-    for (size_t i : fk) tang.push_back(r.input("th" + std::to_string(i), ts[i].dtype, ts[i].shape));
-    return r;
-  };
-  std::vector<Value> cp, ct, bp, bt;
-  Graph c2 = region(cond.name() + "_jvp", cp, ct);
-  c2.set_outputs(inline_graph(c2, cond, cp));
-  Graph b2 = region(body.name() + "_jvp", bp, bt);
-  std::vector<Value> jo = inline_graph(b2, jb, [&] {
-    std::vector<Value> args = bp;
-    args.insert(args.end(), bt.begin(), bt.end());
-    return args;
-  }());
-  // jb's outputs: the carry, then the tangent of each float carry.
-  b2.set_outputs(jo);
-  std::vector<Value> operands(node.operands.begin(),
-                              node.operands.begin() + static_cast<ptrdiff_t>(nc));
-  for (size_t i : fc) operands.push_back(t_operands[i]);
-  operands.insert(operands.end(), node.operands.begin() + static_cast<ptrdiff_t>(nc),
-                  node.operands.end());
-  for (size_t i : fk) operands.push_back(t_operands[i]);
+  for (int32_t id : body.inputs()) {
+    ts.push_back(body.node(id).results[0]);
+    if (is_float(ts.back().dtype)) names.push_back(body.node(id).name);
+  }
+  std::vector<Value> primal, tangent;
+  Graph r = tangent_region(body.name() + "_jvp", ts, ends, primal, tangent);
+  std::vector<Value> args = primal;
+  args.insert(args.end(), tangent.begin(), tangent.end());
+  r.set_outputs(names.empty() ? inline_graph(r, body, primal)
+                              : inline_graph(r, jvp(body, names), args));
+  return r;
+}
+
+// Forward mode of a control-flow node (jax's while / scan / cond jvp rules): a node of the
+// same op whose operands are grouped as tangent_region's (consts, their tangents; carry, its
+// tangents; xs, theirs; a cond's index, then x and theirs) and whose regions are the regions'
+// jvps; a while_loop's cond ignores the tangents. Returns the tangents of the node's float
+// results (invalid for the others). `t_operands` has a tangent per float operand (invalid for
+// the others).
+std::vector<Value> forward_mode(Graph& g, const Node& node, const std::vector<Value>& t_operands) {
+  const AttrMap& a = node.attrs;
+  const size_t n = node.operands.size();
+  std::vector<size_t> ends;  // operand group ends
+  size_t nk = 0;             // carries (loops)
+  if (node.op == OpKind::Cond) {
+    ends = {1, n};
+  } else {
+    const auto nc = static_cast<size_t>(a.get_int("num_consts"));
+    nk = node.op == OpKind::Scan ? static_cast<size_t>(a.get_int("num_carry")) : n - nc;
+    ends = {nc, nc + nk};
+    if (node.op == OpKind::Scan) ends.push_back(n);
+  }
+  std::vector<Value> operands;
+  std::vector<size_t> nf;  // float operands per group
+  size_t from = 0;
+  for (size_t end : ends) {
+    nf.push_back(0);
+    for (size_t i = from; i < end; ++i) operands.push_back(node.operands[i]);
+    for (size_t i = from; i < end; ++i)
+      if (t_operands[i].valid()) {
+        operands.push_back(t_operands[i]);
+        ++nf.back();
+      }
+    from = end;
+  }
+  // Region input groups: the operand groups, a cond's branches without the index.
+  const std::vector<size_t> region_ends =
+      node.op == OpKind::Cond ? std::vector<size_t>{n - 1} : ends;
   AttrMap attrs = a;
-  attrs.set("num_consts", static_cast<int64_t>(nc + fc.size()));
-  attrs.set("cond", std::make_shared<const Graph>(std::move(c2)));
-  attrs.set("body", std::make_shared<const Graph>(std::move(b2)));
-  std::vector<Value> r = g.emit(OpKind::WhileLoop, operands, attrs);
+  std::vector<Value> r;
+  if (node.op == OpKind::Cond) {
+    GraphList branches;
+    for (const GraphRef& b : a.get_graphs("branches"))
+      branches.push_back(std::make_shared<const Graph>(region_jvp(*b, region_ends)));
+    attrs.set("branches", branches);
+    r = g.emit(OpKind::Cond, operands, attrs);
+  } else {
+    const Graph& body = a.get_graph("body");
+    Graph jb = region_jvp(body, region_ends);
+    if (node.op == OpKind::Scan) {
+      // jvp's outputs (carry, ys, tangents of the float ones) -> (carry, theirs, ys, theirs).
+      const std::vector<Value>& o = jb.outputs();
+      const size_t ny = node.results.size() - nk;
+      size_t fk = 0;
+      for (size_t i = 0; i < nk; ++i) fk += is_float(node.results[i].dtype) ? 1 : 0;
+      std::vector<Value> outs(o.begin(), o.begin() + static_cast<ptrdiff_t>(nk));
+      const auto t0 = o.begin() + static_cast<ptrdiff_t>(nk + ny);
+      outs.insert(outs.end(), t0, t0 + static_cast<ptrdiff_t>(fk));
+      outs.insert(outs.end(), o.begin() + static_cast<ptrdiff_t>(nk),
+                  o.begin() + static_cast<ptrdiff_t>(nk + ny));
+      outs.insert(outs.end(), t0 + static_cast<ptrdiff_t>(fk), o.end());
+      jb.set_outputs(outs);
+      attrs.set("num_carry", static_cast<int64_t>(nk + fk));
+    } else {
+      std::vector<TensorType> ts;
+      for (int32_t id : body.inputs()) ts.push_back(body.node(id).results[0]);
+      std::vector<Value> cp, ct;
+      const Graph& cond = a.get_graph("cond");
+      Graph c2 = tangent_region(cond.name() + "_jvp", ts, region_ends, cp, ct);
+      c2.set_outputs(inline_graph(c2, cond, cp));
+      attrs.set("cond", std::make_shared<const Graph>(std::move(c2)));
+    }
+    attrs.set("num_consts", static_cast<int64_t>(ends[0] + nf[0]));
+    attrs.set("body", std::make_shared<const Graph>(std::move(jb)));
+    r = g.emit(node.op, operands, attrs);
+  }
+  // r holds, group by group (a scan's carry, then its ys; the others' results), the primal
+  // results and then the tangents of the float ones.
   std::vector<Value> out(node.results.size());
-  const size_t nk = node.results.size();
-  for (size_t j = 0; j < fk.size(); ++j) out[fk[j] - nc] = r[nk + j];
+  std::vector<size_t> groups{node.results.size()};
+  if (node.op == OpKind::Scan) groups = {nk, node.results.size()};
+  size_t at = 0, first = 0;
+  for (size_t end : groups) {
+    at += end - first;
+    for (size_t i = first; i < end; ++i)
+      if (is_float(node.results[i].dtype)) out[i] = r[at++];
+    first = end;
+  }
   return out;
 }
 
@@ -448,23 +615,25 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
     const TensorType t = out.node(ids[i]).results[0];
     tangents.push_back(out.input("tangent." + primals[i], t.dtype, t.shape));
   }
-  // A while_loop without max_trip_count has no vjp: it is cut from the transposition, its
-  // result tangents computed in forward mode from its operands' tangents (in node order, so a
-  // loop's operands may depend on earlier loops).
+  // A while_loop without max_trip_count has no vjp, nor has a scan, cond or loop whose regions
+  // hold one: such a node is cut from the transposition, its result tangents computed in
+  // forward mode from its operands' tangents (in node order, so a node's operands may depend
+  // on earlier ones).
   std::set<int32_t> cut;
+  std::vector<detail::Recomputed> rec;
   const size_t num_forward = out.nodes().size();
   for (size_t i = 0; i < num_forward; ++i) {
     Node node = out.nodes()[i];
-    if (node.op != OpKind::WhileLoop || node.attrs.has("max_trip_count")) continue;
+    if (!needs_forward_mode(node)) continue;
     std::vector<Value> float_ops;
     for (Value v : node.operands)
       if (is_float(out.dtype(v))) float_ops.push_back(v);
     if (float_ops.empty()) continue;  // nothing to carry a tangent
-    std::vector<Value> t_float = transposed_jvp(out, float_ops, wrt, tangents, cut);
+    std::vector<Value> t_float = transposed_jvp(out, float_ops, wrt, tangents, cut, rec);
     std::vector<Value> t_ops;
     size_t k = 0;
     for (Value v : node.operands) t_ops.push_back(is_float(out.dtype(v)) ? t_float[k++] : Value{});
-    std::vector<Value> t_res = while_jvp(out, node, t_ops);
+    std::vector<Value> t_res = forward_mode(out, node, t_ops);
     cut.insert(static_cast<int32_t>(i));
     for (size_t r = 0; r < t_res.size(); ++r) {
       if (!t_res[r].valid()) continue;
@@ -482,9 +651,10 @@ Graph jvp(const Graph& g, const std::vector<std::string>& primals) {
       names.push_back("jvp_" + std::to_string(i));
       numbered_only.push_back(false);
     }
-  std::vector<Value> jt = transposed_jvp(out, float_outs, wrt, tangents, cut);
+  std::vector<Value> jt = transposed_jvp(out, float_outs, wrt, tangents, cut, rec);
   outs.insert(outs.end(), jt.begin(), jt.end());
   out.set_outputs(outs);
+  out = use_recomputed(out, rec);
   name_outputs(out, names, numbered_only);
   dce(out);
   return out;

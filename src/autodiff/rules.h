@@ -8,6 +8,15 @@
 
 namespace rlx::autodiff::detail {
 
+/// A forward pass a rule emitted that also computes every result of the node it transposes
+/// (the scan rule's residual scan yields the scan's carry and ys as well): the transform then
+/// redirects the node's uses to `values` (one per result, same types) and drops the node, so
+/// the forward runs once.
+struct Recomputed {
+  int32_t node;
+  std::vector<Value> values;
+};
+
 /// What a vjp rule sees: the node being transposed (a copy: emitting may move the node list),
 /// its operands and results as values of `g`, the cotangent of each result (an invalid Value
 /// when nothing flows into that result) and which operands need a cotangent.
@@ -20,6 +29,8 @@ struct VjpContext {
   std::vector<bool> wants;
   /// The transform's options (a rule that differentiates a body passes them on).
   GradOptions options{};
+  /// Where a rule reports a Recomputed forward (null: the caller does not collect them).
+  std::vector<Recomputed>* recomputed = nullptr;
 
   /// Cotangent of result i, materialized as zeros when none flows in.
   Value ct(size_t i = 0);

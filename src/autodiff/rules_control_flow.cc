@@ -1,6 +1,7 @@
 // vjp rules of the control-flow ops: cond (a cond over the branches' vjps), scan (a residual
 // scan stacking the carries, then a reverse scan of the body's vjp, optionally checkpointed) and
 // while_loop with max_trip_count (differentiated as the equivalent bounded scan).
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -61,34 +62,43 @@ ScanOptions scan_options(int64_t length, bool reverse) {
   return o;
 }
 
-// The body with its outputs replaced by the new carry and, when `stack_inputs`, the carry it
-// was given (stacked as ys, that is each step's residual).
-Graph carry_body(const ScanSpec& s, bool stack_inputs) {
-  Graph r = *s.body;
-  std::vector<Value> outs(r.outputs().begin(), r.outputs().begin() + static_cast<ptrdiff_t>(s.nk));
-  if (stack_inputs) {
-    std::vector<int32_t> ins = r.inputs();
-    for (size_t i = 0; i < s.nk; ++i) outs.push_back(Value{ins[s.nc + i], 0});
-  }
-  r.set_outputs(outs);
-  dce(r);
-  return r;
-}
-
-// Stacked carry entering each step, [length, carry...] per carry, as scan ys (ys[t] is step
-// t's also for a reverse scan).
+// A forward pass of the scan that also stacks the carry entering each step, [length,
+// carry...] per carry, as ys (ys[t] is step t's also for a reverse scan). With `primal`, the
+// body keeps all its outputs and `primal` gets the scan's own carry and ys (a ys that already
+// is a carry input serves as that carry's residual); without, it keeps only the new carry.
 std::vector<Value> residual_carries(Graph& g, const ScanSpec& s, const std::vector<Value>& c,
-                                    const std::vector<Value>& h, const std::vector<Value>& x) {
+                                    const std::vector<Value>& h, const std::vector<Value>& x,
+                                    std::vector<Value>* primal = nullptr) {
   if (s.nk == 0) return {};
-  std::vector<Value> r = g.scan(carry_body(s, true), h, x, c, scan_options(s.length, s.reverse));
-  g.rename(r[0].node, "scan_residuals");  // what the backward pass keeps (tests measure it)
-  return std::vector<Value>(r.begin() + static_cast<ptrdiff_t>(s.nk), r.end());
+  Graph body = *s.body;
+  std::vector<Value> outs = body.outputs();
+  if (!primal) outs.resize(s.nk);
+  const std::vector<int32_t> ins = body.inputs();
+  std::vector<size_t> at;  // body output index of each carry's residual
+  for (size_t i = 0; i < s.nk; ++i) {
+    const Value in{ins[s.nc + i], 0};
+    auto it = std::find(outs.begin() + static_cast<ptrdiff_t>(s.nk), outs.end(), in);
+    at.push_back(static_cast<size_t>(it - outs.begin()));
+    if (it == outs.end()) outs.push_back(in);
+  }
+  body.set_outputs(outs);
+  dce(body);
+  std::vector<Value> r = g.scan(std::move(body), h, x, c, scan_options(s.length, s.reverse));
+  g.rename(r[0].node, "scan_residuals");  // a scan that replaces the primal takes its name
+  if (primal)
+    primal->assign(r.begin(), r.begin() + static_cast<ptrdiff_t>(s.body->outputs().size()));
+  std::vector<Value> res;
+  for (size_t j : at) res.push_back(r[j]);
+  return res;
 }
 
 struct ScanCotangents {
   std::vector<Value> dh;  // per float carry
   std::vector<Value> dc;  // per float const (acc_init plus every step's)
   std::vector<Value> dx;  // per float xs, stacked
+  // The scan's own carry and ys as the forward pass of the vjp computed them (scan_vjp only;
+  // empty without a carry).
+  std::vector<Value> primal;
 };
 
 // A backward body's inputs in its scan's operand order: consts; the carry (carry cotangents,
@@ -209,8 +219,13 @@ ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const std::vector<Value>& c
     if (is_float(g.dtype(ci))) acc0.push_back(zeros(g, g.type(ci)));
   const int64_t k = options.scan_checkpoint_every;
   check(k >= 0, "grad: scan_checkpoint_every must be >= 0, found " + std::to_string(k));
-  if (k == 0 || s.length <= k || s.nk == 0)
-    return backward_scan(g, s, v, c, residual_carries(g, s, c, h, x), x, ct_h, acc0, ct_y);
+  if (k == 0 || s.length <= k || s.nk == 0) {
+    std::vector<Value> primal;
+    std::vector<Value> hs = residual_carries(g, s, c, h, x, &primal);
+    ScanCotangents out = backward_scan(g, s, v, c, hs, x, ct_h, acc0, ct_y);
+    out.primal = std::move(primal);
+    return out;
+  }
   const int64_t nseg = s.length / k, rest = s.length % k;
   // The segments' steps and the tail's, in step order (a reverse scan runs the tail last too:
   // its steps are the first ones).
@@ -227,22 +242,36 @@ ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const std::vector<Value>& c
   }
   ScanSpec inner = s;
   inner.length = k;
-  // Forward: the carry entering each segment, stacked [nseg, carry...], and the carry after them.
+  // Forward: the carry after the segments, their ys ([nseg, k, ...]) and the carry entering
+  // each segment, stacked [nseg, carry...].
+  const size_t ny = s.body->outputs().size() - s.nk;
   BackwardBody fwd = backward_body(s.body->name() + "_checkpoints", s, g, {}, {}, {}, k);
-  std::vector<Value> fo =
-      fwd.b.scan(carry_body(s, false), fwd.h, fwd.x, fwd.c, scan_options(k, s.reverse));
+  std::vector<Value> fo = fwd.b.scan(*s.body, fwd.h, fwd.x, fwd.c, scan_options(k, s.reverse));
   fwd.b.set_outputs(concat(fo, fwd.h));
   std::vector<Value> ck = g.scan(std::move(fwd.b), h, xseg, c, scan_options(nseg, s.reverse));
-  std::vector<Value> hmid(ck.begin(), ck.begin() + static_cast<ptrdiff_t>(s.nk));
-  std::vector<Value> hck(ck.begin() + static_cast<ptrdiff_t>(s.nk), ck.end());
+  const auto nk = static_cast<ptrdiff_t>(s.nk);
+  std::vector<Value> hmid(ck.begin(), ck.begin() + nk);
+  std::vector<Value> hck(ck.begin() + nk + static_cast<ptrdiff_t>(ny), ck.end());
   g.rename(hck[0].node, "scan_checkpoints");
-  // Backward of the tail, from the carry the segments end with.
-  ScanCotangents tail{ct_h, acc0, {}};
+  // Backward of the tail, from the carry the segments end with (its forward pass ends the
+  // scan's own: the final carry and the tail's ys).
+  ScanCotangents tail{ct_h, acc0, {}, hmid};
   if (rest) {
     ScanSpec ts = s;
     ts.length = rest;
-    tail = backward_scan(g, ts, v, c, residual_carries(g, ts, c, hmid, xtail), xtail, ct_h, acc0,
-                         ctytail);
+    std::vector<Value> tp;
+    std::vector<Value> ths = residual_carries(g, ts, c, hmid, xtail, &tp);
+    tail = backward_scan(g, ts, v, c, ths, xtail, ct_h, acc0, ctytail);
+    tail.primal = std::move(tp);
+  }
+  std::vector<Value> primal(tail.primal.begin(), tail.primal.begin() + nk);
+  for (size_t j = 0; j < ny; ++j) {
+    Value y = merge_steps(g, ck[s.nk + j]);
+    if (rest) {
+      Value ty = tail.primal[s.nk + j];
+      y = s.reverse ? g.concatenate({ty, y}, 0) : g.concatenate({y, ty}, 0);
+    }
+    primal.push_back(y);
   }
   // Backward of the segments: recompute each one's k residual carries, run the backward scan.
   BackwardBody seg = backward_body(s.body->name() + "_segment_vjp", s, g, ct_h, acc0, ct_y, k);
@@ -255,6 +284,7 @@ ScanCotangents scan_vjp(Graph& g, const ScanSpec& s, const std::vector<Value>& c
     if (rest) d = s.reverse ? g.concatenate({tail.dx[i], d}, 0) : g.concatenate({d, tail.dx[i]}, 0);
     out.dx[i] = d;
   }
+  out.primal = std::move(primal);
   return out;
 }
 
@@ -283,11 +313,23 @@ std::vector<Value> scan_like_vjp(VjpContext& ctx, const ScanSpec& s) {
       grads[i] = r.dx[ix++];
     }
   }
+  // The forward pass computed the scan's results as well (a placeholder result, the bounded
+  // while's `alive`, is no result of the node): the node itself need not run.
+  if (ctx.recomputed && r.primal.size() == ctx.results.size()) {
+    Recomputed rec{-1, {}};
+    for (size_t i = 0; i < r.primal.size(); ++i)
+      if (ctx.results[i].valid()) {
+        rec.node = ctx.results[i].node;
+        rec.values.push_back(r.primal[i]);
+      }
+    ctx.recomputed->push_back(std::move(rec));
+  }
   return grads;
 }
 
-// scan: residual carries stacked by a forward scan, then the reverse scan of the body's vjp
-// (jax's scan partial-eval + transpose): d carry flows backwards step by step, d const is the
+// scan: residual carries stacked by a forward scan that also computes the scan's own results
+// (it replaces the node: one forward pass), then the reverse scan of the body's vjp (jax's
+// scan partial-eval + transpose): d carry flows backwards step by step, d const is the
 // sum over steps, d xs[t] is step t's cotangent of x_t.
 std::vector<Value> vjp_scan(VjpContext& ctx) {
   const AttrMap& a = ctx.node.attrs;
@@ -332,9 +374,10 @@ Graph identity_body(const std::string& name, const std::vector<TensorType>& type
 
 // while_loop with max_trip_count N: differentiated as the equivalent scan of N steps carrying
 // (alive, carry...): alive' = alive && cond(consts, carry), carry' = cond(alive', body,
-// identity)(consts, carry) (jax's reverse mode of a bounded loop). Without a bound the loop has
+// identity)(consts, carry) (jax's reverse mode of a bounded loop); that scan's forward pass
+// also gives the loop's results, so the loop itself is dropped. Without a bound the loop has
 // no vjp, as in jax (lax.while_loop is not reverse-differentiable); jvp() differentiates it in
-// forward mode instead (grad.cc, while_jvp).
+// forward mode instead (grad.cc, forward_mode).
 std::vector<Value> vjp_while(VjpContext& ctx) {
   const AttrMap& a = ctx.node.attrs;
   check(a.has("max_trip_count"),
@@ -370,7 +413,7 @@ std::vector<Value> vjp_while(VjpContext& ctx) {
   operands.push_back(g.constant(Tensor::from_doubles(DType::bool_, {}, std::vector<double>{1})));
   operands.insert(operands.end(), ctx.operands.begin() + static_cast<ptrdiff_t>(nc),
                   ctx.operands.end());
-  VjpContext sctx{g, ctx.node, operands, {}, {}, {}, ctx.options};
+  VjpContext sctx{g, ctx.node, operands, {}, {}, {}, ctx.options, ctx.recomputed};
   // Results of the equivalent scan: (alive, carry...); alive has no cotangent.
   sctx.results.push_back(Value{});
   sctx.cts.push_back(Value{});

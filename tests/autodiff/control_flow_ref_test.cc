@@ -1,5 +1,5 @@
-// grad and jvp through scan, cond, switch and while_loop (bounded; jvp of an unbounded one) on
-// the reference evaluator
+// grad and jvp through scan, cond, switch and while_loop (bounded; jvp of an unbounded one, also
+// inside a scan body) on the reference evaluator
 // against jax.grad / jax.jvp (tests/autodiff/control_flow_ref.json, written by
 // gen_control_flow_ref.py; the graphs below are the generator's, built with the C++ builder).
 #include <gtest/gtest.h>
@@ -136,10 +136,9 @@ Graph loop_graph(const std::map<std::string, TensorType>& ty) {
 
 // Newton's iteration for sqrt(a) until max |x^2 - a| <= 1e-12 (or 100 steps), no trip bound;
 // outputs the step count and x.
-Graph newton_graph(const std::map<std::string, TensorType>& ty) {
-  Graph g("newton");
-  const TensorType t = ty.at("a");
-  Value a = g.input("a", t.dtype, t.shape);
+// Newton's sqrt(a) to convergence as an unbounded while_loop in `g`: results (trips, sqrt(a)).
+std::vector<Value> newton_loop(Graph& g, Value a) {
+  const TensorType t = g.type(a);
   auto region = [&](const std::string& name, Value& ra, Value& ri, Value& rx) {
     Graph r(name);
     ra = r.input("a", t.dtype, t.shape);
@@ -155,7 +154,28 @@ Graph newton_graph(const std::map<std::string, TensorType>& ty) {
   Graph b = region("b", ba, bi, bx);
   b.set_outputs({b.add(bi, b.scalar(1, DType::i32)),
                  b.mul(b.add(bx, b.div(ba, bx)), b.scalar(0.5, t.dtype))});
-  g.set_outputs(g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), a}, {a}));
+  return g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), a}, {a});
+}
+
+Graph newton_graph(const std::map<std::string, TensorType>& ty) {
+  Graph g("newton");
+  const TensorType t = ty.at("a");
+  g.set_outputs(newton_loop(g, g.input("a", t.dtype, t.shape)));
+  return g;
+}
+
+// A scan whose body runs newton_loop: a = x_t + c^2, c' = 0.5 sqrt(a), y_t = sqrt(a).
+Graph newton_scan_graph(const std::map<std::string, TensorType>& ty) {
+  Graph g("newton_scan");
+  const TensorType tc = ty.at("c0"), tx = ty.at("xs");
+  Value c0 = g.input("c0", tc.dtype, tc.shape);
+  Value xs = g.input("xs", tx.dtype, tx.shape);
+  Graph b("step");
+  Value bc = b.input("c", tc.dtype, tc.shape);
+  Value bx = b.input("x", tc.dtype, tc.shape);
+  Value r = newton_loop(b, b.add(bx, b.mul(bc, bc)))[1];
+  b.set_outputs({b.mul(r, b.scalar(0.5, tc.dtype)), r});
+  g.set_outputs(g.scan(std::move(b), {c0}, {xs}));
   return g;
 }
 
@@ -165,6 +185,7 @@ Graph reference_graph(const std::string& name, const std::map<std::string, Tenso
   if (name == "switch_loss") return switch_graph(ty);
   if (name == "loop_loss") return loop_graph(ty);
   if (name == "newton") return newton_graph(ty);
+  if (name == "newton_scan") return newton_scan_graph(ty);
   throw Error("control_flow_ref_test: no graph named '" + name + "'");
 }
 
@@ -172,7 +193,7 @@ class ControlFlowRef : public ::testing::TestWithParam<std::string> {};
 
 TEST(ControlFlowRefFile, HasTheCases) {
   ASSERT_TRUE(reference().contains("cases")) << "missing tests/autodiff/control_flow_ref.json";
-  EXPECT_GE(reference().at("cases").size(), 11u);
+  EXPECT_GE(reference().at("cases").size(), 12u);
 }
 
 TEST_P(ControlFlowRef, EvaluatorMatchesJax) {

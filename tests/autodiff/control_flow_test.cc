@@ -6,7 +6,10 @@
 // combinations run from the op cases (fd_test.cc, vmap_test.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -47,24 +50,73 @@ TensorMap rnn_feeds(DType t, int64_t steps, int64_t batch, int64_t n) {
           {"xs", random_tensor(t, {steps, batch, n}, 3, -1, 1)}};
 }
 
-// Bytes of the values the backward pass keeps across steps: the stacked carries of the top-level
-// residual scan ("scan_residuals") or of the checkpoint scan ("scan_checkpoints") plus, for the
-// latter, the residuals one segment recomputes inside the backward body (live one segment at a
-// time). Read from the graph's types: no backend needed.
-int64_t stacked_residual_bytes(const Graph& g) {
+// Bytes of the values the backward pass keeps across steps: the stacked carries, that is the ys
+// whose body output is a carry input, of the scans running in the forward direction `reverse`
+// (the residual scan, or the checkpoint scan and the tail's residual scan) plus, with
+// checkpointing, the residuals one segment recomputes inside the backward body (live one
+// segment at a time). The forward scan's own ys and the backward scans (the other direction)
+// are not counted. Read from the graph's types: no backend needed.
+int64_t stacked_residual_bytes(const Graph& g, bool reverse) {
   int64_t total = 0;
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Scan) continue;
-    const bool residual = n.name.rfind("scan_residuals", 0) == 0;
-    const bool checkpoints = n.name.rfind("scan_checkpoints", 0) == 0;
-    if (residual || checkpoints) {
-      const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
-      for (size_t r = nk; r < n.results.size(); ++r)
-        total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
+    const Graph& body = n.attrs.get_graph("body");
+    if (n.attrs.get_bool("reverse") != reverse) {  // a backward scan: its body may recompute
+      total += stacked_residual_bytes(body, reverse);
+      continue;
     }
-    if (n.attrs.has("body")) total += stacked_residual_bytes(n.attrs.get_graph("body"));
+    const auto nc = static_cast<size_t>(n.attrs.get_int("num_consts"));
+    const auto nk = static_cast<size_t>(n.attrs.get_int("num_carry"));
+    const std::vector<int32_t> ins = body.inputs();
+    for (size_t r = nk; r < n.results.size(); ++r) {
+      const auto carry = ins.begin() + static_cast<ptrdiff_t>(nc);
+      if (std::find(carry, carry + static_cast<ptrdiff_t>(nk), body.outputs()[r].node) ==
+          carry + static_cast<ptrdiff_t>(nk))
+        continue;
+      total += n.results[r].shape.numel() * static_cast<int64_t>(dtype_size(n.results[r].dtype));
+    }
   }
   return total;
+}
+
+// Steps of the body the top-level scans running in direction `reverse` take, a scan whose body
+// holds scans counting theirs (the checkpoint scan's segments): the forward passes a gradient
+// graph runs. Nested scans in the other direction are not forward work and not counted.
+int64_t scan_steps(const Graph& g, bool reverse) {
+  int64_t total = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::Scan || n.attrs.get_bool("reverse") != reverse) continue;
+    const int64_t inner = scan_steps(n.attrs.get_graph("body"), reverse);
+    total += n.attrs.get_int("length") * std::max<int64_t>(inner, 1);
+  }
+  return total;
+}
+
+Tensor ints(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
+
+int count_ops(const Graph& g, OpKind op) {
+  int total = 0;
+  for (const Node& n : g.nodes()) total += n.op == op ? 1 : 0;
+  return total;
+}
+
+// while n < trips: (n, x) = (n + 1, step(body, a, x)) from n = 0, with `a` a const of x's type:
+// the loop's final (n, x).
+std::vector<Value> counted_while(Graph& g, Value a, Value x, int trips,
+                                 const std::function<Value(Graph&, Value, Value)>& step,
+                                 std::optional<int64_t> max_trip_count = std::nullopt) {
+  const TensorType t = g.type(x);
+  Graph c("c"), b("b");
+  c.input("a", t.dtype, t.shape);
+  Value cn = c.input("n", DType::i32, {});
+  c.input("x", t.dtype, t.shape);
+  c.set_outputs({c.lt(cn, c.scalar(trips, DType::i32))});
+  Value ba = b.input("a", t.dtype, t.shape);
+  Value bn = b.input("n", DType::i32, {});
+  Value bx = b.input("x", t.dtype, t.shape);
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), step(b, ba, bx)});
+  return g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x}, {a},
+                      max_trip_count);
 }
 
 TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
@@ -76,8 +128,13 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
       Graph plain = grad(g, {"w", "h0", "xs"});
       std::vector<Tensor> want = evaluate(plain, feeds);
       const int64_t carry_bytes = 4 * 8 * static_cast<int64_t>(dtype_size(t));
-      const int64_t plain_bytes = stacked_residual_bytes(plain);
+      const int64_t plain_bytes = stacked_residual_bytes(plain, reverse);
       EXPECT_EQ(plain_bytes, 50 * carry_bytes);  // 50 carries of [4, 8]
+      // One forward pass: the residual scan computes the loss's carry and ys too (the primal
+      // scan is gone), then one backward scan.
+      EXPECT_EQ(count_ops(plain, OpKind::Scan), 2);
+      EXPECT_EQ(scan_steps(plain, reverse), 50);
+      EXPECT_EQ(scan_steps(plain, !reverse), 50);
       // Intervals dividing 50 and not (a tail of 50 % k steps is differentiated unchecked).
       for (int64_t k : {1, 3, 5, 7, 10, 25, 49, 50, 64}) {
         GradOptions o;
@@ -93,9 +150,30 @@ TEST(ControlFlowAutodiff, CheckpointedScanGradientsAreBitwiseEqualAndKeepLess) {
         }
         // k < length: 50 / k checkpoints, k recomputed carries and the 50 % k of the tail.
         const int64_t carries = k < 50 ? 50 / k + k + 50 % k : 50;
-        EXPECT_EQ(stacked_residual_bytes(ck), carries * carry_bytes) << "k " << k;
+        EXPECT_EQ(stacked_residual_bytes(ck, reverse), carries * carry_bytes) << "k " << k;
+        // The checkpoint scan (and the tail's residual scan) are the one forward pass.
+        EXPECT_EQ(scan_steps(ck, reverse), 50) << "k " << k;
       }
     }
+}
+
+// The scan that replaces the primal one takes its name, so a scan result that is an output of
+// value_and_grad is named as before ("out_1"), checkpointed (with and without a tail) or not.
+TEST(ControlFlowAutodiff, ReplacedScanKeepsTheOutputName) {
+  Graph g = rnn_loss(DType::f32, 10, 2, 3);
+  std::vector<Value> outs = g.outputs();
+  const Node& loss = g.node(outs[0]);
+  Value sum = loss.operands[0];  // reduce_sum(h_T^2): its mul's operand is h_T
+  outs.push_back(g.node(g.node(sum).operands[0]).operands[0]);
+  ASSERT_EQ(g.node(outs[1]).op, OpKind::Scan);
+  g.set_outputs(outs);
+  for (int64_t k : {0, 5, 3}) {
+    GradOptions o;
+    o.scan_checkpoint_every = k;
+    Graph vg = value_and_grad(g, {"w"}, 0, o);
+    EXPECT_EQ(vg.node(vg.outputs()[1]).name, "out_1") << "k " << k;
+    EXPECT_EQ(count_ops(vg, OpKind::Scan), k == 3 ? 4 : 2) << "k " << k;  // + the tail's two
+  }
 }
 
 TEST(ControlFlowAutodiff, NegativeCheckpointIntervalIsAnError) {
@@ -114,17 +192,7 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
   Graph g("loop");
   Value a = g.input("a", t, {3});
   Value x0 = g.input("x", t, {3});
-  Graph c("c");
-  c.input("a", t, {3});
-  Value n = c.input("n", DType::i32, {});
-  c.input("x", t, {3});
-  c.set_outputs({c.lt(n, c.scalar(4, DType::i32))});
-  Graph b("b");
-  Value ba = b.input("a", t, {3});
-  Value bn = b.input("n", DType::i32, {});
-  Value bx = b.input("x", t, {3});
-  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), step(b, ba, bx)});
-  Value r = g.while_loop(std::move(c), std::move(b), {g.scalar(0, DType::i32), x0}, {a}, 9)[1];
+  Value r = counted_while(g, a, x0, 4, step, 9)[1];
   g.set_outputs({g.reduce_sum(g.mul(r, r), {0})});
 
   Graph s("as_scan");
@@ -140,7 +208,13 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
   s.set_outputs({s.reduce_sum(s.mul(sr, sr), {0})});
 
   TensorMap feeds{{"a", random_tensor(t, {3}, 4, -1, 1)}, {"x", random_tensor(t, {3}, 5, -1, 1)}};
-  std::vector<Tensor> got = evaluate(grad(g, {"a", "x"}), feeds);
+  Graph dg = grad(g, {"a", "x"});
+  // The bounded scan the rule runs for its residuals also gives the loop's result: the loop
+  // itself is gone, one forward scan of 9 trips and one backward scan remain.
+  EXPECT_EQ(count_ops(dg, OpKind::WhileLoop), 0);
+  EXPECT_EQ(scan_steps(dg, false), 9);
+  EXPECT_EQ(scan_steps(dg, true), 9);
+  std::vector<Tensor> got = evaluate(dg, feeds);
   std::vector<Tensor> want = evaluate(grad(s, {"a", "x"}), feeds);
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(rlx::testing::all_close(got[i], want[i], 1e-14, 1e-14)) << "output " << i;
@@ -154,7 +228,7 @@ TEST(ControlFlowAutodiff, BoundedWhileGradientEqualsTheScanOfItsTrips) {
 
 // A while_loop without max_trip_count: grad fails naming the op and saying forward mode works;
 // jvp carries the tangents alongside (also through two loops in a row, the second fed by the
-// first, and a loop inside a scan body) and matches f64 differences.
+// first, and a loop inside a scan body or a cond branch) and matches f64 differences.
 TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   const DType t = DType::f64;
   // while sum(x) < lim: x = 1.5 x + a sin(x); `a` and `lim` consts.
@@ -205,18 +279,83 @@ TEST(ControlFlowAutodiff, UnboundedWhileHasJvpButNoVjp) {
   EXPECT_NEAR(got[1].get_f64(0), fd, 1e-6 * (1 + std::abs(fd)));
   EXPECT_GT(std::abs(fd), 1e-3);  // the loops do depend on the inputs
 
-  // A loop inside a scan body: the scan's vjp differentiates the body, whose unbounded loop
-  // has no vjp, so grad fails and jvp of the scan (transposition) fails naming the loop too.
+  // A loop inside a scan body and inside a cond branch: grad fails (the scan's vjp
+  // differentiates the body); jvp runs the scan / cond in forward mode, carrying the tangents,
+  // with the loop's tangent loop built in the body as at the top level.
   Graph s("scan_of_loop");
   Value xs = s.input("xs", t, {4, 3});
   Graph body("step");
   Value bc = body.input("c", t, {3});
   Value bx = body.input("x", t, {3});
   Value lr = loop(body, bx, bc);
-  body.set_outputs({body.mul(lr, body.scalar(0.01, t))});
+  body.set_outputs({body.mul(lr, body.scalar(0.01, t)), body.sin(lr)});
   Value init = s.broadcast_in_dim(s.scalar(0.7, t), {3}, {});
-  s.set_outputs({s.reduce_sum(s.scan(std::move(body), {init}, {xs})[0], {0})});
-  EXPECT_NE(error_of([&] { jvp(s, {"xs"}); }).find("has no max_trip_count"), std::string::npos);
+  std::vector<Value> sr = s.scan(std::move(body), {init}, {xs});
+  s.set_outputs({s.add(s.reduce_sum(sr[0], {0}), s.reduce_sum(sr[1], {0, 1}))});
+  EXPECT_NE(error_of([&] { grad(s, {"xs"}); }).find("has no max_trip_count"), std::string::npos);
+
+  Graph k("cond_of_loop");
+  Value kp = k.input("p", DType::bool_, {});
+  Value ka = k.input("a", t, {3});
+  Value kx = k.input("x", t, {3});
+  Graph on("on"), off("off");
+  Value oa = on.input("a", t, {3});
+  on.set_outputs({loop(on, oa, on.input("x", t, {3}))});
+  off.input("a", t, {3});
+  Value fx = off.input("x", t, {3});
+  off.set_outputs({off.mul(fx, fx)});
+  Value kr = k.cond(kp, std::move(on), std::move(off), {ka, kx})[0];
+  k.set_outputs({k.reduce_sum(k.sin(kr), {0})});
+
+  // jvp of a scalar-output graph against f64 central differences along `dirs`.
+  auto expect_jvp_is_fd = [&](const Graph& f, const TensorMap& at, const TensorMap& dirs) {
+    std::vector<std::string> names;
+    TensorMap jf = at;
+    for (const auto& [n, d] : dirs) {
+      names.push_back(n);
+      jf["tangent." + n] = d;
+    }
+    Graph jf_graph = jvp(f, names);
+    ASSERT_TRUE(jf_graph.verify().empty()) << jf_graph.verify()[0];
+    std::vector<Tensor> out = evaluate(jf_graph, jf);
+    ASSERT_EQ(out.size(), 2u);
+    auto moved_by = [&](double step) {
+      TensorMap m = at;
+      for (const auto& [n, d] : dirs) {
+        Tensor v = at.at(n).clone();
+        for (int64_t e = 0; e < v.shape().numel(); ++e)
+          v.set_f64(e, v.get_f64(e) + step * d.get_f64(e));
+        m[n] = v;
+      }
+      return evaluate(f, m)[0].get_f64(0);
+    };
+    const double d = (moved_by(h) - moved_by(-h)) / (2 * h);
+    EXPECT_EQ(out[0].get_f64(0), evaluate(f, at)[0].get_f64(0));
+    EXPECT_NEAR(out[1].get_f64(0), d, 1e-6 * (1 + std::abs(d))) << f.name();
+    EXPECT_GT(std::abs(d), 1e-3) << f.name();
+  };
+  expect_jvp_is_fd(s, {{"xs", random_tensor(t, {4, 3}, 25, 0.1, 0.5)}},
+                   {{"xs", random_tensor(t, {4, 3}, 26, -1, 1)}});
+  // A bounded loop (2 of at most 3 trips) whose body runs the unbounded one: forward mode too.
+  Graph wl("loop_of_loop");
+  Value wa = wl.input("a", t, {3});
+  Value wx = wl.input("x", t, {3});
+  Value wr = counted_while(
+      wl, wa, wx, 2,
+      [&](Graph& b, Value ba, Value bx) { return b.mul(loop(b, ba, bx), b.scalar(0.05, t)); },
+      3)[1];
+  wl.set_outputs({wl.reduce_sum(wl.sin(wr), {0})});
+  EXPECT_NE(error_of([&] { grad(wl, {"x"}); }).find("has no max_trip_count"), std::string::npos);
+  expect_jvp_is_fd(
+      wl, {{"a", random_tensor(t, {3}, 31, 0.1, 0.5)}, {"x", random_tensor(t, {3}, 32, 0.5, 1)}},
+      {{"a", random_tensor(t, {3}, 33, -1, 1)}, {"x", random_tensor(t, {3}, 34, -1, 1)}});
+  for (double p : {1.0, 0.0})
+    expect_jvp_is_fd(
+        k,
+        {{"p", ints(DType::bool_, {}, {p})},
+         {"a", random_tensor(t, {3}, 27, 0.1, 0.5)},
+         {"x", random_tensor(t, {3}, 28, 0.5, 1)}},
+        {{"a", random_tensor(t, {3}, 29, -1, 1)}, {"x", random_tensor(t, {3}, 30, -1, 1)}});
 }
 
 // Integer carries and consts get no cotangent; a scan without a carry and a cond whose float
@@ -356,8 +495,6 @@ void expect_vmap_is_per_example(const Graph& g, const TensorMap& feeds, int64_t 
   }
 }
 
-Tensor ints(DType t, Shape s, std::vector<double> v) { return Tensor::from_doubles(t, s, v); }
-
 // A batched bool predicate selects per lane; a batched switch index too, clamped per lane.
 TEST(ControlFlowVmap, BatchedPredicateSelectsPerLane) {
   Graph g("cond");
@@ -440,6 +577,76 @@ TEST(ControlFlowVmap, ScanBatchesBodyAndMovesTheStepAxis) {
   expect_vmap_is_per_example(g, feeds, 2, {"h0"});
   feeds["xs"] = random_tensor(DType::f64, {6, 3}, 6, -1, 1);
   expect_vmap_is_per_example(g, feeds, 2, {"h0", "xs"});
+}
+
+// The node of kind `op` in g's top level (exactly one expected).
+const Node& only(const Graph& g, OpKind op) {
+  const Node* found = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == op) {
+      EXPECT_EQ(found, nullptr) << "two " << op_name(op) << " nodes";
+      found = &n;
+    }
+  EXPECT_NE(found, nullptr) << "no " << op_name(op) << " node";
+  return *found;
+}
+
+// jax's fixed point: a scan carry is batched only when its init is or the body makes it so
+// (also through another carry, found on the second round: p' = q, q' = q + x); the rest, and
+// the ys computed from them, stay unbatched in the batched graph.
+TEST(ControlFlowVmap, ScanBatchesOnlyTheCarriesThatNeedIt) {
+  const DType t = DType::f64;
+  Graph g("fixed_point");
+  Value w = g.input("w", t, {3});
+  Value xs = g.input("xs", t, {5, 3});
+  Graph b("b");
+  Value bw = b.input("w", t, {3});
+  Value bn = b.input("n", DType::i32, {});
+  Value bacc = b.input("acc", t, {3});
+  Value bp = b.input("p", t, {3});
+  Value bq = b.input("q", t, {3});
+  Value bx = b.input("x", t, {3});
+  Value acc2 = b.add(b.mul(bacc, bw), bw);
+  b.set_outputs({b.add(bn, b.scalar(1, DType::i32)), acc2, bq, b.add(b.sin(bq), bx), b.cos(acc2),
+                 b.mul(bp, bq)});
+  Value zero = g.constant(ints(t, {3}, {0.5, -0.25, 1}));
+  std::vector<Value> r =
+      g.scan(std::move(b), {g.scalar(0, DType::i32), zero, zero, zero}, {xs}, {w}, ScanOptions{});
+  g.set_outputs(r);
+  TensorMap feeds{{"w", random_tensor(t, {3}, 7, -1, 1)},
+                  {"xs", random_tensor(t, {2, 5, 3}, 8, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 2, {"w"});
+  const Graph v = vmap(g, {BatchAxis{}, BatchAxis{0}}, {}, 2);
+  const Node& s = only(v, OpKind::Scan);
+  ASSERT_EQ(s.results.size(), 6u);
+  EXPECT_EQ(s.results[0].to_string(), "i32[]");       // n: unbatched
+  EXPECT_EQ(s.results[1].to_string(), "f64[3]");      // acc: unbatched (w is shared)
+  EXPECT_EQ(s.results[2].to_string(), "f64[2,3]");    // p: batched on the second round
+  EXPECT_EQ(s.results[3].to_string(), "f64[2,3]");    // q: batched by x
+  EXPECT_EQ(s.results[4].to_string(), "f64[5,3]");    // ys of acc: unbatched
+  EXPECT_EQ(s.results[5].to_string(), "f64[5,2,3]");  // ys of p q: batched (step axis first)
+}
+
+// A while_loop whose predicate reads only unbatched carries stays a plain loop (no any-lane
+// cond, no per-lane select) with its counter unbatched; a batched const in the body batches
+// only the carry it reaches.
+TEST(ControlFlowVmap, WhileWithUnbatchedPredicateStaysPlain) {
+  const DType t = DType::f64;
+  Graph g("counted");
+  Value a = g.input("a", t, {2});
+  Value x0 = g.input("x", t, {2});
+  g.set_outputs(counted_while(g, a, x0, 5, [&](Graph& b, Value ba, Value bx) {
+    return b.add(b.mul(bx, b.scalar(1.5, t)), ba);
+  }));
+  TensorMap feeds{{"a", random_tensor(t, {3, 2}, 9, -1, 1)},
+                  {"x", random_tensor(t, {2}, 10, -1, 1)}};
+  expect_vmap_is_per_example(g, feeds, 3, {"x"});
+  const Graph v = vmap(g, {BatchAxis{0}, BatchAxis{}}, {}, 3);
+  const Node& w = only(v, OpKind::WhileLoop);
+  EXPECT_EQ(w.results[0].to_string(), "i32[]");
+  EXPECT_EQ(w.results[1].to_string(), "f64[3,2]");
+  for (const Node& n : w.attrs.get_graph("body").nodes()) EXPECT_NE(n.op, OpKind::Select);
+  for (const Node& n : w.attrs.get_graph("cond").nodes()) EXPECT_NE(n.op, OpKind::ReduceSum);
 }
 
 }  // namespace

@@ -97,6 +97,15 @@ def newton(a):
     return lax.while_loop(cond, lambda c: (c[0] + 1, (c[1] + a / c[1]) * 0.5), (jnp.int32(0), a))
 
 
+def newton_scan(c0, xs):
+    """A scan whose body runs newton() (an unbounded while_loop): a = x_t + c^2, c' = 0.5 sqrt(a),
+    y_t = sqrt(a)."""
+    def step(c, x):
+        r = newton(x + c * c)[1]
+        return r * 0.5, r
+    return lax.scan(step, c0, xs)
+
+
 def main():
     cases = []
 
@@ -151,6 +160,13 @@ def main():
     outs, touts = jax.jvp(newton, (jnp.asarray(a),), (jnp.asarray(ta),))
     add("newton_while_jvp", "newton", "f64", {"a": a}, "jvp", [outs[0], outs[1], touts[1]], primals=["a"],
         tangents={"a": tensor(ta)})
+
+    # jvp of a scan whose body runs that unbounded while_loop (forward mode inside a region).
+    c0, xs = rand("f64", (3,), 0.5, 2), rand("f64", (4, 3), 0.5, 4)
+    tc, tx = rand("f64", (3,)), rand("f64", (4, 3))
+    outs, touts = jax.jvp(newton_scan, (jnp.asarray(c0), jnp.asarray(xs)), (jnp.asarray(tc), jnp.asarray(tx)))
+    add("newton_scan_jvp", "newton_scan", "f64", {"c0": c0, "xs": xs}, "jvp", [*outs, *touts],
+        primals=["c0", "xs"], tangents={"c0": tensor(tc), "xs": tensor(tx)})
 
     write_cases(os.path.join(HERE, "control_flow_ref.json"), cases)
 
