@@ -598,31 +598,26 @@ TEST(ControlFlowCpu, ProfileCountsNestedBodies) {
   EXPECT_EQ(calls_by_region["cond.branches[0]"], 2 * (6 - positive));
 }
 
-// A scan over 3 steps whose body needs a large arena: h[4,256] -> tanh(w1[512,4] · h)
-// ([512,256] f32, 512 KiB) -> w2[4,512] · that + bias (a 1 KiB constant).
-Graph wide_body_scan() {
-  Graph g("wide");
-  Value w1 = g.input("w1", DType::f32, {512, 4});
-  Value w2 = g.input("w2", DType::f32, {4, 512});
-  Value h0 = g.input("h0", DType::f32, {4, 256});
+// A body that needs a large arena: consts w1[512,4], w2[4,512], carry h[4,256] ->
+// w2 · tanh(w1 · h) ([512,256] f32 inside, 512 KiB) + bias (a 1 KiB constant).
+Graph wide_cell() {
   Graph cell("wide_cell");
   Value a = cell.input("w1", DType::f32, {512, 4});
   Value b = cell.input("w2", DType::f32, {4, 512});
   Value h = cell.input("h", DType::f32, {4, 256});
   Value bias = cell.constant(random_tensor(DType::f32, {256}, 5, -0.1, 0.1), "bias");
   cell.set_outputs({cell.add(cell.matmul(b, cell.tanh(cell.matmul(a, h))), bias)});
-  g.set_outputs(g.scan(std::move(cell), {h0}, {}, {w1, w2}, ScanOptions{.length = 3}));
-  return g;
+  return cell;
 }
 
-// Wraps `inner` (inputs w1, w2, h0; one output) in a scan of 2 steps: a body inside a body.
-Graph wrapped_in_scan(const Graph& inner) {
-  Graph g("outer");
+// Inputs w1[512,4], w2[4,512], h0[4,256] -> the carry of `length` steps of `body` (consts w1,
+// w2; carry h) from h0.
+Graph scan_of(const std::string& name, Graph body, int64_t length) {
+  Graph g(name);
   Value w1 = g.input("w1", DType::f32, {512, 4});
   Value w2 = g.input("w2", DType::f32, {4, 512});
   Value h0 = g.input("h0", DType::f32, {4, 256});
-  Graph body = inner;
-  g.set_outputs(g.scan(std::move(body), {h0}, {}, {w1, w2}, ScanOptions{.length = 2}));
+  g.set_outputs(g.scan(std::move(body), {h0}, {}, {w1, w2}, ScanOptions{.length = length}));
   return g;
 }
 
@@ -631,9 +626,8 @@ Graph wrapped_in_scan(const Graph& inner) {
 // the body's constants; a limit between the top-level figure and the whole one fails.
 TEST(ControlFlowCpu, MemoryLimitCountsBodies) {
   constexpr int64_t kKiB = 1024;
-  Graph g = wide_body_scan();
-  Graph cell = g.node(g.outputs()[0].node).attrs.get_graph("body");
-  const int64_t body_arena = session().compile(cell)->memory_plan().arena_bytes;
+  Graph g = scan_of("wide", wide_cell(), 3);
+  const int64_t body_arena = session().compile(wide_cell())->memory_plan().arena_bytes;
   ASSERT_GE(body_arena, 512 * kKiB);
 
   std::shared_ptr<Executable> exe = session().compile(g);
@@ -666,17 +660,11 @@ TEST(ControlFlowCpu, MemoryLimitCountsBodies) {
   exact.memory_limit = m.total();
   EXPECT_NO_THROW(session().compile(g, exact));
 
-  // Nested: the outer scan's body holds the inner scan, whose body's block is inside the outer
-  // body's: counted once more only by the outer body's own arena, not twice.
-  Graph inner("inner");
-  {
-    Value w1 = inner.input("w1", DType::f32, {512, 4});
-    Value w2 = inner.input("w2", DType::f32, {4, 512});
-    Value h = inner.input("h", DType::f32, {4, 256});
-    Graph c = cell;
-    inner.set_outputs(inner.scan(std::move(c), {h}, {}, {w1, w2}, ScanOptions{.length = 3}));
-  }
-  PlannedMemory outer = session().compile(wrapped_in_scan(inner))->planned_memory();
+  // Nested: the outer scan's body holds the inner scan, whose body's block lies inside the
+  // outer body's block: the figure grows by the outer body's small arena, not by a second copy
+  // of the inner block.
+  PlannedMemory outer =
+      session().compile(scan_of("outer", scan_of("inner", wide_cell(), 3), 2))->planned_memory();
   EXPECT_GE(outer.bodies, m.bodies);
   EXPECT_LE(outer.bodies, m.bodies + 16 * kKiB);
   EXPECT_GE(outer.constants, kKiB);
