@@ -2,6 +2,8 @@
 // CompileOptions -> PipelineOptions, IO specs and set_param validation.
 #include "rlx/runtime/backend_core.h"
 
+#include <limits>
+
 #include "rlx/ir/error.h"
 #include "rlx/runtime/memory_limit.h"
 
@@ -113,11 +115,14 @@ void ProgramInfo::init(const Graph& source, PipelineResult&& compiled, const Dev
 }
 
 void check_program_memory(const BackendFacts& backend, const CompileOptions& options,
-                          const ProgramInfo& program) {
-  check_memory_limit(
-      backend.name,
-      planned_memory(program.graph, program.plan, program.params, program.outputs, program.state),
-      options.memory_limit);
+                          ProgramInfo& program, int64_t bodies, int64_t body_constants) {
+  PlannedMemory m =
+      planned_memory(program.graph, program.plan, program.params, program.outputs, program.state);
+  m.bodies = bodies;
+  if (__builtin_add_overflow(m.constants, body_constants, &m.constants))
+    m.constants = std::numeric_limits<int64_t>::max();
+  program.memory = m;
+  check_memory_limit(backend.name, m, options.memory_limit);
 }
 
 }  // namespace rlx

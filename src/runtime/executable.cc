@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "rlx/ir/error.h"
+#include "rlx/runtime/memory_limit.h"
 
 namespace rlx {
 namespace {
@@ -122,6 +123,8 @@ const KernelReport& Executable::kernels() const {
 }
 
 ExecutionProfile Executable::profile() const { return {}; }
+
+PlannedMemory Executable::planned_memory() const { return {}; }
 
 size_t check_param_binding(const std::vector<IoSpec>& params, const std::string& name,
                            const Tensor& value) {

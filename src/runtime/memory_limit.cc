@@ -102,7 +102,8 @@ int64_t physical_memory_bytes() {
 
 int64_t PlannedMemory::total() const {
   return add_saturating(
-      add_saturating(add_saturating(arena, params), add_saturating(constants, outputs)), state);
+      add_saturating(add_saturating(arena, params), add_saturating(constants, outputs)),
+      add_saturating(state, bodies));
 }
 
 PlannedMemory planned_memory(const Graph& compiled, const MemoryPlan& plan,
@@ -126,6 +127,7 @@ void check_memory_limit(const std::string& backend, const PlannedMemory& planned
   const std::string source = limit ? "RLX_MEMORY_LIMIT / CompileOptions::memory_limit"
                                    : "physical memory; RLX_MEMORY_LIMIT sets another";
   throw Error(backend + " backend: planned memory " + mib(total) + " (arena " + mib(planned.arena) +
+              (planned.bodies > 0 ? ", bodies " + mib(planned.bodies) : std::string()) +
               ", params " + mib(planned.params) + ", constants " + mib(planned.constants) +
               ", outputs " + mib(planned.outputs) +
               (planned.state > 0 ? ", state " + mib(planned.state) : std::string()) + "; " +

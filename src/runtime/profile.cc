@@ -30,7 +30,8 @@ std::optional<ProfileMode> profile_from_env() {
 
 double ExecutionProfile::kernel_seconds() const {
   double s = 0;
-  for (const NodeTotal& n : nodes) s += n.seconds;
+  for (const NodeTotal& n : nodes)
+    if (n.depth == 0) s += n.seconds;
   return s;
 }
 
@@ -47,18 +48,35 @@ std::string ExecutionProfile::to_string() const {
   const double outside = std::max(0.0, run_seconds - kernel_seconds());
   out +=
       format("%-24s %10s %12.3f %6.1f%%\n", "(outside kernels)", "", outside * 1e3, pct(outside));
-  std::vector<const NodeTotal*> top;
-  for (const NodeTotal& n : nodes) top.push_back(&n);
-  std::stable_sort(top.begin(), top.end(),
-                   [](const NodeTotal* a, const NodeTotal* b) { return a->seconds > b->seconds; });
-  if (top.size() > 20) top.resize(20);
-  out += format("top %zu nodes:\n", top.size());
+  // children[i + 1]: the rows whose parent is row i (children[0]: the top-level steps).
+  std::vector<std::vector<const NodeTotal*>> children(nodes.size() + 1);
+  for (const NodeTotal& n : nodes) children[static_cast<size_t>(n.parent + 1)].push_back(&n);
+  auto slowest = [&](int32_t parent) {
+    std::vector<const NodeTotal*> rows = children[static_cast<size_t>(parent + 1)];
+    std::stable_sort(rows.begin(), rows.end(), [](const NodeTotal* a, const NodeTotal* b) {
+      return a->seconds > b->seconds;
+    });
+    if (rows.size() > 20) rows.resize(20);
+    return rows;
+  };
+  std::vector<const NodeTotal*> top = slowest(-1);
+  const bool bodies = nodes.size() > children[0].size();
+  out += format("top %zu nodes%s:\n", top.size(),
+                bodies ? " (body steps indented under their control-flow node, whose time "
+                         "includes them)"
+                       : "");
   out += format("%6s  %-32s %-20s %10s %12s %7s\n", "node", "name", "op", "calls", "total ms",
                 "% run");
-  for (const NodeTotal* n : top)
-    out += format("%6d  %-32s %-20s %10lld %12.3f %6.1f%%\n", n->node, n->name.c_str(),
-                  std::string(op_name(n->op)).c_str(), static_cast<long long>(n->calls),
-                  n->seconds * 1e3, pct(n->seconds));
+  auto print = [&](auto& self, const std::vector<const NodeTotal*>& rows) -> void {
+    for (const NodeTotal* n : rows) {
+      std::string name = std::string(static_cast<size_t>(2 * n->depth), ' ') + n->name;
+      out += format("%6d  %-32s %-20s %10lld %12.3f %6.1f%%\n", n->node, name.c_str(),
+                    std::string(op_name(n->op)).c_str(), static_cast<long long>(n->calls),
+                    n->seconds * 1e3, pct(n->seconds));
+      self(self, slowest(static_cast<int32_t>(n - nodes.data())));
+    }
+  };
+  print(print, top);
   return out;
 }
 

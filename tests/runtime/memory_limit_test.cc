@@ -128,6 +128,10 @@ TEST(MemoryLimit, CountsArenaParamsConstantsAndOutputs) {
   EXPECT_EQ(m.constants, kMiB);
   EXPECT_EQ(m.outputs, kMiB);
   EXPECT_EQ(m.total(), m.arena + m.params + m.constants + m.outputs);
+  // What the executable reports is what the check saw: no control flow, no bodies.
+  PlannedMemory reported = exe->planned_memory();
+  EXPECT_EQ(reported.bodies, 0);
+  EXPECT_EQ(reported.total(), m.total());
 
   CompileOptions just_over;
   just_over.memory_limit = m.total() - 1;
@@ -140,6 +144,26 @@ TEST(MemoryLimit, CountsArenaParamsConstantsAndOutputs) {
   CompileOptions exact;
   exact.memory_limit = m.total();
   EXPECT_NO_THROW(backend_for(DeviceKind::Cpu)->compile(g, exact, Device::cpu()));
+}
+
+// Control-flow bodies (the CPU backend's scratch beyond the arena) are part of the total and
+// named in the message only when there are some (tests/backends/cpu/control_flow_test.cc
+// checks what a scan's bodies plan).
+TEST(MemoryLimit, BodiesAddToTheTotal) {
+  PlannedMemory m{.arena = kMiB, .bodies = 2 * kMiB, .params = kMiB};
+  EXPECT_EQ(m.total(), 4 * kMiB);
+  std::string msg = error_of([&] { check_memory_limit("cpu", m, 3 * kMiB); });
+  EXPECT_NE(msg.find("cpu backend: planned memory 4.0 MiB (arena 1.0 MiB, bodies 2.0 MiB, params "
+                     "1.0 MiB, constants 0.0 MiB, outputs 0.0 MiB; 4194304 bytes) exceeds the "
+                     "limit 3.0 MiB"),
+            std::string::npos)
+      << msg;
+  m.bodies = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(m.total(), std::numeric_limits<int64_t>::max());
+  m.bodies = 0;
+  EXPECT_NO_THROW(check_memory_limit("cpu", m, 2 * kMiB));
+  EXPECT_EQ(error_of([&] { check_memory_limit("cpu", m, kMiB); }).find("bodies"),
+            std::string::npos);
 }
 
 TEST(MemoryLimit, SaturatesInsteadOfOverflowing) {

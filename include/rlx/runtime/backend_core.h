@@ -20,6 +20,7 @@
 #include "rlx/opt/pipeline.h"
 #include "rlx/runtime/backend.h"
 #include "rlx/runtime/executable.h"
+#include "rlx/runtime/memory_limit.h"
 
 namespace rlx {
 
@@ -85,6 +86,8 @@ struct ProgramInfo {
   std::vector<size_t> returned;       ///< per entry of `outputs`: its index in graph.outputs()
   std::vector<size_t> state_outputs;  ///< per entry of `state`: its output's graph.outputs() index
   Device device;
+  /// What an executable of it holds (Executable::planned_memory); set by check_program_memory.
+  PlannedMemory memory;
 
   /// Fills everything but `kernel_report` from the graph given to compile and the pipeline's
   /// result (moved from); the params bound in `quantized` get their packed types and
@@ -94,12 +97,15 @@ struct ProgramInfo {
             const std::vector<StateBinding>& state = {});
 };
 
-/// Checks what an executable of `program` will hold (planned_memory: arena, params, constants,
-/// outputs, state) against options.memory_limit (absent: physical memory) and throws rlx::Error
-/// naming `backend` and the planned sizes when it is more (check_memory_limit in
-/// memory_limit.h). Backends call it right after ProgramInfo::init, before allocating.
+/// Records in `program.memory` what an executable of `program` will hold (planned_memory:
+/// arena, params, constants, outputs, state; plus `bodies` bytes of control-flow bodies beyond
+/// the arena and `body_constants` bytes of their constants, for a backend that compiles bodies
+/// on their own: PlannedMemory::bodies) and checks it against options.memory_limit (absent:
+/// physical memory): throws rlx::Error naming `backend` and the planned sizes when it is more
+/// (check_memory_limit in memory_limit.h). Backends call it once the program is planned
+/// (right after ProgramInfo::init, or after compiling its bodies), before allocating its arena.
 void check_program_memory(const BackendFacts& backend, const CompileOptions& options,
-                          const ProgramInfo& program);
+                          ProgramInfo& program, int64_t bodies = 0, int64_t body_constants = 0);
 
 /// The values bound to an executable's params, by param index, shared between an executable
 /// and its clones until one of them binds a param (copy on write: the binder gets its own copy
@@ -175,6 +181,7 @@ class ExecutableCore : public Executable {
   const std::vector<IoSpec>& outputs() const final { return program_->outputs; }
   const Graph& compiled_graph() const final { return program_->graph; }
   const MemoryPlan& memory_plan() const final { return program_->plan; }
+  PlannedMemory planned_memory() const final { return program_->memory; }
   const DispatchReport& dispatch_report() const final { return program_->dispatch; }
   const KernelReport& kernels() const final { return program_->kernel_report; }
   const std::vector<StateSpec>& state() const final { return program_->state; }

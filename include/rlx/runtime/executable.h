@@ -20,6 +20,8 @@
 
 namespace rlx {
 
+struct PlannedMemory;  // rlx/runtime/memory_limit.h
+
 /// How a param bound in CompileOptions::quantized_params is stored: its binding and the type
 /// the graph given to compile declared for it.
 struct QuantizedStorage {
@@ -210,6 +212,11 @@ class Executable {
   virtual const Graph& compiled_graph() const = 0;
   /// Its memory plan (the activation arena each executable allocates once).
   virtual const MemoryPlan& memory_plan() const = 0;
+  /// What one executable of this compile holds, as the memory-limit check saw it
+  /// (rlx/runtime/memory_limit.h: arena, control-flow bodies, params, constants, outputs,
+  /// state; include that header to call it). All zero for a backend without a plan (the
+  /// default).
+  virtual PlannedMemory planned_memory() const;
   /// Legalization's report: per op kind, native / decomposed / missing.
   virtual const DispatchReport& dispatch_report() const = 0;
   /// How each node of compiled_graph() runs: its kernel, native or the backend's fallback

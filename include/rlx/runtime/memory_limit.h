@@ -1,6 +1,7 @@
-// The memory limit of a compile: what an executable will hold (arena, params, constants,
-// outputs), the limit it must fit in (CompileOptions::memory_limit, RLX_MEMORY_LIMIT, default
-// physical memory) and the check every backend runs before allocating anything.
+// The memory limit of a compile: what an executable will hold (arena, control-flow bodies,
+// params, constants, outputs, state), the limit it must fit in (CompileOptions::memory_limit,
+// RLX_MEMORY_LIMIT, default physical memory) and the check every backend runs before allocating
+// anything.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +34,19 @@ int64_t physical_memory_bytes();
 /// What one executable of a compiled graph holds, in bytes. Every sum saturates at INT64_MAX
 /// (declared shapes may be absurd; the check must still report them).
 struct PlannedMemory {
-  int64_t arena = 0;      ///< the activation arena (MemoryPlan::arena_bytes)
-  int64_t params = 0;     ///< every declared param, at its declared type
-  int64_t constants = 0;  ///< the compiled graph's constants, stored dense
-  int64_t outputs = 0;    ///< the output tensors one run returns
-  int64_t state = 0;      ///< the state storage (CompileOptions::state)
-  /// arena + params + constants + outputs + state (saturating).
+  int64_t arena = 0;  ///< the activation arena (MemoryPlan::arena_bytes)
+  /// What the bodies of control-flow ops hold beyond the arena, each body counted once: on the
+  /// CPU backend the scratch after the arena that the largest control-flow step needs (its
+  /// largest body's block, that body's own nested bodies inside it, the op's pointer tables
+  /// and carry slot; steps run one at a time, so they share it). 0 for a graph without
+  /// control flow and for backends that lower bodies into the device program (pjrt).
+  int64_t bodies = 0;
+  int64_t params = 0;  ///< every declared param, at its declared type
+  /// The compiled graph's constants, stored dense, and those of its compiled bodies (CPU).
+  int64_t constants = 0;
+  int64_t outputs = 0;  ///< the output tensors one run returns
+  int64_t state = 0;    ///< the state storage (CompileOptions::state)
+  /// arena + bodies + params + constants + outputs + state (saturating).
   int64_t total() const;
 };
 
@@ -53,8 +61,9 @@ PlannedMemory planned_memory(const Graph& compiled, const MemoryPlan& plan,
 /// Throws rlx::Error when `planned.total()` exceeds `limit` (absent: physical_memory_bytes()):
 /// "cpu backend: planned memory 4096.0 MiB (arena 4000.0 MiB, params 96.0 MiB, constants 0.0
 /// MiB, outputs 0.0 MiB; 4294967296 bytes) exceeds the limit 512.0 MiB (536870912 bytes,
-/// RLX_MEMORY_LIMIT / CompileOptions::memory_limit)". `backend` names the backend. Backends
-/// call it after planning, before they allocate the arena or constants.
+/// RLX_MEMORY_LIMIT / CompileOptions::memory_limit)"; "bodies X MiB" follows the arena and
+/// "state X MiB" the outputs when they are not 0. `backend` names the backend. Backends call
+/// it after planning, before they allocate the arena or constants.
 void check_memory_limit(const std::string& backend, const PlannedMemory& planned,
                         std::optional<int64_t> limit);
 

@@ -58,6 +58,30 @@ std::shared_ptr<const Program> compile_program(const Graph& graph, const Backend
   return lower_program(graph, run_standard_pipeline(graph, pipeline), facts, options, body, bodies);
 }
 
+// Appends the profile rows of `p`'s steps (their StepTimes at `times`) to `rows`: each step,
+// then the steps of its bodies (depth + 1, parent: the step's row, names qualified
+// "step.region/"), recursively. A step's self time is its time less its bodies' steps'.
+void append_rows(const Program& p, const StepTime* times, int depth, int32_t parent,
+                 const std::string& prefix, std::vector<ExecutionProfile::NodeTotal>& rows) {
+  for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
+    const Node& n = p.graph.node(p.schedule.steps[i].node);
+    const auto row = static_cast<int32_t>(rows.size());
+    rows.push_back({p.schedule.steps[i].node, prefix + n.name, n.op, times[i].calls,
+                    times[i].seconds, times[i].seconds, depth, parent});
+    const StepTime* body_times = times + p.step_profile[i];
+    double inside = 0;
+    for (const RegionBody& b : p.step_bodies[i]) {
+      const size_t first = rows.size();
+      append_rows(*b.program, body_times, depth + 1, row, prefix + n.name + "." + b.region + "/",
+                  rows);
+      for (size_t r = first; r < rows.size(); ++r)
+        if (rows[r].parent == row) inside += rows[r].seconds;
+      body_times += b.program->profile_slots;
+    }
+    rows[static_cast<size_t>(row)].self_seconds = std::max(0.0, times[i].seconds - inside);
+  }
+}
+
 // State (CompileOptions::state) is a host tensor per state that the kernels read and write in
 // place: the schedule locates the state input and the results planned in its storage there.
 class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
@@ -65,9 +89,7 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
   CpuExecutable(std::shared_ptr<const Program> program, ParamBindings<Tensor> params)
       : ExecutableCore(std::move(program), std::move(params)),
         arena_(std::make_unique<Arena>(this->program().block_bytes())),
-        step_seconds_(
-            this->program().profile == ProfileMode::Off ? 0 : this->program().schedule.steps.size(),
-            0.0) {}
+        times_(this->program().profile == ProfileMode::Off ? 0 : this->program().profile_slots) {}
 
   // RLX_PROFILE=1 (ProfileMode::Report): the table goes to stderr when the executable goes.
   ~CpuExecutable() override {
@@ -86,14 +108,14 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
     std::lock_guard<std::mutex> lock(profile_mu_);
     prof.runs = runs_;
     prof.run_seconds = run_seconds_;
+    append_rows(p, times_.data(), 0, -1, "", prof.nodes);
+    // Self times: a control-flow op's bodies count under their own ops, once.
     std::map<OpKind, ExecutionProfile::OpTotal> by_op;
-    for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
-      const Node& n = p.graph.node(p.schedule.steps[i].node);
-      prof.nodes.push_back({p.schedule.steps[i].node, n.name, n.op, runs_, step_seconds_[i]});
+    for (const ExecutionProfile::NodeTotal& n : prof.nodes) {
       ExecutionProfile::OpTotal& t = by_op[n.op];
       t.op = n.op;
-      t.calls += runs_;
-      t.seconds += step_seconds_[i];
+      t.calls += n.calls;
+      t.seconds += n.self_seconds;
     }
     for (const auto& [op, t] : by_op) prof.ops.push_back(t);
     std::stable_sort(prof.ops.begin(), prof.ops.end(),
@@ -139,7 +161,7 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
     Bases bases{arena_->ptr, feed.data(), &params, &state};
     auto resolve = [&](const Location& l) { return cpu::resolve(p, bases, l); };
     bind_library_threads();
-    run_steps(p, bases, timed ? step_seconds_.data() : nullptr);
+    run_steps(p, bases, timed ? times_.data() : nullptr);
     // A collective kernel's run error (kernels do not throw): groups that do not cover the
     // devices of the run, or a run_spmd aborted by another device's failure.
     if (std::optional<std::string> e = take_spmd_error()) throw Error(*e);
@@ -197,7 +219,7 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
   // The profile (ProfileMode other than Off): written by execute, read by profile(), both
   // under profile_mu_ (profile() does not take the executable's lock).
   mutable std::mutex profile_mu_;
-  std::vector<double> step_seconds_;  // step_seconds_[i]: schedule.steps[i]'s total
+  std::vector<StepTime> times_;  // the program's profile slots (Program::profile_slots)
   int64_t runs_ = 0;
   double run_seconds_ = 0;
 };

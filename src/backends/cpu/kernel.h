@@ -8,11 +8,19 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rlx/ir/graph.h"
 #include "rlx/ir/op_table.h"
 
 namespace rlx::cpu {
+
+/// One step's profile (CompileOptions::profile other than Off): its accumulated wall seconds
+/// and the number of times it ran.
+struct StepTime {
+  double seconds = 0;
+  int64_t calls = 0;
+};
 
 /// Pointers of one node's operands (in operand order) and results (in result order), resolved
 /// per run. Operand memory may be read-only (params, constants, caller inputs). A result may
@@ -26,6 +34,10 @@ struct KernelIO {
   /// shared by every step of the program, so nothing in it outlives the call). A kernel that
   /// asked for none must not use it.
   std::byte* scratch = nullptr;
+  /// Profiled runs only (else nullptr): where a region kernel's bodies accumulate their steps'
+  /// StepTimes, one body's Program::profile_slots after another in RegionKernel::bodies
+  /// order. Other kernels ignore it.
+  StepTime* profile = nullptr;
   template <class T>
   const T* input(size_t i) const {
     return reinterpret_cast<const T*>(in[i]);
@@ -50,11 +62,19 @@ struct Program;
 /// pipeline, under the enclosing compile's options; given to region kernel factories.
 using BodyCompiler = std::function<std::shared_ptr<const Program>(const Graph& body)>;
 
-/// A kernel that runs region bodies (a control-flow op) and the scratch it needs per run:
-/// its bodies' blocks and carry slots (Program::block_bytes).
+/// One compiled body of a region kernel: its region ("body", "cond", "branches[1]") and Program.
+struct RegionBody {
+  std::string region;
+  std::shared_ptr<const Program> program;
+};
+
+/// A kernel that runs region bodies (a control-flow op), the scratch it needs per run (its
+/// bodies' blocks and carry slots: Program::block_bytes) and its bodies, in the order their
+/// profile slots follow one another under KernelIO::profile.
 struct RegionKernel {
   Kernel kernel;
   int64_t scratch_bytes = 0;
+  std::vector<RegionBody> bodies{};
 };
 /// Builds the region kernel of `node`, compiling each of its bodies once with `bodies`.
 using RegionKernelFactory = RegionKernel (*)(const Graph& g, const Node& node,
@@ -98,8 +118,9 @@ const OpTable<KernelEntry>& kernel_table();
 struct KernelChoice {
   Kernel kernel;
   bool native = false;
-  std::string fallback_reason;  ///< the entry's `fallback` or `declines`; "" when native
-  int64_t scratch_bytes = 0;    ///< KernelIO::scratch the kernel needs (region kernels)
+  std::string fallback_reason;       ///< the entry's `fallback` or `declines`; "" when native
+  int64_t scratch_bytes = 0;         ///< KernelIO::scratch the kernel needs (region kernels)
+  std::vector<RegionBody> bodies{};  ///< a region kernel's compiled bodies (RegionKernel::bodies)
 };
 /// The kernel for `node` of `g` by the table: the native factory's when the node's class
 /// dtype is native and the factory accepts it, else the reference kernel with the reason.

@@ -43,7 +43,7 @@ KernelChoice choose_kernel(const Graph& g, const Node& node, const BodyCompiler*
     check(bodies != nullptr, "cpu backend: op '" + std::string(op_name(node.op)) + "' (node %" +
                                  node.name + ") needs a body compiler");
     RegionKernel k = e->region(g, node, *bodies);
-    return {std::move(k.kernel), true, "", k.scratch_bytes};
+    return {std::move(k.kernel), true, "", k.scratch_bytes, std::move(k.bodies)};
   }
   if (e->factory != nullptr && e->native.contains(g.class_dtype(node))) {
     if (Kernel k = e->factory(g, node)) return {std::move(k), true, ""};

@@ -72,21 +72,48 @@ std::shared_ptr<Program> lower_program(const Graph& source, PipelineResult&& com
     p.init(source, std::move(compiled), Device::cpu(), {}, {});
   } else {
     p.init(source, std::move(compiled), Device::cpu(), options.quantized_params, options.state);
-    // Before the dense constants below and the executable's arena are allocated.
-    check_program_memory(facts, options, p);
     p.profile = options.profile.value_or(ProfileMode::Off);
   }
   const Graph& g = p.graph;
   p.schedule = make_schedule(g, p.plan, p.inputs, p.params);
   p.scratch_offset = align64(p.schedule.arena_bytes);
+  // Control-flow steps first: their kernels compile the bodies, whose blocks (the step's
+  // scratch) and constants the memory check counts.
+  const size_t steps = p.schedule.steps.size();
+  std::vector<KernelChoice> choices(steps);
+  p.step_bodies.resize(steps);
+  p.step_profile.assign(steps, 0);
+  p.profile_slots = steps;
+  for (size_t i = 0; i < steps; ++i) {
+    const Node& n = g.node(p.schedule.steps[i].node);
+    if (!is_control_flow(n.op)) continue;
+    choices[i] = select_kernel(g, n, bodies);
+    p.scratch_bytes = std::max(p.scratch_bytes, align64(choices[i].scratch_bytes));
+    p.step_bodies[i] = choices[i].bodies;
+  }
+  for (size_t i = 0; i < steps; ++i) {
+    p.step_profile[i] = p.profile_slots;
+    for (const RegionBody& b : p.step_bodies[i]) {
+      p.profile_slots += b.program->profile_slots;
+      p.body_constant_bytes += b.program->body_constant_bytes;
+      for (const Tensor& c : b.program->constants)
+        p.body_constant_bytes += static_cast<int64_t>(c.nbytes());
+    }
+  }
+  // Before the dense constants below and the executable's arena are allocated.
+  if (!body)
+    check_program_memory(facts, options, p,
+                         p.scratch_bytes > 0 ? p.block_bytes() - p.schedule.arena_bytes : 0,
+                         p.body_constant_bytes);
   for (int32_t id : p.schedule.constants)  // splats stored dense: kernels read every element
     p.constants.push_back(evaluate_op(OpKind::Constant, {}, g.node(id).attrs)[0]);
   p.kernel_report.backend = "cpu";
-  for (const ScheduleStep& step : p.schedule.steps) {
+  for (size_t i = 0; i < steps; ++i) {
+    const ScheduleStep& step = p.schedule.steps[i];
     const Node& n = g.node(step.node);
-    KernelChoice choice = select_kernel(g, n, bodies);
+    KernelChoice choice =
+        is_control_flow(n.op) ? std::move(choices[i]) : select_kernel(g, n, bodies);
     p.step_kernels.push_back(std::move(choice.kernel));
-    p.scratch_bytes = std::max(p.scratch_bytes, align64(choice.scratch_bytes));
     p.max_step_operands = std::max(p.max_step_operands, step.operands.size());
     p.max_step_results = std::max(p.max_step_results, step.results.size());
     p.kernel_report.nodes.push_back({step.node, n.op, choice.native ? "cpu" : "reference",
@@ -114,7 +141,7 @@ std::shared_ptr<Program> lower_program(const Graph& source, PipelineResult&& com
   return program;
 }
 
-void run_steps(const Program& p, const Bases& b, double* step_seconds) {
+void run_steps(const Program& p, const Bases& b, StepTime* times) {
   using Clock = std::chrono::steady_clock;
   // Pointer tables on the stack (a body runs once per iteration: no allocation there).
   constexpr size_t kInline = 64;
@@ -145,20 +172,21 @@ void run_steps(const Program& p, const Bases& b, double* step_seconds) {
           in[r.index] = b.outputs[r.output];
       }
     }
-    auto run_step = [&] {
+    auto run_step = [&](StepTime* body_times) {
       if (RLX_POISON_ARENA) {
         ArenaGuard guard(b.block, p.step_arena_ranges[i]);
-        p.step_kernels[i](KernelIO{in, out, scratch});
+        p.step_kernels[i](KernelIO{in, out, scratch, body_times});
       } else {
-        p.step_kernels[i](KernelIO{in, out, scratch});
+        p.step_kernels[i](KernelIO{in, out, scratch, body_times});
       }
     };
-    if (step_seconds != nullptr) {
+    if (times != nullptr) {
       Clock::time_point start = Clock::now();
-      run_step();
-      step_seconds[i] += std::chrono::duration<double>(Clock::now() - start).count();
+      run_step(times + p.step_profile[i]);
+      times[i].seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      ++times[i].calls;
     } else {
-      run_step();
+      run_step(nullptr);
     }
   }
 }

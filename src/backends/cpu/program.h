@@ -60,6 +60,16 @@ struct Program : ProgramInfo {
   std::vector<std::vector<ArenaRange>> step_arena_ranges;
   std::vector<ArenaRange> output_arena_ranges;
   ProfileMode profile = ProfileMode::Off;  // CompileOptions::profile
+  // step_bodies[i]: the compiled bodies of step i's control-flow op (RegionKernel::bodies;
+  // empty for other steps). Held for the profile's body rows and the memory check.
+  std::vector<std::vector<RegionBody>> step_bodies;
+  // The StepTimes one profiled run of this program accumulates into: one per step (slot i is
+  // step i), then for each step with bodies, its bodies' slots (each body's profile_slots, in
+  // step_bodies order) from slot step_profile[i] on.
+  size_t profile_slots = 0;
+  std::vector<size_t> step_profile;
+  // Bytes of the constants of every body inside this program (nested ones included).
+  int64_t body_constant_bytes = 0;
   // Outputs a caller may place (Bases::outputs; a control-flow op writes a body's results
   // straight into its own results, carry slots or ys[t]): canonical_output[i] is the first
   // output returning output i's value; external_output[c] says whether canonical output c's
@@ -80,7 +90,9 @@ struct Program : ProgramInfo {
 /// Builds the Program of `source` from its pipeline result: the schedule, constants and one
 /// kernel per step (a control-flow step compiles its bodies with `bodies`). A top-level graph
 /// (`body` false) takes options' quantized params, state and profile mode and is checked
-/// against the memory limit (check_program_memory); a body has none of those.
+/// against the memory limit (check_program_memory, its bodies' scratch and constants
+/// included: the control-flow steps' kernels are built, and so their bodies compiled, before
+/// the check, every other kernel and the constants after it); a body has none of those.
 std::shared_ptr<Program> lower_program(const Graph& source, PipelineResult&& compiled,
                                        const BackendFacts& facts, const CompileOptions& options,
                                        bool body, const BodyCompiler& bodies);
@@ -155,8 +167,9 @@ class ArenaGuard {
 };
 
 /// Runs every step of `p` in order over `b` (allocation-free for programs whose steps have at
-/// most 64 operands and 64 results). When `step_seconds` is given, adds each step's wall time
-/// to step_seconds[i].
-void run_steps(const Program& p, const Bases& b, double* step_seconds = nullptr);
+/// most 64 operands and 64 results). When `times` (p.profile_slots of them) is given, adds
+/// each step's wall time and one call to times[i] and hands its bodies their slots
+/// (KernelIO::profile); otherwise no clock is read.
+void run_steps(const Program& p, const Bases& b, StepTime* times = nullptr);
 
 }  // namespace rlx::cpu

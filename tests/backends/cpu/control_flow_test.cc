@@ -2,13 +2,15 @@
 // golden control-flow case against JAX's values (tests/golden/ops.json), nested regions, large
 // carries and 1000-iteration loops against the reference evaluator, no allocation per
 // iteration (a counting operator new: a run allocates as much at 1000 steps as at 10), the step
-// profiler, and the region kernel's error without a body compiler. The CPU parity sweep
+// profiler's body rows (calls per iteration, times inside the op's), the memory-limit check
+// counting bodies once, and the region kernel's error without a body compiler. The CPU parity sweep
 // (parity_test.cc) runs the golden and op-table cases against the evaluator too.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <new>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "golden/golden_data.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/precision.h"
+#include "rlx/runtime/memory_limit.h"
 #include "rlx/runtime/session.h"
 
 // ---- allocation counting: every operator new of the process while `g_counting` is set (the
@@ -152,7 +155,7 @@ Graph count_below(int32_t n, const std::vector<TensorType>& carry) {
 
 // Nested: a scan over xs[T,3] whose body runs a while_loop (3 trips of v = 0.5 v + x) and a
 // cond on the step's sum; carry c += result.
-TEST(ControlFlowCpu, WhileAndCondInsideScan) {
+Graph nested_graph() {
   Graph g("nested");
   Value xs = g.input("xs", DType::f32, {6, 3});
   Value c0 = g.input("c0", DType::f32, {3});
@@ -182,8 +185,16 @@ TEST(ControlFlowCpu, WhileAndCondInsideScan) {
   step.set_outputs({step.add(c, step.mul(r, step.scalar(0.1, DType::f32))), r});
   std::vector<Value> out = g.scan(std::move(step), {c0}, {xs});
   g.set_outputs(out);
-  expect_matches_evaluator(g, {{"xs", random_tensor(DType::f32, {6, 3}, 1, -1, 1)},
-                               {"c0", random_tensor(DType::f32, {3}, 2, -1, 1)}});
+  return g;
+}
+
+TensorMap nested_feeds() {
+  return {{"xs", random_tensor(DType::f32, {6, 3}, 1, -1, 1)},
+          {"c0", random_tensor(DType::f32, {3}, 2, -1, 1)}};
+}
+
+TEST(ControlFlowCpu, WhileAndCondInsideScan) {
+  expect_matches_evaluator(nested_graph(), nested_feeds());
 }
 
 // Every kind of body output: computed (written in place by the body), a passthrough input
@@ -429,28 +440,234 @@ TEST(ControlFlowCpu, ScanStepAllocatesNoMoreThanItsBodyKernels) {
       << "10 steps: " << a << ", 1000 steps: " << b << ", one run of the cell: " << per_cell_run;
 }
 
-// The step profiler sees the control-flow op as one step (its bodies' time included) and
-// results do not change under profiling.
-TEST(ControlFlowCpu, ProfileCountsTheScanStep) {
-  Graph g = rnn(30, 4, 16);
-  TensorMap feeds = rnn_feeds(30, 4, 16);
+// The rows of `prof` whose parent is row `parent`.
+std::vector<const ExecutionProfile::NodeTotal*> children_of(const ExecutionProfile& prof,
+                                                            int32_t parent) {
+  std::vector<const ExecutionProfile::NodeTotal*> rows;
+  for (const ExecutionProfile::NodeTotal& n : prof.nodes)
+    if (n.parent == parent) rows.push_back(&n);
+  return rows;
+}
+
+// Checks the profile's invariants: each body row follows its control-flow row, one level
+// deeper, its name qualified by the parent's; the rows under a node take no more time than it
+// (self = total - bodies); op totals are self times (summing to kernel_seconds, the top-level
+// rows' sum, within the run time).
+void expect_consistent(const ExecutionProfile& prof) {
+  double top = 0;
+  for (size_t i = 0; i < prof.nodes.size(); ++i) {
+    const ExecutionProfile::NodeTotal& n = prof.nodes[i];
+    SCOPED_TRACE(n.name);
+    double inside = 0;
+    for (const ExecutionProfile::NodeTotal* c : children_of(prof, static_cast<int32_t>(i)))
+      inside += c->seconds;
+    EXPECT_LE(inside, n.seconds);
+    EXPECT_NEAR(n.self_seconds, n.seconds - inside, 1e-12);
+    if (n.parent < 0) {
+      EXPECT_EQ(n.depth, 0);
+      top += n.seconds;
+      continue;
+    }
+    ASSERT_LT(n.parent, static_cast<int32_t>(i));
+    const ExecutionProfile::NodeTotal& up = prof.nodes[static_cast<size_t>(n.parent)];
+    EXPECT_TRUE(is_control_flow(up.op));
+    EXPECT_EQ(n.depth, up.depth + 1);
+    EXPECT_EQ(n.name.rfind(up.name + ".", 0), 0u) << "parent " << up.name;
+  }
+  EXPECT_DOUBLE_EQ(prof.kernel_seconds(), top);
+  double ops = 0;
+  for (const ExecutionProfile::OpTotal& o : prof.ops) ops += o.seconds;
+  EXPECT_NEAR(ops, top, 1e-9);
+  EXPECT_LE(top, prof.run_seconds);
+}
+
+// The step profiler breaks a scan's body out: after the scan's row come its body's steps
+// (the cell compiled on its own has the same steps), each called once per iteration, their
+// times inside the scan's; the op totals count the scan's own time only. Results do not change
+// under profiling.
+TEST(ControlFlowCpu, ProfileBreaksOutTheScanBody) {
+  constexpr int64_t kLength = 10;
+  Graph g = rnn(kLength, 4, 16);
+  TensorMap feeds = rnn_feeds(kLength, 4, 16);
   CompileOptions options;
   options.profile = ProfileMode::Collect;
   std::shared_ptr<Executable> exe = session().compile(g, options);
-  std::vector<Tensor> a = exe->run(feeds), b = exe->run(feeds);
-  std::vector<Tensor> plain = session().compile(g)->run(feeds);
+  Graph cell = g.node(g.outputs()[0].node).attrs.get_graph("body");
+  std::shared_ptr<Executable> alone = session().compile(cell);
+  const std::vector<KernelReport::Node>& cell_steps = alone->kernels().nodes;
+
+  std::vector<Tensor> a = exe->run(feeds);
   ExecutionProfile prof = exe->profile();
-  EXPECT_EQ(prof.runs, 2);
-  bool found = false;
-  for (const ExecutionProfile::NodeTotal& n : prof.nodes) {
-    if (n.op != OpKind::Scan) continue;
-    found = true;
-    EXPECT_EQ(n.calls, 2);
-    EXPECT_GT(n.seconds, 0.0);
-    EXPECT_LE(n.seconds, prof.run_seconds);
+  ASSERT_EQ(prof.nodes.size(), exe->kernels().nodes.size() + cell_steps.size());
+  int32_t scan = -1;
+  for (size_t i = 0; i < prof.nodes.size(); ++i)
+    if (prof.nodes[i].op == OpKind::Scan) scan = static_cast<int32_t>(i);
+  ASSERT_GE(scan, 0);
+  const ExecutionProfile::NodeTotal& s = prof.nodes[static_cast<size_t>(scan)];
+  EXPECT_EQ(s.calls, 1);
+  EXPECT_EQ(s.depth, 0);
+  std::vector<const ExecutionProfile::NodeTotal*> body = children_of(prof, scan);
+  ASSERT_EQ(body.size(), cell_steps.size());
+  double body_seconds = 0;
+  for (size_t i = 0; i < body.size(); ++i) {
+    EXPECT_EQ(body[i], &prof.nodes[static_cast<size_t>(scan) + 1 + i]);  // right after the scan
+    EXPECT_EQ(body[i]->op, cell_steps[i].op);
+    EXPECT_EQ(body[i]->node, cell_steps[i].node);
+    EXPECT_EQ(body[i]->name, s.name + ".body/" + alone->compiled_graph().node(body[i]->node).name);
+    EXPECT_EQ(body[i]->calls, kLength);
+    EXPECT_EQ(body[i]->depth, 1);
+    EXPECT_GT(body[i]->seconds, 0.0);
+    body_seconds += body[i]->seconds;
   }
-  EXPECT_TRUE(found);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(testing::all_close(a[i], plain[i], 0, 0));
+  EXPECT_LE(body_seconds, s.seconds);
+  EXPECT_GT(s.seconds, 0.0);
+  expect_consistent(prof);
+  for (const ExecutionProfile::OpTotal& o : prof.ops)
+    if (o.op == OpKind::Scan) {
+      EXPECT_DOUBLE_EQ(o.seconds, s.self_seconds);
+    }
+
+  // A second run: body steps count runs × length.
+  std::vector<Tensor> b = exe->run(feeds);
+  prof = exe->profile();
+  for (const ExecutionProfile::NodeTotal* n : children_of(prof, scan))
+    EXPECT_EQ(n->calls, 2 * kLength);
+  std::map<OpKind, int64_t> want_calls;
+  for (const ExecutionProfile::NodeTotal& n : prof.nodes) want_calls[n.op] += n.calls;
+  for (const ExecutionProfile::OpTotal& o : prof.ops) EXPECT_EQ(o.calls, want_calls[o.op]);
+
+  // The table: the body's steps indented under the scan.
+  std::string text = prof.to_string();
+  EXPECT_NE(text.find("  " + body[0]->name + " "), std::string::npos) << text;
+  EXPECT_NE(text.find("body steps indented"), std::string::npos) << text;
+
+  std::vector<Tensor> plain = session().compile(g)->run(feeds);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(testing::all_close(a[i], plain[i], 0, 0));
+    EXPECT_TRUE(testing::all_close(b[i], plain[i], 0, 0));
+  }
+}
+
+// Nested bodies: a while_loop and a cond inside a scan of 6 steps. Per run the loop's cond
+// runs 4 times and its body 3 times per step; the cond's branches run once per step between
+// them, the `pos` branch on the steps whose x sums to more than 0.
+TEST(ControlFlowCpu, ProfileCountsNestedBodies) {
+  Graph g = nested_graph();
+  // Step sums 0.6, -0.6, 1.5, 0.3, -0.9, 0.6: four steps take `pos`.
+  const int64_t positive = 4;
+  TensorMap feeds{{"xs", Tensor::from_doubles(
+                             DType::f32, {6, 3},
+                             std::vector<double>{0.1, 0.2, 0.3, -0.1, -0.2, -0.3, 0.5, 0.5, 0.5,
+                                                 0.3, -0.2, 0.2, -0.3, -0.3, -0.3, 0.2, 0.2, 0.2})},
+                  {"c0", random_tensor(DType::f32, {3}, 2, -1, 1)}};
+  CompileOptions options;
+  options.profile = ProfileMode::Collect;
+  std::shared_ptr<Executable> exe = session().compile(g, options);
+  exe->run(feeds);
+  exe->run(feeds);
+  ExecutionProfile prof = exe->profile();
+  expect_consistent(prof);
+  int32_t loop = -1, cond = -1;
+  for (size_t i = 0; i < prof.nodes.size(); ++i) {
+    if (prof.nodes[i].op == OpKind::WhileLoop) loop = static_cast<int32_t>(i);
+    if (prof.nodes[i].op == OpKind::Cond) cond = static_cast<int32_t>(i);
+  }
+  ASSERT_GE(loop, 0);
+  ASSERT_GE(cond, 0);
+  for (int32_t id : {loop, cond}) {
+    const ExecutionProfile::NodeTotal& n = prof.nodes[static_cast<size_t>(id)];
+    EXPECT_EQ(n.depth, 1);
+    EXPECT_EQ(n.calls, 2 * 6);
+    EXPECT_EQ(prof.nodes[static_cast<size_t>(n.parent)].op, OpKind::Scan);
+  }
+  std::map<std::string, int64_t> calls_by_region;  // the largest call count per region
+  for (std::string parent : {"while", "cond"}) {
+    int32_t id = parent == "while" ? loop : cond;
+    const std::string prefix = prof.nodes[static_cast<size_t>(id)].name + ".";
+    for (const ExecutionProfile::NodeTotal* n : children_of(prof, id)) {
+      EXPECT_EQ(n->depth, 2);
+      std::string region =
+          n->name.substr(prefix.size(), n->name.find('/', prefix.size()) - prefix.size());
+      int64_t& c = calls_by_region[parent + "." + region];
+      c = std::max(c, n->calls);
+    }
+  }
+  EXPECT_EQ(calls_by_region["while.cond"], 2 * 6 * 4);
+  EXPECT_EQ(calls_by_region["while.body"], 2 * 6 * 3);
+  EXPECT_EQ(calls_by_region["cond.branches[1]"], 2 * positive);
+  EXPECT_EQ(calls_by_region["cond.branches[0]"], 2 * (6 - positive));
+}
+
+// A body that needs a large arena: consts w1[512,4], w2[4,512], carry h[4,256] ->
+// w2 · tanh(w1 · h) ([512,256] f32 inside, 512 KiB) + bias (a 1 KiB constant).
+Graph wide_cell() {
+  Graph cell("wide_cell");
+  Value a = cell.input("w1", DType::f32, {512, 4});
+  Value b = cell.input("w2", DType::f32, {4, 512});
+  Value h = cell.input("h", DType::f32, {4, 256});
+  Value bias = cell.constant(random_tensor(DType::f32, {256}, 5, -0.1, 0.1), "bias");
+  cell.set_outputs({cell.add(cell.matmul(b, cell.tanh(cell.matmul(a, h))), bias)});
+  return cell;
+}
+
+// Inputs w1[512,4], w2[4,512], h0[4,256] -> the carry of `length` steps of `body` (consts w1,
+// w2; carry h) from h0.
+Graph scan_of(const std::string& name, Graph body, int64_t length) {
+  Graph g(name);
+  Value w1 = g.input("w1", DType::f32, {512, 4});
+  Value w2 = g.input("w2", DType::f32, {4, 512});
+  Value h0 = g.input("h0", DType::f32, {4, 256});
+  g.set_outputs(g.scan(std::move(body), {h0}, {}, {w1, w2}, ScanOptions{.length = length}));
+  return g;
+}
+
+// The memory-limit check counts what bodies plan: at least the body's own arena (the cell
+// compiled alone), once (less than twice it), nested bodies inside their enclosing one, and
+// the body's constants; a limit between the top-level figure and the whole one fails.
+TEST(ControlFlowCpu, MemoryLimitCountsBodies) {
+  constexpr int64_t kKiB = 1024;
+  Graph g = scan_of("wide", wide_cell(), 3);
+  const int64_t body_arena = session().compile(wide_cell())->memory_plan().arena_bytes;
+  ASSERT_GE(body_arena, 512 * kKiB);
+
+  std::shared_ptr<Executable> exe = session().compile(g);
+  PlannedMemory m = exe->planned_memory();
+  EXPECT_EQ(m.arena, exe->memory_plan().arena_bytes);
+  EXPECT_LT(m.arena, 64 * kKiB);
+  EXPECT_GE(m.bodies, body_arena);
+  // Pointer tables, the 4 KiB carry slot and alignment on top of the body's arena.
+  EXPECT_LE(m.bodies, body_arena + 8 * kKiB);
+  EXPECT_GE(m.constants, kKiB);  // the body's bias (the top level has no constant)
+  EXPECT_EQ(m.outputs, 4 * kKiB);
+  EXPECT_EQ(m.total(), m.arena + m.bodies + m.params + m.constants + m.outputs + m.state);
+
+  const int64_t top_level = m.total() - m.bodies - m.constants;
+  for (int64_t limit : {top_level, top_level + m.bodies / 2, m.total() - 1}) {
+    CompileOptions o;
+    o.memory_limit = limit;
+    std::string msg;
+    try {
+      session().compile(g, o);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("bodies "), std::string::npos) << "limit " << limit << ": " << msg;
+    EXPECT_NE(msg.find("; " + std::to_string(m.total()) + " bytes) exceeds the limit"),
+              std::string::npos)
+        << msg;
+  }
+  CompileOptions exact;
+  exact.memory_limit = m.total();
+  EXPECT_NO_THROW(session().compile(g, exact));
+
+  // Nested: the outer scan's body holds the inner scan, whose body's block lies inside the
+  // outer body's block: the figure grows by the outer body's small arena, not by a second copy
+  // of the inner block.
+  PlannedMemory outer =
+      session().compile(scan_of("outer", scan_of("inner", wide_cell(), 3), 2))->planned_memory();
+  EXPECT_GE(outer.bodies, m.bodies);
+  EXPECT_LE(outer.bodies, m.bodies + 16 * kKiB);
+  EXPECT_GE(outer.constants, kKiB);
 }
 
 // Clones share the compiled bodies (read-only) and each has its own arena, so they run a scan

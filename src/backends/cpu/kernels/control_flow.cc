@@ -14,6 +14,9 @@
 // the next step reads it there (into the results at the last step).
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "../program.h"
 #include "rlx/ir/error.h"
@@ -21,15 +24,20 @@
 namespace rlx::cpu {
 namespace {
 
-// A compiled body.
+// A compiled body and where its steps' profile slots start among its op's (KernelIO::profile).
 struct Body {
   std::shared_ptr<const Program> program;
+  size_t profile_offset = 0;
+  // The body's slots under the op's `profile` (nullptr when the run is not profiled).
+  StepTime* times(StepTime* profile) const {
+    return profile != nullptr ? profile + profile_offset : nullptr;
+  }
   // Runs the body over its block with input i bound to feeds[i], each output o computed into
-  // or copied to want[o] (`bytes[o]` bytes).
+  // or copied to want[o] (`bytes[o]` bytes); profiled into `profile` when it is not null.
   void run_into(std::byte* block, const std::byte* const* feeds, std::byte* const* want,
-                const std::vector<int64_t>& bytes) const {
+                const std::vector<int64_t>& bytes, StepTime* profile) const {
     Bases b{block, feeds, nullptr, nullptr, want};
-    run_steps(*program, b);
+    run_steps(*program, b, times(profile));
     ArenaGuard outputs(block, program->output_arena_ranges);
     for (size_t o = 0; o < bytes.size(); ++o) {
       const std::byte* src = output_address(*program, b, o);
@@ -37,9 +45,9 @@ struct Body {
     }
   }
   // Runs a predicate body (one bool[] output) and returns its value.
-  bool run_predicate(std::byte* block, const std::byte* const* feeds) const {
+  bool run_predicate(std::byte* block, const std::byte* const* feeds, StepTime* profile) const {
     Bases b{block, feeds, nullptr, nullptr, nullptr};
-    run_steps(*program, b);
+    run_steps(*program, b, times(profile));
     ArenaGuard outputs(block, program->output_arena_ranges);
     return *output_address(*program, b, 0) != std::byte{0};
   }
@@ -67,6 +75,19 @@ Layout layout_of(size_t pointers, const std::vector<const Body*>& bodies, int64_
   l.total = l.slot_offset + align64(slot_bytes);
   l.own = {{0, l.body_offset}, {l.slot_offset, align64(slot_bytes)}};
   return l;
+}
+
+// Lays the profile slots of `bodies` (region name, body) out one after another, in this order,
+// and lists them for the enclosing program (RegionKernel::bodies).
+std::vector<RegionBody> region_bodies(const std::vector<std::pair<std::string, Body*>>& bodies) {
+  std::vector<RegionBody> out;
+  size_t at = 0;
+  for (const auto& [region, body] : bodies) {
+    body->profile_offset = at;
+    at += body->program->profile_slots;
+    out.push_back({region, body->program});
+  }
+  return out;
 }
 
 // Compiles `body` (region `region` of node `n`), naming both in a compile error.
@@ -105,7 +126,11 @@ RegionKernel cond_kernel(const Graph& g, const Node& n, const BodyCompiler& comp
     branches->push_back(
         compile_body(n, *graphs[i], "branches[" + std::to_string(i) + "]", compile));
   std::vector<const Body*> all;
-  for (const Body& b : *branches) all.push_back(&b);
+  std::vector<std::pair<std::string, Body*>> named;
+  for (size_t i = 0; i < branches->size(); ++i) {
+    all.push_back(&(*branches)[i]);
+    named.emplace_back("branches[" + std::to_string(i) + "]", &(*branches)[i]);
+  }
   const bool is_bool = g.dtype(n.operands[0]) == DType::bool_;
   Carries c = carries_of(n, 0);
   Layout l = layout_of(0, all, 0);
@@ -114,9 +139,9 @@ RegionKernel cond_kernel(const Graph& g, const Node& n, const BodyCompiler& comp
     int64_t i = is_bool ? (*io.input<uint8_t>(0) != 0 ? 1 : 0) : *io.input<int32_t>(0);
     i = std::clamp<int64_t>(i, 0, last);
     (*branches)[static_cast<size_t>(i)].run_into(io.scratch + l.body_offset, io.in + 1, io.out,
-                                                 c.bytes);
+                                                 c.bytes, io.profile);
   };
-  return {kernel, l.total};
+  return {kernel, l.total, region_bodies(named)};
 }
 
 // ---- while_loop: consts..., init... -> carry. The carry ping-pongs between the results and
@@ -138,9 +163,9 @@ RegionKernel while_kernel(const Graph&, const Node& n, const BodyCompiler& compi
     for (size_t i = 0; i < nc + nk; ++i) feeds[i] = io.in[i];
     bool in_results = false;  // where the carry is: init (before the first trip), results, slot
     for (int64_t trip = 0; max_trips < 0 || trip < max_trips; ++trip) {
-      if (!cond->run_predicate(block, feeds)) break;
+      if (!cond->run_predicate(block, feeds, io.profile)) break;
       for (size_t k = 0; k < nk; ++k) want[k] = in_results ? slot + c.offset[k] : io.out[k];
-      body->run_into(block, feeds, want, c.bytes);
+      body->run_into(block, feeds, want, c.bytes, io.profile);
       for (size_t k = 0; k < nk; ++k) feeds[nc + k] = want[k];
       in_results = !in_results;
     }
@@ -148,7 +173,7 @@ RegionKernel while_kernel(const Graph&, const Node& n, const BodyCompiler& compi
       for (size_t k = 0; k < nk; ++k)
         if (c.bytes[k] > 0) std::memcpy(io.out[k], feeds[nc + k], static_cast<size_t>(c.bytes[k]));
   };
-  return {kernel, l.total};
+  return {kernel, l.total, region_bodies({{"cond", cond.get()}, {"body", body.get()}})};
 }
 
 // ---- scan: consts..., init..., xs... -> carry..., ys.... Scratch pointers: the body's feeds
@@ -196,14 +221,14 @@ RegionKernel scan_kernel(const Graph& g, const Node& n, const BodyCompiler& comp
         want[k] = carry_is_y[k] >= 0 && !last ? want[nk + static_cast<size_t>(carry_is_y[k])]
                   : (length - 1 - s) % 2 == 0 ? io.out[k]
                                               : slot + c.offset[k];
-      body->run_into(block, feeds, want, out_bytes);
+      body->run_into(block, feeds, want, out_bytes, io.profile);
       for (size_t k = 0; k < nk; ++k) feeds[nc + k] = want[k];
     }
     if (length == 0)  // init is the result (ys are empty, so the reference kernel runs this)
       for (size_t k = 0; k < nk; ++k)
         if (c.bytes[k] > 0) std::memcpy(io.out[k], io.in[nc + k], static_cast<size_t>(c.bytes[k]));
   };
-  return {kernel, l.total};
+  return {kernel, l.total, region_bodies({{"body", body.get()}})};
 }
 
 }  // namespace
