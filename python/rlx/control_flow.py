@@ -20,8 +20,10 @@ does a callable returning a Python number or a value of another graph.
 Carries, operands and per-step values may be one Value or a tuple / list of Values (jax's
 pytrees of one level); results come back in the structure the callables return.
 
-No backend runs these ops natively yet: evaluate graphs holding them with :func:`rlx.evaluate`
-(the reference evaluator); compiling one raises an Error naming the op.
+Graphs holding them run on the reference evaluator (:func:`rlx.evaluate`), compile for the CPU
+(each body a compiled sub-program, nothing compiled or allocated per iteration) and for XLA
+devices (``stablehlo.case`` / ``stablehlo.while``), and go through ``rlx.grad`` / ``jvp`` /
+``vmap`` (docs/ir.md "Regions").
 """
 
 from __future__ import annotations

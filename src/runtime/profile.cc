@@ -65,12 +65,12 @@ std::string ExecutionProfile::to_string() const {
                 bodies ? " (body steps indented under their control-flow node, whose time "
                          "includes them)"
                        : "");
-  out += format("%6s  %-32s %-20s %10s %12s %7s\n", "node", "name", "op", "calls", "total ms",
+  out += format("%6s  %-32s %-24s %10s %12s %7s\n", "node", "name", "op", "calls", "total ms",
                 "% run");
   auto print = [&](auto& self, const std::vector<const NodeTotal*>& rows) -> void {
     for (const NodeTotal* n : rows) {
       std::string name = std::string(static_cast<size_t>(2 * n->depth), ' ') + n->name;
-      out += format("%6d  %-32s %-20s %10lld %12.3f %6.1f%%\n", n->node, name.c_str(),
+      out += format("%6d  %-32s %-24s %10lld %12.3f %6.1f%%\n", n->node, name.c_str(),
                     std::string(op_name(n->op)).c_str(), static_cast<long long>(n->calls),
                     n->seconds * 1e3, pct(n->seconds));
       self(self, slowest(static_cast<int32_t>(n - nodes.data())));
