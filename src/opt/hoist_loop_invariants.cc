@@ -271,12 +271,30 @@ class Emitter {
   std::string hint_;
 };
 
+/// Marks in `used` the inputs of `p.body` that a live node or an output reads.
+void mark_used_inputs(const RegionPlan& p, std::vector<bool>& used) {
+  const Graph& body = *p.body;
+  std::vector<int32_t> ins = body.inputs();
+  std::vector<int> position(body.nodes().size(), -1);
+  for (size_t i = 0; i < ins.size(); ++i)
+    position[static_cast<size_t>(ins[i])] = static_cast<int>(i);
+  auto mark = [&](Value v) {
+    int at = position[static_cast<size_t>(v.node)];
+    if (at >= 0) used[static_cast<size_t>(at)] = true;
+  };
+  for (size_t i = 0; i < body.nodes().size(); ++i)
+    if (p.live[i])
+      for (Value v : body.nodes()[i].operands) mark(v);
+  for (Value v : body.outputs()) mark(v);
+}
+
 /// `p.body` with new inputs: after its `nc` consts one per value of `new_consts` (the loop's new
 /// consts; this region's own start at `offset`, a while_loop's cond and body sharing the list),
-/// and at the end one per value of `new_xs`; its `consts` and `xs` nodes read those inputs and
-/// nodes that are not live are left out.
+/// and at the end one per value of `new_xs`; its `consts` and `xs` nodes read those inputs, nodes
+/// that are not live and the inputs not marked in `keep_input` are left out.
 Graph rebuild(const RegionPlan& p, size_t nc, const std::vector<TensorType>& new_consts,
-              size_t offset, const std::vector<TensorType>& new_xs) {
+              size_t offset, const std::vector<TensorType>& new_xs,
+              const std::vector<bool>& keep_input) {
   const Graph& body = *p.body;
   const std::vector<Node>& nodes = body.nodes();
   Graph nb(body.name());
@@ -296,6 +314,7 @@ Graph rebuild(const RegionPlan& p, size_t nc, const std::vector<TensorType>& new
   for (size_t i = 0; i <= ins.size(); ++i) {
     if (i == nc) add_inputs(p.consts, new_consts, offset, "_inv");
     if (i == ins.size()) break;
+    if (!keep_input[i]) continue;  // used by no node left in any region of the loop
     const Node& in = nodes[static_cast<size_t>(ins[i])];
     map[static_cast<size_t>(ins[i])] = {
         nb.input(in.name, in.results[0].dtype, in.results[0].shape)};
@@ -351,14 +370,23 @@ std::optional<std::vector<Value>> hoist(Graph& dst, const Node& n,
     dims.erase(dims.begin());
     xs_types.push_back({t.dtype, Shape(dims)});
   }
+  // Consts and xs that no region reads any more (the hoisted work was their only use) leave the
+  // loop; carries stay.
+  std::vector<bool> keep(operands.size(), false);
+  for (const RegionPlan& p : plans) mark_used_inputs(p, keep);
+  for (size_t i = nc; i < first_xs; ++i) keep[i] = true;
   auto ref = [](Graph b) { return GraphRef(std::make_shared<const Graph>(std::move(b))); };
   AttrMap attrs = n.attrs;
-  attrs.set("body", ref(rebuild(plans[0], nc, const_types, offsets[0], xs_types)));
-  if (!scan) attrs.set("cond", ref(rebuild(plans[1], nc, const_types, offsets[1], {})));
-  attrs.set("num_consts", static_cast<int64_t>(nc + new_consts.size()));
-  std::vector<Value> ops(operands.begin(), operands.begin() + static_cast<std::ptrdiff_t>(nc));
-  ops.insert(ops.end(), new_consts.begin(), new_consts.end());
-  ops.insert(ops.end(), operands.begin() + static_cast<std::ptrdiff_t>(nc), operands.end());
+  attrs.set("body", ref(rebuild(plans[0], nc, const_types, offsets[0], xs_types, keep)));
+  if (!scan) attrs.set("cond", ref(rebuild(plans[1], nc, const_types, offsets[1], {}, keep)));
+  std::vector<Value> ops;
+  for (size_t i = 0; i <= operands.size(); ++i) {
+    if (i == nc) {
+      attrs.set("num_consts", static_cast<int64_t>(ops.size() + new_consts.size()));
+      ops.insert(ops.end(), new_consts.begin(), new_consts.end());
+    }
+    if (i < operands.size() && keep[i]) ops.push_back(operands[i]);
+  }
   ops.insert(ops.end(), new_xs.begin(), new_xs.end());
   return dst.emit(n.op, std::move(ops), std::move(attrs), n.name);
 }

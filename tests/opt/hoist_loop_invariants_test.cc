@@ -74,12 +74,13 @@ TEST(HoistLoopInvariants, WhileLoopHoistsBodyAndCondInvariants) {
   Graph g = growth(0);
   Graph h = hoisted(g);
   const Node& loop = only(h, OpKind::WhileLoop);
-  // Two new consts (cond's limit * 2, body's reduce): each region gets both inputs.
-  EXPECT_EQ(loop.attrs.get_int("num_consts"), 4);
+  // Two new consts (cond's limit * 2, body's reduce): each region gets both inputs; limit and w,
+  // read by nothing left in the loop, leave it.
+  EXPECT_EQ(loop.attrs.get_int("num_consts"), 2);
   const Graph& body = loop.attrs.get_graph("body");
   const Graph& cond = loop.attrs.get_graph("cond");
-  EXPECT_EQ(body.inputs().size(), 5U);
-  EXPECT_EQ(cond.inputs().size(), 5U);
+  EXPECT_EQ(body.inputs().size(), 3U);
+  EXPECT_EQ(cond.inputs().size(), 3U);
   EXPECT_EQ(count(body, OpKind::ReduceSum), 0);  // hoisted with the chain under it
   EXPECT_EQ(count(body, OpKind::Mul), 1);        // x * 1.5: variant, stays
   EXPECT_EQ(count(cond, OpKind::Mul), 0);
@@ -123,7 +124,8 @@ TEST(HoistLoopInvariants, ScanHoistsInvariantsButNotSizeInflatingOps) {
     Graph g = licm_scan(t);
     Graph h = hoisted(g);
     const Node& scan = only(h, OpKind::Scan);
-    EXPECT_EQ(scan.attrs.get_int("num_consts"), 4);  // w, b, transpose(w * .5), neg(b)
+    // transpose(w * .5), neg(b) replace w and b (now unused)
+    EXPECT_EQ(scan.attrs.get_int("num_consts"), 2);
     const Graph& body = scan.attrs.get_graph("body");
     EXPECT_EQ(count(body, OpKind::Transpose), 0);
     EXPECT_EQ(count(body, OpKind::Neg), 0);
@@ -182,10 +184,11 @@ TEST(HoistLoopInvariants, ScanBatchesStepIndependentGemms) {
         Graph h = hoisted(g);
         const Node& scan = only(h, OpKind::Scan);
         const Graph& body = scan.attrs.get_graph("body");
-        // One new xs [T, ...h's shape] (x_t @ U + b); only h @ W stays in the body.
-        ASSERT_EQ(scan.operands.size(), 6U);
+        // One new xs [T, ...h's shape] (x_t @ U + b) replaces xs, u and b (now unused); only
+        // h @ W stays in the body.
+        ASSERT_EQ(scan.operands.size(), 3U);
         Shape want = form == 3 ? Shape{t, 2, 3, 4} : Shape{t, 3, 4};
-        EXPECT_EQ(h.shape(scan.operands[5]), want);
+        EXPECT_EQ(h.shape(scan.operands[2]), want);
         EXPECT_EQ(count(body, OpKind::DotGeneral) + count(body, OpKind::MatMul), 1);
         EXPECT_EQ(count(body, OpKind::Add), 1);
         EXPECT_EQ(count(body, OpKind::Transpose), 0);
@@ -296,7 +299,8 @@ TEST(HoistLoopInvariants, StandardPipelineHoists) {
   Graph g = rnn(6, 1, false);
   PipelineResult r = run_standard_pipeline(g, PipelineOptions{});
   const Node& scan = only(r.graph, OpKind::Scan);
-  EXPECT_EQ(scan.operands.size(), 6U);  // the batched x @ U + b became an xs
+  ASSERT_EQ(scan.operands.size(), 3U);  // w, h0 and the batched x @ U + b as the only xs
+  EXPECT_EQ(r.graph.shape(scan.operands[2]), (Shape{6, 3, 4}));
   TensorMap feeds{{"xs", random_tensor(DType::f32, {6, 3, 4}, 17)},
                   {"h0", random_tensor(DType::f32, {3, 4}, 18)},
                   {"w", random_tensor(DType::f32, {4, 4}, 19, -0.5, 0.5)},
