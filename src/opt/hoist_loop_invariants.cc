@@ -163,8 +163,9 @@ std::string fresh_input_name(const Graph& b, const std::string& hint,
 /// outer value of each of its `consts` and `xs` nodes (in that order).
 class Emitter {
  public:
-  Emitter(Graph& dst, std::span<const Value> operands, int64_t length, std::string hint)
-      : dst_(dst), operands_(operands), length_(length), hint_(std::move(hint)) {}
+  /// Hoisted nodes are named LOOP.NODE (`loop` the loop's name, NODE the body node's).
+  Emitter(Graph& dst, std::span<const Value> operands, int64_t length, std::string loop)
+      : dst_(dst), operands_(operands), length_(length), loop_(std::move(loop)) {}
 
   std::vector<Value> emit(const RegionPlan& p) {
     const std::vector<Node>& nodes = p.body->nodes();
@@ -190,8 +191,9 @@ class Emitter {
         ops.push_back(outer[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
         step.push_back(p.dep[static_cast<size_t>(v.node)] == Dep::Step);
       }
-      outer[i] = p.dep[i] == Dep::Step ? std::vector<Value>{batched(n, ops, step)}
-                                       : dst_.emit(n.op, std::move(ops), n.attrs, hint_);
+      outer[i] = p.dep[i] == Dep::Step
+                     ? std::vector<Value>{batched(n, ops, step)}
+                     : dst_.emit(n.op, std::move(ops), n.attrs, loop_ + "." + n.name);
     }
     std::vector<Value> out;
     for (int32_t id : p.consts) out.push_back(outer[static_cast<size_t>(id)][0]);
@@ -212,6 +214,7 @@ class Emitter {
       return out;
     };
     AttrMap attrs = n.attrs;
+    const std::string name = loop_ + "." + n.name;
     Value out;
     if (op_info(n.op).has(kElementwise)) {
       // Invariants broadcast against the new axis as numpy does (right-aligned, no copy); a
@@ -224,7 +227,7 @@ class Emitter {
         for (int d = 1; d < s.rank(); ++d) dims.push_back(s[d]);
         ops[i] = dst_.reshape(ops[i], dims);
       }
-      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), hint_);
+      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), name);
     } else if (n.op == OpKind::Reshape) {
       out = dst_.reshape(ops[0], full);
     } else if (n.op == OpKind::Transpose) {
@@ -236,7 +239,7 @@ class Emitter {
       for (int64_t d : shifted(n.attrs.get_ints("broadcast_dimensions"))) dims.push_back(d);
       out = dst_.broadcast_in_dim(ops[0], full, dims);
     } else if (n.op == OpKind::MatMul) {
-      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), hint_);
+      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), name);
     } else {  // dot_general with one step operand
       // Its new axis 0 is the first free dim of its side: the result is [batch..., lhs free...,
       // rhs free...], so the step axis lands after the batch dims (lhs) or after the lhs free
@@ -250,7 +253,7 @@ class Emitter {
         const Shape& lhs = dst_.shape(ops[0]);
         at = lhs.rank() - static_cast<int64_t>(n.attrs.get_ints("lhs_contract").size());
       }
-      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), hint_);
+      out = dst_.emit1(n.op, std::move(ops), std::move(attrs), name);
       if (at != 0) {
         std::vector<int64_t> perm{at};
         for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d)
@@ -268,7 +271,7 @@ class Emitter {
   Graph& dst_;
   std::span<const Value> operands_;
   int64_t length_;
-  std::string hint_;
+  std::string loop_;
 };
 
 /// Marks in `used` the inputs of `p.body` that a live node or an output reads.
@@ -353,7 +356,7 @@ std::optional<std::vector<Value>> hoist(Graph& dst, const Node& n,
   bool any = false;
   for (const RegionPlan& p : plans) any = any || !p.consts.empty() || !p.xs.empty();
   if (!any) return std::nullopt;
-  Emitter emitter(dst, operands, scan ? n.attrs.get_int("length") : -1, n.name + ".h");
+  Emitter emitter(dst, operands, scan ? n.attrs.get_int("length") : -1, n.name);
   std::vector<Value> new_consts, new_xs;
   std::vector<size_t> offsets;
   for (const RegionPlan& p : plans) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../common/test_util.h"
+#include "pass_file.h"
 #include "rlx/ir/custom_op.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/opt/passes.h"
@@ -307,6 +308,16 @@ TEST(HoistLoopInvariants, StandardPipelineHoists) {
                   {"u", random_tensor(DType::f32, {4, 4}, 20, -0.5, 0.5)},
                   {"b", random_tensor(DType::f32, {4}, 21)}};
   expect_same_values(g, r.graph, feeds, 1e-6);
+}
+
+TEST(HoistLoopInvariants, PassFiles) {
+  EXPECT_GE(testing::run_pass_files("hoist-loop-invariants",
+                                    [] {
+                                      PassManager pm;
+                                      pm.add(create_hoist_loop_invariants_pass());
+                                      return pm;
+                                    }),
+            2);
 }
 
 }  // namespace
