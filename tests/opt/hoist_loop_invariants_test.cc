@@ -4,6 +4,7 @@
 // steps); negatives: variant, size-inflating, unseeded-rng and custom_call nodes stay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,9 +23,7 @@ using testing::all_close;
 using testing::random_tensor;
 
 int count(const Graph& g, OpKind op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
+  return static_cast<int>(std::ranges::count(g.nodes(), op, &Node::op));
 }
 
 const Node& only(const Graph& g, OpKind op) {
