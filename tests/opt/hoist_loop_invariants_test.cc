@@ -203,6 +203,33 @@ TEST(HoistLoopInvariants, ScanBatchesStepIndependentGemms) {
       }
 }
 
+TEST(HoistLoopInvariants, ScanBatchesLowerRankStepOperands) {
+  // h' = tanh(h + (x_t @ U) * s_t): s_t f32[4] (a second xs) broadcasts against [3,4] in the
+  // body, so its batched form [T,4] gets a unit dim ([T,1,4]) before the multiply.
+  Graph g("rank");
+  Value xs = g.input("xs", DType::f32, {5, 3, 4});
+  Value ss = g.input("ss", DType::f32, {5, 4});
+  Graph b("cell");
+  Value u = b.input("u", DType::f32, {4, 4});
+  Value h = b.input("h", DType::f32, {3, 4});
+  Value x = b.input("x", DType::f32, {3, 4});
+  Value sv = b.input("s", DType::f32, {4});
+  Value n = b.tanh(b.add(h, b.mul(b.matmul(x, u), sv)));
+  b.set_outputs({n});
+  g.set_outputs(g.scan(std::move(b), {g.input("h0", DType::f32, {3, 4})}, {xs, ss},
+                       {g.input("u", DType::f32, {4, 4})}));
+  Graph h2 = hoisted(g);
+  const Node& scan = only(h2, OpKind::Scan);
+  ASSERT_EQ(scan.operands.size(), 2U);  // h0 and the batched product: u, xs and ss left
+  EXPECT_EQ(h2.shape(scan.operands[1]), (Shape{5, 3, 4}));
+  EXPECT_EQ(count(scan.attrs.get_graph("body"), OpKind::Mul), 0);
+  TensorMap feeds{{"xs", random_tensor(DType::f32, {5, 3, 4}, 22)},
+                  {"ss", random_tensor(DType::f32, {5, 4}, 23)},
+                  {"h0", random_tensor(DType::f32, {3, 4}, 24)},
+                  {"u", random_tensor(DType::f32, {4, 4}, 25, -0.5, 0.5)}};
+  expect_same_values(g, h2, feeds, 1e-6);
+}
+
 TEST(HoistLoopInvariants, StepDependentWorkWithoutGemmStays) {
   // y = tanh(h + x * 2 + c): x * 2 depends on no carry but holds no GEMM, so it stays (moving
   // it would only trade T small ops for one large buffer).
