@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -328,12 +329,29 @@ TEST(HoistLoopInvariants, StandardPipelineHoists) {
   const Node& scan = only(r.graph, OpKind::Scan);
   ASSERT_EQ(scan.operands.size(), 3U);  // w, h0 and the batched x @ U + b as the only xs
   EXPECT_EQ(r.graph.shape(scan.operands[2]), (Shape{6, 3, 4}));
+  // Two scans of the cell that differ in their outputs (so they stay two): what both hoist is
+  // computed once after the pipeline's cse.
+  Graph two = g;
+  const Node& first = only(two, OpKind::Scan);
+  Graph cell = first.attrs.get_graph("body");
+  cell.set_outputs({cell.outputs()[0], cell.outputs()[0]});
+  AttrMap attrs = first.attrs;
+  attrs.set("body", GraphRef(std::make_shared<const Graph>(std::move(cell))));
+  std::vector<Value> other = two.emit(OpKind::Scan, first.operands, attrs);
+  std::vector<Value> outs = two.outputs();
+  outs.push_back(other[1]);
+  two.set_outputs(outs);
+  PipelineResult r2 = run_standard_pipeline(two, PipelineOptions{});
+  EXPECT_EQ(count(r2.graph, OpKind::Scan), 2);
+  // xs @ U + b, once (fused into one node when the backend claims the fusion)
+  EXPECT_EQ(count(r2.graph, OpKind::MatMul) + count(r2.graph, OpKind::FusedMatMulBiasAct), 1);
   TensorMap feeds{{"xs", random_tensor(DType::f32, {6, 3, 4}, 17)},
                   {"h0", random_tensor(DType::f32, {3, 4}, 18)},
                   {"w", random_tensor(DType::f32, {4, 4}, 19, -0.5, 0.5)},
                   {"u", random_tensor(DType::f32, {4, 4}, 20, -0.5, 0.5)},
                   {"b", random_tensor(DType::f32, {4}, 21)}};
   expect_same_values(g, r.graph, feeds, 1e-6);
+  expect_same_values(two, r2.graph, feeds, 1e-6);
 }
 
 TEST(HoistLoopInvariants, PassFiles) {
