@@ -238,6 +238,12 @@ class Emitter {
       std::vector<int64_t> dims{0};
       for (int64_t d : shifted(n.attrs.get_ints("broadcast_dimensions"))) dims.push_back(d);
       out = dst_.broadcast_in_dim(ops[0], full, dims);
+    } else if (n.op == OpKind::MatMul && step[0] && dst_.shape(ops[1]).rank() == 2) {
+      // x [T, ..., M, K] @ w [K, N] as the dot_general autodiff and decompositions write, so
+      // cse merges it with theirs (the forward recomputation in a scan's vjp).
+      int64_t k = dst_.shape(ops[0]).rank() - 1;
+      out = dst_.dot_general(ops[0], ops[1], {}, {}, {k}, {0});
+      dst_.rename(out.node, name);
     } else if (n.op == OpKind::MatMul) {
       out = dst_.emit1(n.op, std::move(ops), std::move(attrs), name);
     } else {  // dot_general with one step operand

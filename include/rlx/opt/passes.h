@@ -53,7 +53,8 @@ std::unique_ptr<Pass> create_simplify_pass();
 ///   ops (invariants broadcast against the new leading axis), reshape, transpose,
 ///   broadcast_in_dim, dot_general with one step-dependent operand (its dims shifted; the step
 ///   axis transposed to the front when the result puts it elsewhere) and matmul (step operand
-///   and invariant of rank >= 2, the invariant of no higher rank). A subgraph moves only when it
+///   and invariant of rank >= 2, the invariant of no higher rank; step x @ matrix W becomes a
+///   dot_general contracting x's last dim). A subgraph moves only when it
 ///   holds a dot_general or matmul: it trades a [T, ...] buffer for T GEMMs in one.
 /// Never moved: collectives, custom_call (pure_callback included: user code stays where it
 /// was written), rng_key without a seed (its key depends on where it runs), control-flow ops,
