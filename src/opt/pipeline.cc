@@ -70,6 +70,16 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   if (o.fold_constants) pm.add(create_fold_constants_pass(o.fold_max_elements));
   pm.add(create_cse_pass());
   pm.add(create_simplify_pass());
+  // Only graphs holding control flow get hoist-loop-invariants: after legalization (bodies hold
+  // the ops the backend runs) and before the fusions (which then see the smaller bodies), with
+  // a second cse that merges what different loops hoisted alike (the x @ U of a forward scan and
+  // of the residual scan of its gradient).
+  bool control_flow = false;
+  for (const Node& n : r.graph.nodes()) control_flow = control_flow || is_control_flow(n.op);
+  if (control_flow) {
+    pm.add(create_hoist_loop_invariants_pass());
+    pm.add(create_cse_pass());
+  }
   if (claims(OpKind::QuantMatMul)) pm.add(create_fuse_quant_matmul_pass());
   if (claims(OpKind::Attention)) pm.add(create_fuse_attention_pass());
   if (claims(OpKind::FusedMatMulBiasAct)) pm.add(create_fuse_matmul_bias_act_pass());

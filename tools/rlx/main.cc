@@ -86,6 +86,7 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
   if (name == "cse") return create_cse_pass();
   if (name == "fold-constants") return create_fold_constants_pass();
   if (name == "simplify") return create_simplify_pass();
+  if (name == "hoist-loop-invariants") return create_hoist_loop_invariants_pass();
   if (name == "legalize-broadcast") return create_legalize_broadcast_pass();
   if (name == "fuse-quant-matmul") return create_fuse_quant_matmul_pass();
   if (name == "fuse-matmul-bias-act") return create_fuse_matmul_bias_act_pass();
@@ -96,7 +97,8 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
   if (name == "unfuse")
     return create_decompose_pass([](OpKind op) { return !op_info(op).has(kFused); }, "unfuse");
   throw Error("unknown pass '" + name +
-              "' (known: dce, cse, fold-constants, simplify, legalize-broadcast, "
+              "' (known: dce, cse, fold-constants, simplify, hoist-loop-invariants, "
+              "legalize-broadcast, "
               "fuse-quant-matmul, fuse-matmul-bias-act, fuse-residual-norm, fuse-attention, "
               "mark-elementwise-regions, decompose, unfuse)");
 }

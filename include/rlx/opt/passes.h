@@ -37,6 +37,31 @@ std::unique_ptr<Pass> create_fold_constants_pass(int64_t max_elements = int64_t{
 /// branches[int(pred)], an i32 index is clamped to [0, N-1] as lax.switch).
 std::unique_ptr<Pass> create_simplify_pass();
 
+/// "hoist-loop-invariants": moves work out of while_loop and scan bodies (nested ones
+/// included, innermost first, so a value climbs one level per enclosing loop), values unchanged:
+/// - loop-invariant code motion (XLA's WhileLoopInvariantCodeMotion): a body (or while cond) node
+///   whose operands are all invariant — body inputs bound to captured consts, constants, other
+///   invariant nodes — is computed once before the loop on the outer values and passed in as a
+///   new captured const. Only the frontier moves (invariant nodes used by a node that stays or
+///   returned by the body); leaves (constant, iota) stay, and so does a size-inflating node (its
+///   result has more bytes than its operands together: broadcast, pad, outer products; XLA's
+///   hoist_size_inflating_ops=false), whose invariant operands move instead.
+/// - step-independent hoisting (scan only): a value that depends on the step's xs slices and
+///   invariants but on no carry (x_t @ U, x_t @ U + b) is computed for all steps at once before
+///   the loop (xs [T,B,K] @ U -> [T,B,N], one GEMM instead of T) and read by the body as a new
+///   xs, whatever `reverse` (step t reads slice t either way). The batched ops are elementwise
+///   ops (invariants broadcast against the new leading axis), reshape, transpose,
+///   broadcast_in_dim, dot_general with one step-dependent operand (its dims shifted; the step
+///   axis transposed to the front when the result puts it elsewhere) and matmul (step operand
+///   and invariant of rank >= 2, the invariant of no higher rank; step x @ matrix W becomes a
+///   dot_general contracting x's last dim). A subgraph moves only when it
+///   holds a dot_general or matmul: it trades a [T, ...] buffer for T GEMMs in one.
+/// Never moved: collectives, custom_call (pure_callback included: user code stays where it
+/// was written), rng_key without a seed (its key depends on where it runs), control-flow ops,
+/// multi-result nodes (their operands may move). A loop that runs zero times still evaluates
+/// the hoisted values (pure; as XLA).
+std::unique_ptr<Pass> create_hoist_loop_invariants_pass();
+
 /// "legalize-broadcast": makes every implicit numpy broadcast explicit with broadcast_in_dim,
 /// so elementwise operands have the result's shape (StableHLO/XLA require it).
 std::unique_ptr<Pass> create_legalize_broadcast_pass();

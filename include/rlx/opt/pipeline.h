@@ -1,8 +1,8 @@
 // The standard compile pipeline a backend composes: verify -> quantized param storage ->
-// bind-rng-seed -> legalize -> DCE -> fold -> CSE -> simplify -> fusions (those the backend
-// claims) -> AMP -> DCE -> memory plan. Under always-f16 / always-bf16 the normalisations and
-// attention are legalized after AMP (a second legalize), so their decompositions keep f32
-// statistics.
+// bind-rng-seed -> legalize -> DCE -> fold -> CSE -> simplify -> [hoist-loop-invariants -> CSE,
+// when the graph holds control flow] -> fusions (those the backend claims) -> AMP -> DCE -> memory
+// plan. Under always-f16 / always-bf16 the normalisations and attention are legalized after AMP (a
+// second legalize), so their decompositions keep f32 statistics.
 #pragma once
 
 #include <functional>
