@@ -431,8 +431,9 @@ TEST(CpuGemm, SessionFusesMatMulAddGeluIntoOneNativeNode) {
 // Calls the native kernel of `g`'s output node directly (the executor's own per-run
 // allocations are not the kernel's) on random inputs, once to warm up (the thread's scratch
 // and stream, oneDNN's lazily made state), then once more; returns the operator new calls of
-// that second call, and checks its result against the reference evaluator.
-int64_t steady_state_allocations(const Graph& g, const std::vector<TensorType>& types) {
+// that second call, and checks its result against the reference evaluator (relative and
+// absolute tolerance `tol`).
+int64_t steady_state_allocations(const Graph& g, const std::vector<TensorType>& types, double tol) {
   std::vector<Tensor> ins;
   for (size_t i = 0; i < types.size(); ++i)
     ins.push_back(random_tensor(types[i].dtype, types[i].shape, 40 + i));
@@ -450,7 +451,7 @@ int64_t steady_state_allocations(const Graph& g, const std::vector<TensorType>& 
   kernel(io);
   int64_t n = testing::allocations_of([&] { kernel(io); });
   Tensor want = evaluate(g, feeds_of(ins))[0];
-  EXPECT_TRUE(testing::all_close(out, want, 1e-2, 1e-4));
+  EXPECT_TRUE(testing::all_close(out, want, tol, tol));
   return n;
 }
 
@@ -492,7 +493,7 @@ TEST(CpuGemm, SmallPathCallAllocatesNothing) {
   };
   for (const AllocCase& c : cases) {
     SCOPED_TRACE(c.label);
-    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types), 0);
+    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-5), 0);
   }
 }
 
@@ -524,7 +525,7 @@ TEST(CpuGemm, DnnlPathCallAllocatesOnlyInsideOneDnn) {
   for (const AllocCase& c : cases) {
     SCOPED_TRACE(c.label);
     int64_t args = static_cast<int64_t>(c.types.size()) + 1;  // the operands and the result
-    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types), 2 * args);
+    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-2), 2 * args);
   }
 }
 

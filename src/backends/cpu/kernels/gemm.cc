@@ -191,6 +191,23 @@ std::optional<Layout> make_layout(const Problem& p, bool pack_a, bool pack_b) {
   return l;
 }
 
+// Element offsets of batch index `bi` (row-major over l.batch) in A, B, the bias and C.
+struct BatchOffsets {
+  int64_t a = 0, b = 0, bias = 0, c = 0;
+};
+BatchOffsets batch_offsets(const Layout& l, int64_t bi) {
+  BatchOffsets o;
+  for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
+    int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
+    rest /= static_cast<size_t>(l.batch[d]);
+    o.a += idx * l.a.batch[d].stride;
+    o.b += idx * l.b.batch[d].stride;
+    o.bias += idx * l.bias.batch[d].stride;
+    o.c += idx * l.c.batch[d].stride;
+  }
+  return o;
+}
+
 // ---- the oneDNN path (f32, bf16, f16 through f32)
 
 // A oneDNN memory descriptor of the view `axes` (outermost first): broadcast axes get dim 1,
@@ -596,22 +613,17 @@ struct SmallGemm {
     int64_t batches = 1;
     for (int64_t d : l.batch) batches *= d;
     for (int64_t bi = 0; bi < batches; ++bi) {
-      int64_t ao = 0, bo = 0, co = 0, biaso = 0;
-      for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
-        int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
-        rest /= static_cast<size_t>(l.batch[d]);
-        ao += idx * l.a.batch[d].stride;
-        bo += idx * l.b.batch[d].stride;
-        co += idx * l.c.batch[d].stride;
-        biaso += idx * l.bias.batch[d].stride;
-      }
+      auto [ao, bo, biaso, co] = batch_offsets(l, bi);
       small_sgemm(l.m, l.n, l.k, a + ao, l.a.row.stride, l.a.col.stride, b + bo, l.b.row.stride,
                   c + co, l.c.row.stride);
       if (!bias) continue;
       for (int64_t i = 0; i < l.m; ++i) {
         float* row = c + co + i * l.c.row.stride;
         const float* brow = bias + biaso + i * l.bias.row.stride;
-        for (int64_t j = 0; j < l.n; ++j) row[j] += brow[j * l.bias.col.stride];
+        if (l.bias.col.stride == 1)
+          vec_binary(VecBinary::kAdd, row, brow, row, l.n);
+        else
+          for (int64_t j = 0; j < l.n; ++j) row[j] += brow[j * l.bias.col.stride];
         if (act) vec_apply(*act, row, row, l.n);
       }
     }
@@ -771,14 +783,8 @@ struct LoopGemm {
       Acc acc[kChunk];
       for (int64_t r = r0; r < r1; ++r) {
         int64_t bi = r / l.m, i = r % l.m;
-        int64_t ao = i * l.a.row.stride, bo = 0, biaso = i * l.bias.row.stride;
-        for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
-          int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
-          rest /= static_cast<size_t>(l.batch[d]);
-          ao += idx * l.a.batch[d].stride;
-          bo += idx * l.b.batch[d].stride;
-          biaso += idx * l.bias.batch[d].stride;
-        }
+        BatchOffsets o = batch_offsets(l, bi);
+        int64_t ao = o.a + i * l.a.row.stride, bo = o.b, biaso = o.bias + i * l.bias.row.stride;
         for (int64_t j0 = 0; j0 < l.n; j0 += kChunk) {
           int64_t nj = std::min(kChunk, l.n - j0);
           std::fill(acc, acc + nj, Acc{0});

@@ -42,24 +42,16 @@ void block(int64_t k, const float* a, int64_t a_row, int64_t a_col, const float*
     __m256 b0 = kFull ? _mm256_loadu_ps(bp) : _mm256_maskload_ps(bp, m0);
     __m256 b1 = kFull ? _mm256_loadu_ps(bp + 8) : _mm256_maskload_ps(bp + 8, m1);
     int64_t o = p * a_col;
-    __m256 x = _mm256_broadcast_ss(a0 + o);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    if constexpr (MR > 1) {
-      x = _mm256_broadcast_ss(a1 + o);
-      c10 = _mm256_fmadd_ps(x, b0, c10);
-      c11 = _mm256_fmadd_ps(x, b1, c11);
-    }
-    if constexpr (MR > 2) {
-      x = _mm256_broadcast_ss(a2 + o);
-      c20 = _mm256_fmadd_ps(x, b0, c20);
-      c21 = _mm256_fmadd_ps(x, b1, c21);
-    }
-    if constexpr (MR > 3) {
-      x = _mm256_broadcast_ss(a3 + o);
-      c30 = _mm256_fmadd_ps(x, b0, c30);
-      c31 = _mm256_fmadd_ps(x, b1, c31);
-    }
+    // One row's rank-1 update: its element of A broadcast times the B row, into its registers.
+    auto update = [&](const float* ar, __m256& lo, __m256& hi) {
+      __m256 x = _mm256_broadcast_ss(ar + o);
+      lo = _mm256_fmadd_ps(x, b0, lo);
+      hi = _mm256_fmadd_ps(x, b1, hi);
+    };
+    update(a0, c00, c01);
+    if constexpr (MR > 1) update(a1, c10, c11);
+    if constexpr (MR > 2) update(a2, c20, c21);
+    if constexpr (MR > 3) update(a3, c30, c31);
   }
   auto store = [&](float* row, __m256 lo, __m256 hi) {
     if (kFull) {
