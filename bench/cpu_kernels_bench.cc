@@ -5,9 +5,12 @@
 // - nn: chains of softmax (rows, and down columns: the strided path) and layer_norm in f32 and
 //   bf16: native vs decomposed (force_common) vs the reference evaluator;
 // - attention: S 128 / 1024, no mask and causal: native vs decomposed vs reference.
+// - gemm: small matmuls (an RNN step, batch-1 layers) and fused_matmul_bias_act, where the
+//   per-call overhead matters: CPU microseconds per call of the kernel called directly and of
+//   Executable::run (best of 5 loops).
 // Times are CPU seconds of the whole process (less skewed by a shared machine than wall time);
 // run with RLX_NUM_THREADS=1 for per-core throughput.
-// Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention]
+// Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention|gemm]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -204,19 +207,78 @@ void bench_attention() {
     }
 }
 
+// Per-call CPU time of small GEMMs: the kernel called directly in a tight loop, and a whole
+// Executable::run (executor, feeds and the output copy included). Best of 5 loops.
+void bench_gemm() {
+  std::printf("small gemm, f32 (CPU microseconds per call, best of 5 loops):\n");
+  struct Case {
+    int64_t m, k, n;
+    const char* act;  // nullptr: matmul; else fused_matmul_bias_act with this activation
+  };
+  const Case cases[] = {{8, 64, 64, nullptr},    {8, 64, 64, "none"},     {8, 64, 64, "relu"},
+                        {1, 256, 256, nullptr},  {32, 64, 64, nullptr},   {64, 64, 64, nullptr},
+                        {64, 128, 128, nullptr}, {64, 256, 256, nullptr}, {64, 256, 256, "gelu"},
+                        {1, 384, 1536, nullptr}, {1, 384, 1536, "gelu"}};
+  auto best_us = [](auto&& fn, int reps) {
+    fn();
+    double best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+      timespec t0{}, t1{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+      for (int i = 0; i < reps; ++i) fn();
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+      double sec = static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                   1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+      best = std::min(best, sec / reps);
+    }
+    return best * 1e6;
+  };
+  Session session;
+  for (const Case& c : cases) {
+    Graph g("gemm");
+    Value x = g.input("x", DType::f32, {c.m, c.k}), w = g.input("w", DType::f32, {c.k, c.n});
+    TensorMap feeds{{"x", random_tensor(DType::f32, Shape{c.m, c.k}, 1)},
+                    {"w", random_tensor(DType::f32, Shape{c.k, c.n}, 2)}};
+    if (c.act) {
+      feeds.emplace("b", random_tensor(DType::f32, Shape{c.n}, 3));
+      g.set_outputs({g.fused_matmul_bias_act(x, w, g.input("b", DType::f32, {c.n}), c.act)});
+    } else {
+      g.set_outputs({g.matmul(x, w)});
+    }
+    std::shared_ptr<Executable> exe = session.compile(g);
+    const Graph& cg = exe->compiled_graph();
+    const Node& node = cg.node(cg.outputs()[0]);
+    std::vector<const std::byte*> in;
+    for (Value v : node.operands) in.push_back(feeds.at(cg.node(v).name).data());
+    Tensor out(DType::f32, Shape{c.m, c.n});
+    std::byte* outs[] = {out.data()};
+    cpu::KernelIO io{in.data(), outs};
+    cpu::Kernel kernel = cpu::kernel_table().at(node.op).factory(cg, node);
+    int reps = static_cast<int>(std::clamp<int64_t>(400000000 / (c.m * c.k * c.n), 20, 20000));
+    double tk = best_us([&] { kernel(io); }, reps);
+    double tr = best_us([&] { exe->run(feeds); }, reps);
+    std::string label = std::to_string(c.m) + "x" + std::to_string(c.k) + " @ " +
+                        std::to_string(c.k) + "x" + std::to_string(c.n) +
+                        (c.act ? std::string(" +b ") + c.act : std::string());
+    std::printf("  %-30s kernel %9.2f us (%6.1f GFLOP/s) | run %9.2f us\n", label.c_str(), tk,
+                2.0 * static_cast<double>(c.m * c.k * c.n) / tk / 1e3, tr);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string section = argc > 1 ? argv[1] : "all";
-  if (argc > 2 ||
-      (section != "all" && section != "elementwise" && section != "nn" && section != "attention")) {
-    std::fprintf(stderr, "usage: %s [all|elementwise|nn|attention]\n", argv[0]);
+  if (argc > 2 || (section != "all" && section != "elementwise" && section != "nn" &&
+                   section != "attention" && section != "gemm")) {
+    std::fprintf(stderr, "usage: %s [all|elementwise|nn|attention|gemm]\n", argv[0]);
     return 2;
   }
   try {
     if (section == "all" || section == "elementwise") bench_elementwise();
     if (section == "all" || section == "nn") bench_nn();
     if (section == "all" || section == "attention") bench_attention();
+    if (section == "all" || section == "gemm") bench_gemm();
   } catch (const Error& e) {
     std::fprintf(stderr, "rlx_bench_cpu_kernels: error: %s\n", e.what());
     return 1;

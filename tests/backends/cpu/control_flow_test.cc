@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../../../src/backends/cpu/kernel.h"
+#include "alloc_count.h"
 #include "common/exe_util.h"
 #include "common/scoped_env.h"
 #include "common/test_util.h"
@@ -25,50 +26,6 @@
 #include "rlx/opt/precision.h"
 #include "rlx/runtime/memory_limit.h"
 #include "rlx/runtime/session.h"
-
-// ---- allocation counting: every operator new of the process while `g_counting` is set (the
-// test binary's own replacement of the global allocation functions). Not under a sanitizer,
-// which has its own operator new and delete (and checks them): the counting tests skip there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RLX_COUNT_ALLOCATIONS 0
-#else
-#define RLX_COUNT_ALLOCATIONS 1
-#endif
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-#if RLX_COUNT_ALLOCATIONS
-namespace {
-void* counted_alloc(std::size_t n, std::size_t align) {
-  if (g_counting.load(std::memory_order_relaxed))
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) n = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(n)
-                : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n, 0); }
-void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted_alloc(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return counted_alloc(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-#endif
 
 namespace rlx {
 namespace {
@@ -373,15 +330,11 @@ TEST(ControlFlowCpu, BodiesRunTheCpuPipeline) {
 int64_t allocations_of_run(Executable& exe, const TensorMap& feeds) {
   if (!RLX_COUNT_ALLOCATIONS) return 0;
   exe.run(feeds);  // warm: lazily created library state is not per run
-  g_allocations = 0;
-  g_counting = true;
-  std::vector<Tensor> out = exe.run(feeds);
-  g_counting = false;
-  return g_allocations.load();
+  return testing::allocations_of([&] { exe.run(feeds); });
 }
 
 // A scan and a while_loop whose bodies run allocation-free kernels (elementwise; reduce_sum's
-// kernel allocates once per call, the gemm's about 18 times, by themselves): a
+// kernel allocates once per call, a gemm on oneDNN twice per argument inside oneDNN): a
 // run of 1000 steps allocates exactly as often as a run of 10 (only the executor's per-run
 // allocations: output tensors, the feed table).
 TEST(ControlFlowCpu, NoAllocationPerIteration) {
@@ -421,9 +374,9 @@ TEST(ControlFlowCpu, NoAllocationPerIteration) {
   EXPECT_EQ(allocations_of_run(*loop(10), feeds), allocations_of_run(*loop(1000), feeds));
 }
 
-// The RNN cell's matmul kernel allocates per call (oneDNN memory objects and its argument
-// map), in a loop as in a top-level graph: a scan step allocates no more than one run of the
-// cell compiled as a graph of its own.
+// A body kernel that allocates per call (a gemm on oneDNN: inside dnnl_primitive_execute; this
+// cell's small gemm does not) does so in a loop as in a top-level graph: a scan step allocates
+// no more than one run of the cell compiled as a graph of its own.
 TEST(ControlFlowCpu, ScanStepAllocatesNoMoreThanItsBodyKernels) {
   if (!RLX_COUNT_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns operator new in this build";
   int64_t a = allocations_of_run(*session().compile(rnn(10, 4, 32)), rnn_feeds(10, 4, 32));

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "../../../src/backends/cpu/kernel.h"
+#include "alloc_count.h"
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
@@ -426,6 +428,107 @@ TEST(CpuGemm, SessionFusesMatMulAddGeluIntoOneNativeNode) {
   EXPECT_TRUE(testing::all_close(got, want, 1e-5, 1e-5));
 }
 
+// Calls the native kernel of `g`'s output node directly (the executor's own per-run
+// allocations are not the kernel's) on random inputs, once to warm up (the thread's scratch
+// and stream, oneDNN's lazily made state), then once more; returns the operator new calls of
+// that second call, and checks its result against the reference evaluator (relative and
+// absolute tolerance `tol`).
+int64_t steady_state_allocations(const Graph& g, const std::vector<TensorType>& types, double tol) {
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < types.size(); ++i)
+    ins.push_back(random_tensor(types[i].dtype, types[i].shape, 40 + i));
+  const Node& node = g.node(g.outputs()[0]);
+  Session session;
+  session.compile(g);  // registers the kernels
+  cpu::Kernel kernel = cpu::kernel_table().at(node.op).factory(g, node);
+  EXPECT_TRUE(kernel);
+  if (!kernel) return -1;
+  std::vector<const std::byte*> in;
+  for (const Tensor& t : ins) in.push_back(t.data());
+  Tensor out(node.results[0].dtype, node.results[0].shape);
+  std::byte* outs[] = {out.data()};
+  cpu::KernelIO io{in.data(), outs};
+  kernel(io);
+  int64_t n = testing::allocations_of([&] { kernel(io); });
+  Tensor want = evaluate(g, feeds_of(ins))[0];
+  EXPECT_TRUE(testing::all_close(out, want, tol, tol));
+  return n;
+}
+
+struct AllocCase {
+  const char* label;
+  std::vector<TensorType> types;
+  Build build;
+};
+
+TensorType f32_type(Shape s) { return {DType::f32, std::move(s)}; }
+
+// A steady-state call of a small f32 gemm (the small path: an RNN step, a layer of a few
+// rows) allocates nothing, whatever the bias broadcast, activation, batch or strides; its
+// result equals the reference evaluator's.
+TEST(CpuGemm, SmallPathCallAllocatesNothing) {
+  if (!RLX_COUNT_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns operator new in this build";
+  const AllocCase cases[] = {
+      {"matmul 8x64 @ 64x64",
+       {f32_type({8, 64}), f32_type({64, 64})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); }},
+      {"fused per-column bias, relu",
+       {f32_type({8, 64}), f32_type({64, 64}), f32_type({64})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "relu");
+       }},
+      {"fused per-row bias, gelu, 21 columns (masked tail)",
+       {f32_type({6, 40}), f32_type({40, 21}), f32_type({6, 1})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "gelu");
+       }},
+      {"batched, broadcast weights",
+       {f32_type({3, 5, 16}), f32_type({16, 8})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); }},
+      {"dot_general, batch dim in the middle (strided views)",
+       {f32_type({2, 16, 5}), f32_type({2, 16, 7})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.dot_general(v[0], v[1], {1}, {1}, {0}, {0});
+       }},
+  };
+  for (const AllocCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-5), 0);
+  }
+}
+
+// The oneDNN path (larger problems, fewer than 4 rows, f16 / bf16) makes no memory object,
+// argument map or std::function per call (its arguments are bound once, gemm.cc BoundArgs);
+// what remains is oneDNN 2.6's own: dnnl_primitive_execute copies the argument array into its
+// own argument map and execution context, 2 allocations per argument (src, weights, dst, and
+// the bias when there is one; before this, a call made 13 to 21).
+TEST(CpuGemm, DnnlPathCallAllocatesOnlyInsideOneDnn) {
+  if (!RLX_COUNT_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns operator new in this build";
+  const AllocCase cases[] = {
+      {"matmul 1x64 @ 64x64",
+       {f32_type({1, 64}), f32_type({64, 64})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); }},
+      {"fused 2 rows, per-column bias, relu",
+       {f32_type({2, 64}), f32_type({64, 64}), f32_type({64})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "relu");
+       }},
+      {"matmul 64x64 @ 64x64 (above the small path)",
+       {f32_type({64, 64}), f32_type({64, 64})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); }},
+      {"f16 fused, converted copies",
+       {{DType::f16, {4, 24}}, {DType::f16, {24, 16}}, {DType::f16, {16}}},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "silu");
+       }},
+  };
+  for (const AllocCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    int64_t args = static_cast<int64_t>(c.types.size()) + 1;  // the operands and the result
+    EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-2), 2 * args);
+  }
+}
+
 // Clones of one executable share its kernels (and oneDNN primitives) and run concurrently:
 // each thread's results must equal a serial run on the same inputs.
 TEST(CpuGemm, ConcurrentClonesShareKernels) {
@@ -436,7 +539,7 @@ TEST(CpuGemm, ConcurrentClonesShareKernels) {
   g.set_outputs({g.fused_matmul_bias_act(x, w, b, "silu"), g.matmul(x, w)});
   Session session;
   auto exe = session.compile(g);
-  const int kThreads = 4;
+  const int kThreads = 12;  // more than a kernel pools argument sets for (8)
   std::vector<TensorMap> feeds(kThreads);
   std::vector<std::vector<Tensor>> serial(kThreads), concurrent(kThreads);
   for (int i = 0; i < kThreads; ++i) {

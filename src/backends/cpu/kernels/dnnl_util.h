@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -141,7 +142,7 @@ void gather(const S* src, const std::vector<Axis>& axes, D* dst) {
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < axes.size(); ++i) rows *= axes[i].size;
   if (rows * inner == 0) return;
-  parallel_for(0, rows, std::max<int64_t>(1, 32768 / inner), [&](int64_t r0, int64_t r1) {
+  auto body = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t offset = 0, rest = r;
       for (size_t i = axes.size() - 1; i-- > 0;) {
@@ -156,7 +157,9 @@ void gather(const S* src, const std::vector<Axis>& axes, D* dst) {
         for (int64_t j = 0; j < inner; ++j) d[j] = convert_elem<D>(s[j * inner_stride]);
       }
     }
-  });
+  };
+  // By reference: a std::function holding the lambda itself would allocate per call.
+  parallel_for(0, rows, std::max<int64_t>(1, 32768 / inner), std::ref(body));
 }
 
 /// dst[i] = convert_elem<D>(src[i]) for i < n, in parallel.

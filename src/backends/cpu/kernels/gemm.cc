@@ -3,16 +3,22 @@
 // as post-ops; f16, and bf16 on CPUs where oneDNN has no bf16 matmul (AVX2), run through f32
 // copies; f64 and integer dtypes run a blocked loop.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "../kernel.h"
 #include "dnnl_util.h"
 #include "rlx/ir/scalar_ops.h"
+#include "small_gemm.h"
+#include "vec_math.h"
 
 namespace rlx::cpu {
 
@@ -185,6 +191,23 @@ std::optional<Layout> make_layout(const Problem& p, bool pack_a, bool pack_b) {
   return l;
 }
 
+// Element offsets of batch index `bi` (row-major over l.batch) in A, B, the bias and C.
+struct BatchOffsets {
+  int64_t a = 0, b = 0, bias = 0, c = 0;
+};
+BatchOffsets batch_offsets(const Layout& l, int64_t bi) {
+  BatchOffsets o;
+  for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
+    int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
+    rest /= static_cast<size_t>(l.batch[d]);
+    o.a += idx * l.a.batch[d].stride;
+    o.b += idx * l.b.batch[d].stride;
+    o.bias += idx * l.bias.batch[d].stride;
+    o.c += idx * l.c.batch[d].stride;
+  }
+  return o;
+}
+
 // ---- the oneDNN path (f32, bf16, f16 through f32)
 
 // A oneDNN memory descriptor of the view `axes` (outermost first): broadcast axes get dim 1,
@@ -249,6 +272,68 @@ SplitAdd split_add(const Problem& p, memory::data_type c_dt, memory::data_type b
   return *first;
 }
 
+// The oneDNN memory objects of one primitive's arguments, made once (without data) and
+// rebound to each call's buffers with set_data_handle, and the argument array
+// dnnl_primitive_execute takes: a call creates no memory object and no argument map.
+struct BoundArgs {
+  std::array<memory, 5> mem;
+  std::array<dnnl_exec_arg_t, 5> args{};
+  int n = 0;
+
+  void add(int arg, const memory::desc& md) {
+    mem[static_cast<size_t>(n)] = memory(md, dnnl_engine(), DNNL_MEMORY_NONE);
+    args[static_cast<size_t>(n)] = {arg, mem[static_cast<size_t>(n)].get()};
+    ++n;
+  }
+  // Points argument i (in add order) at `ptr` (an operand is only read; oneDNN's handle is
+  // non-const for every argument).
+  void bind(int i, const void* ptr) const {
+    mem[static_cast<size_t>(i)].set_data_handle(const_cast<void*>(ptr));
+  }
+  void execute(const dnnl::primitive& prim, dnnl::stream& s) const {
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), s.get(), n, args.data()),
+                            "could not execute a primitive");
+  }
+};
+
+// The argument sets of one kernel's primitives (a matmul, a split bias add), one per
+// concurrent caller: clones of an executable share its kernels and run them on several threads
+// at once, and a memory object must not be rebound by two calls at a time. A call takes a free
+// set and returns it afterwards (lock free); it makes a new set only when every pooled one is
+// in use, and drops its set when the pool is full, so steady-state runs of up to kSlots
+// concurrent callers allocate nothing here.
+template <class Set>
+class SetPool {
+ public:
+  static constexpr size_t kSlots = 8;
+  explicit SetPool(std::function<Set*()> make) : make_(std::move(make)) {
+    slots_[0].store(make_(), std::memory_order_relaxed);
+  }
+  SetPool(const SetPool&) = delete;
+  SetPool& operator=(const SetPool&) = delete;
+  ~SetPool() {
+    for (std::atomic<Set*>& slot : slots_) delete slot.load(std::memory_order_relaxed);
+  }
+  Set* take() {
+    for (std::atomic<Set*>& slot : slots_)
+      if (Set* set = slot.exchange(nullptr, std::memory_order_acquire)) return set;
+    return make_();
+  }
+  void give(Set* set) {
+    for (std::atomic<Set*>& slot : slots_) {
+      Set* empty = nullptr;
+      if (slot.compare_exchange_strong(empty, set, std::memory_order_release,
+                                       std::memory_order_relaxed))
+        return;
+    }
+    delete set;
+  }
+
+ private:
+  std::function<Set*()> make_;
+  std::array<std::atomic<Set*>, kSlots> slots_{};
+};
+
 // How the bias reaches oneDNN: the matmul's bias input (a per-column bias), a binary_add
 // post-op (the broadcasts oneDNN's jit post-ops handle), the same with a unit dim prepended to
 // a 2-D problem (jit post-ops broadcast along dim 1 of a 3-D dst, e.g. a per-row bias, but not
@@ -280,6 +365,43 @@ struct DnnlGemm {
   std::optional<dnnl::matmul> matmul;
   std::optional<dnnl::binary> split;  // dst += bias, then the activation
   bool matmul_reference = false, split_reference = false;
+  // The primitives' bound arguments (see SetPool), made by bind_args once the plan is chosen.
+  struct Args {
+    BoundArgs matmul, split;
+  };
+  std::shared_ptr<SetPool<Args>> args;
+
+  // Creates `args`: the argument memory objects of the chosen plan.
+  void bind_args() {
+    auto make = [matmul_args = matmul_arg_list(), split_args = split_arg_list()] {
+      auto* set = new Args;
+      for (const auto& [arg, md] : matmul_args) set->matmul.add(arg, md);
+      for (const auto& [arg, md] : split_args) set->split.add(arg, md);
+      return set;
+    };
+    args = std::make_shared<SetPool<Args>>(make);
+  }
+  // The matmul's arguments in BoundArgs order: src, weights, dst, the bias if any, the
+  // scratchpad if any (operator() binds them in this order).
+  std::vector<std::pair<int, memory::desc>> matmul_arg_list() const {
+    std::vector<std::pair<int, memory::desc>> list;
+    if (!matmul) return list;
+    list = {{DNNL_ARG_SRC, a_md}, {DNNL_ARG_WEIGHTS, b_md}, {DNNL_ARG_DST, c_md}};
+    if (mode == BiasMode::Arg) list.emplace_back(DNNL_ARG_BIAS, bias_md);
+    if (mode == BiasMode::PostOp || mode == BiasMode::PostOp3D)
+      list.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, bias_md);
+    if (matmul_pad.get_size() > 0) list.emplace_back(DNNL_ARG_SCRATCHPAD, matmul_pad);
+    return list;
+  }
+  // The split add's arguments: C, the bias, C again (in place), the scratchpad if any.
+  std::vector<std::pair<int, memory::desc>> split_arg_list() const {
+    std::vector<std::pair<int, memory::desc>> list;
+    if (!split) return list;
+    list = {
+        {DNNL_ARG_SRC_0, split_c_md}, {DNNL_ARG_SRC_1, split_bias_md}, {DNNL_ARG_DST, split_c_md}};
+    if (split_pad.get_size() > 0) list.emplace_back(DNNL_ARG_SCRATCHPAD, split_pad);
+    return list;
+  }
 
   void operator()(const KernelIO& io) const {
     const std::byte* a = io.in[0];
@@ -302,31 +424,28 @@ struct DnnlGemm {
       bias = buf;
     }
     dnnl::stream& s = dnnl_stream();
+    Args* set = args->take();
     if (matmul) {
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, dnnl_memory(a_md, a)},
-                                              {DNNL_ARG_WEIGHTS, dnnl_memory(b_md, b)},
-                                              {DNNL_ARG_DST, dnnl_memory(c_md, c)}};
-      if (mode == BiasMode::Arg) args.insert({DNNL_ARG_BIAS, dnnl_memory(bias_md, bias)});
-      if (mode == BiasMode::PostOp || mode == BiasMode::PostOp3D)
-        args.insert(
-            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl_memory(bias_md, bias)});
-      if (matmul_pad.get_size() > 0)
-        args.insert({DNNL_ARG_SCRATCHPAD,
-                     dnnl_memory(matmul_pad, scratch(kScratchPad, matmul_pad.get_size()))});
-      matmul->execute(s, args);
+      BoundArgs& m = set->matmul;
+      m.bind(0, a);
+      m.bind(1, b);
+      m.bind(2, c);
+      int i = 3;
+      if (mode != BiasMode::None && mode != BiasMode::Split) m.bind(i++, bias);
+      if (matmul_pad.get_size() > 0) m.bind(i, scratch(kScratchPad, matmul_pad.get_size()));
+      m.execute(*matmul, s);
     } else {
       std::memset(c, 0, c_bytes);  // K = 0: empty sums (0 bits are +0 in f32 and bf16)
     }
     if (split) {
-      memory cm = dnnl_memory(split_c_md, c);
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC_0, cm},
-                                              {DNNL_ARG_SRC_1, dnnl_memory(split_bias_md, bias)},
-                                              {DNNL_ARG_DST, cm}};
-      if (split_pad.get_size() > 0)
-        args.insert({DNNL_ARG_SCRATCHPAD,
-                     dnnl_memory(split_pad, scratch(kScratchPad, split_pad.get_size()))});
-      split->execute(s, args);
+      BoundArgs& add = set->split;
+      add.bind(0, c);
+      add.bind(1, bias);
+      add.bind(2, c);
+      if (split_pad.get_size() > 0) add.bind(3, scratch(kScratchPad, split_pad.get_size()));
+      add.execute(*split, s);
     }
+    args->give(set);
     s.wait();
     if (dst_out) dst_out(c, io.out[0], c_numel);
   }
@@ -474,6 +593,66 @@ std::optional<DnnlGemm> plan_dnnl(const Problem& p, int64_t bias_numel) {
   return fast_matmul ? fast_matmul : any;
 }
 
+// ---- the small path (f32 problems below kSmallGemmMaxWork)
+
+// A small f32 problem on small_sgemm (no oneDNN call: its fixed per-call cost dominates
+// there, small_gemm.h): one GEMM per batch index over the unpacked views, then the bias (any
+// broadcast) added and the activation applied in place, row by row, in f32 as oneDNN's
+// post-ops do (vec_apply's relu is exact; gelu, gelu_tanh and silu are within a few ulp,
+// vec_math.h). Needs B's rows contiguous. Single-threaded; allocates nothing.
+struct SmallGemm {
+  Layout l;
+  bool has_bias = false;
+  std::optional<VecFn> act;
+
+  void operator()(const KernelIO& io) const {
+    const float* a = io.input<float>(0);
+    const float* b = io.input<float>(1);
+    const float* bias = has_bias ? io.input<float>(2) : nullptr;
+    float* c = io.output<float>(0);
+    int64_t batches = 1;
+    for (int64_t d : l.batch) batches *= d;
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      auto [ao, bo, biaso, co] = batch_offsets(l, bi);
+      small_sgemm(l.m, l.n, l.k, a + ao, l.a.row.stride, l.a.col.stride, b + bo, l.b.row.stride,
+                  c + co, l.c.row.stride);
+      if (!bias) continue;
+      for (int64_t i = 0; i < l.m; ++i) {
+        float* row = c + co + i * l.c.row.stride;
+        const float* brow = bias + biaso + i * l.bias.row.stride;
+        if (l.bias.col.stride == 1)
+          vec_binary(VecBinary::kAdd, row, brow, row, l.n);
+        else
+          for (int64_t j = 0; j < l.n; ++j) row[j] += brow[j * l.bias.col.stride];
+        if (act) vec_apply(*act, row, row, l.n);
+      }
+    }
+  }
+};
+
+// The small path's kernel of `p`, or nullopt when `p` is not f32, is too large
+// (kSmallGemmMaxWork), has K = 0 or fewer than 4 rows (after batch dims fold into M), needs a
+// packed operand or the CPU lacks AVX2 / FMA.
+std::optional<SmallGemm> small_gemm(const Problem& p) {
+  if (p.in != DType::f32 || p.out != DType::f32 || p.k == 0 || !small_sgemm_supported())
+    return std::nullopt;
+  int64_t work = p.m * p.n * p.k;
+  for (int64_t d : p.batch) work *= d;
+  if (work > kSmallGemmMaxWork) return std::nullopt;
+  std::optional<Layout> l = make_layout(p, false, false);
+  // Fewer than 4 rows leave the micro-kernel's FMA chains too few to hide their latency, and
+  // oneDNN is faster there (1x256 @ 256x256: 5.3 us vs 3.8 us).
+  if (!l || l->b.col.stride != 1 || l->m < 4) return std::nullopt;
+  SmallGemm g;
+  g.l = std::move(*l);
+  g.has_bias = p.has_bias;
+  if (p.act == "relu") g.act = VecFn::kRelu;
+  if (p.act == "gelu") g.act = VecFn::kGelu;
+  if (p.act == "gelu_tanh") g.act = VecFn::kGeluTanh;
+  if (p.act == "silu") g.act = VecFn::kSilu;
+  return g;
+}
+
 // ---- the loop path (f64 and integer operands, f64 results)
 
 // The activations in double, with the reference evaluator's scalar functions (relu keeps a NaN
@@ -600,18 +779,12 @@ struct LoopGemm {
     for (int64_t d : l.batch) batches *= d;
     int64_t rows = batches * l.m;
     int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, l.n * l.k));
-    parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    auto body = [&](int64_t r0, int64_t r1) {
       Acc acc[kChunk];
       for (int64_t r = r0; r < r1; ++r) {
         int64_t bi = r / l.m, i = r % l.m;
-        int64_t ao = i * l.a.row.stride, bo = 0, biaso = i * l.bias.row.stride;
-        for (size_t d = l.batch.size(), rest = static_cast<size_t>(bi); d-- > 0;) {
-          int64_t idx = static_cast<int64_t>(rest) % l.batch[d];
-          rest /= static_cast<size_t>(l.batch[d]);
-          ao += idx * l.a.batch[d].stride;
-          bo += idx * l.b.batch[d].stride;
-          biaso += idx * l.bias.batch[d].stride;
-        }
+        BatchOffsets o = batch_offsets(l, bi);
+        int64_t ao = o.a + i * l.a.row.stride, bo = o.b, biaso = o.bias + i * l.bias.row.stride;
         for (int64_t j0 = 0; j0 < l.n; j0 += kChunk) {
           int64_t nj = std::min(kChunk, l.n - j0);
           std::fill(acc, acc + nj, Acc{0});
@@ -638,7 +811,9 @@ struct LoopGemm {
           store(acc, c + static_cast<size_t>(r * l.n + j0) * out_size, nj);
         }
       }
-    });
+    };
+    // By reference: a std::function holding the lambda itself would allocate per call.
+    parallel_for(0, rows, grain, std::ref(body));
   }
 
   static size_t packed_bytes(const std::vector<Axis>& src) {
@@ -680,15 +855,19 @@ Kernel loop_kernel_for(const Problem& p) {
   }
 }
 
-// The kernel of problem `p` (a node whose result has `numel` elements): oneDNN for f32, bf16
-// and f16 operands with a result of one of those types; the loop for f64 and integer operands
+// The kernel of problem `p` (a node whose result has `numel` elements): the small path for
+// small f32 problems, oneDNN for other f32, bf16 and f16 operands with a result of one of
+// those types; the loop for f64 and integer operands
 // and any f64 result (oneDNN would accumulate those in f32 at best).
 Kernel gemm_kernel(const Problem& p, int64_t numel, int64_t bias_numel) {
   if (numel == 0) return [](const KernelIO&) {};  // never called: the result is empty
   if (p.in == DType::f32 || p.in == DType::bf16 || p.in == DType::f16) {
     if (p.out != DType::f64) {
+      if (std::optional<SmallGemm> small = small_gemm(p)) return Kernel(std::move(*small));
       std::optional<DnnlGemm> g = plan_dnnl(p, bias_numel);
-      return g ? Kernel(std::move(*g)) : Kernel();
+      if (!g) return {};
+      g->bind_args();
+      return Kernel(std::move(*g));
     }
   }
   switch (p.in) {
