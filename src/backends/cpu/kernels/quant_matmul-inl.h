@@ -1010,20 +1010,15 @@ inline void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf
   else
     F::group_scales(b, nsub, sc, cf);
 }
+// (false where F lacks the member)
 template <class F>
-inline constexpr bool kHighX16 = [] {
-  if constexpr (requires { F::kHighX16; })
-    return F::kHighX16;
-  else
-    return false;
-}();
+inline constexpr bool kHighX16 = requires {
+  requires F::kHighX16;
+};
 template <class F>
-inline constexpr bool kPairedGemv = [] {
-  if constexpr (requires { F::kPairedGemv; })
-    return F::kPairedGemv;
-  else
-    return false;
-}();
+inline constexpr bool kPairedGemv = requires {
+  requires F::kPairedGemv;
+};
 
 // The paired GEMV (Q4_0 / Q4_1, one activation row): the weight nibbles of two blocks A, B
 // side by side in one vector ([A's 16 bytes | B's 16 bytes], low nibbles, then high nibbles:
