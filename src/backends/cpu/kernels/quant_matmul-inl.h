@@ -76,15 +76,70 @@ inline __m256i fifth_bits(uint32_t qh) {
 #endif
 }
 // The f16 pairs at the start of the first nsub of 8 blocks kStride bytes apart: lo = the first
-// f16 of each block, hi = the second (0 in lanes from nsub on). Scalar loads paired into 64-bit
-// words on the integer pipes, then 4 vector ops: on Zen 4 a vpgatherdd of 8 costs ~11 cycles of
-// throughput, more than the integer dots of a block's row.
-template <int kStride>
+// f16 of each block, hi = the second (0 in lanes from nsub on); with kEvenOdd the lanes hold
+// blocks 0, 2, 4, 6, 1, 3, 5, 7 (the order of the paired GEMV's sums, kPairedAct). Scalar loads
+// paired into 64-bit words on the integer pipes, then 4 vector ops: on Zen 4 a vpgatherdd of 8
+// costs ~11 cycles of throughput, more than the integer dots of a block's row.
+#if RLX_QM_LEVEL == 2
+// The 18- and 20-byte formats (Q4_0, IQ4_NL, Q4_1) on AVX-512 BW: the group's words from bytes
+// 0..63 and kSecond..kSecond + 63 (four 32-byte loads, masked past the first nsub blocks, which
+// also suppresses faults there), the 16 f16 picked by two vpermt2w: ~9 ops instead of ~35.
+template <int kStride, bool kEvenOdd>
+struct F16PairWords {
+  static_assert(kStride == 18 || kStride == 20);
+  static constexpr int kSecond = kStride == 18 ? 64 : 80;
+  static constexpr int block(int lane) {
+    return kEvenOdd ? (lane < 4 ? 2 * lane : 2 * lane - 7) : lane;
+  }
+  // Word index (0..31 in bytes 0..63, 32..63 in bytes kSecond..) of f16 h (0, 1) of block b.
+  static constexpr int word(int b, int h) {
+    return b * kStride + 4 <= 64 ? b * kStride / 2 + h : 32 + (b * kStride - kSecond) / 2 + h;
+  }
+  // Output word t: f16 0 of the block of lane t (t < 8), else f16 1 of lane t - 8.
+  static constexpr int source(int t) { return word(block(t % 8), t / 8); }
+  struct Index {
+    alignas(32) int16_t w[16];
+  };
+  static constexpr Index kIndex = [] {
+    Index ix{};
+    for (int t = 0; t < 16; ++t) ix.w[t] = int16_t(source(t) % 32);
+    return ix;
+  }();
+  static constexpr __mmask16 kFirst = [] {
+    int m = 0;
+    for (int t = 0; t < 16; ++t) m |= source(t) < 32 ? 1 << t : 0;
+    return __mmask16(m);
+  }();
+};
+#endif
+template <int kStride, bool kEvenOdd = false>
 inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo, __m256& hi) {
+#if RLX_QM_LEVEL == 2
+  if constexpr (kStride == 18 || kStride == 20) {
+    using P = F16PairWords<kStride, kEvenOdd>;
+    const int bytes = nsub * kStride;
+    // the 32-byte vector at byte offset `at` of the group, words past `bytes` zero
+    auto load = [&](int at) {
+      const int words = std::clamp((bytes - at) / 2, 0, 16);
+      return _mm256_maskz_loadu_epi16(__mmask16((1u << words) - 1), g + at);
+    };
+    const __m256i ix = _mm256_load_si256(reinterpret_cast<const __m256i*>(P::kIndex.w));
+    const __m256i r =
+        _mm256_or_si256(_mm256_maskz_permutex2var_epi16(P::kFirst, load(0), ix, load(32)),
+                        _mm256_maskz_permutex2var_epi16(__mmask16(~P::kFirst), load(P::kSecond), ix,
+                                                        load(P::kSecond + 32)));
+    lo = _mm256_cvtph_ps(_mm256_castsi256_si128(r));
+    hi = _mm256_cvtph_ps(_mm256_extracti128_si256(r, 1));
+    return;
+  }
+#endif
+  constexpr auto block = [](int lane) {
+    return kEvenOdd ? (lane < 4 ? 2 * lane : 2 * lane - 7) : lane;
+  };
   // (the words stay in registers: no array, whose stores a vector load could not forward from)
   auto pair = [&](int j) {
-    const uint64_t lo = j < nsub ? ld_u32(g + j * kStride) : 0;
-    const uint64_t hi = j + 1 < nsub ? ld_u32(g + (j + 1) * kStride) : 0;
+    const uint64_t lo = block(j) < nsub ? ld_u32(g + block(j) * kStride) : 0;
+    const uint64_t hi = block(j + 1) < nsub ? ld_u32(g + block(j + 1) * kStride) : 0;
     return int64_t(lo | hi << 32);
   };
   const __m256i v = _mm256_setr_epi64x(pair(0), pair(2), pair(4), pair(6));
@@ -124,9 +179,10 @@ struct FmtQ45 {
     if constexpr (kFifth) return _mm256_or_si256(q, fifth_bits(ld_u32(b + kQh)));
     return q;
   }
+  template <bool kEvenOdd = false>
   static void group_scales(const uint8_t* g, int nsub, __m256* sc, __m256* cf) {
     __m256 d, m;
-    gather_f16_pairs<kBytes>(g, nsub, d, m);
+    gather_f16_pairs<kBytes, kEvenOdd>(g, nsub, d, m);
     sc[0] = d;
     cf[0] = kMin ? m : _mm256_mul_ps(_mm256_set1_ps(-kZero), d);
   }
@@ -136,6 +192,8 @@ struct FmtQ45 {
   // shift, an insert and an AND): the dot's lanes 4..7 (elements 16..31) then hold 16 times
   // their value (vpdpbusd does not saturate; vpmaddubsw would), which it undoes (kHighX16).
   static constexpr bool kHighX16 = !kFifth;
+  // Q4_0 / Q4_1 run the paired GEMV for one activation row (gemv_chunk's kPaired).
+  static constexpr bool kPairedGemv = !kFifth;
   static __m256i gemv_sub(const uint8_t* b, int s) {
     if constexpr (kFifth) return sub(b, s);
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
@@ -943,28 +1001,79 @@ inline __m256i gemv_sub(const uint8_t* b, int s) {
   else
     return F::sub(b, s);
 }
-template <class F>
+template <class F, bool kPaired>
 inline void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
-  if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
+  if constexpr (kPaired)
+    F::template group_scales<true>(b, nsub, sc, cf);
+  else if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
     F::gemv_group_scales(b, nsub, sc, cf);
   else
     F::group_scales(b, nsub, sc, cf);
 }
+// (false where F lacks the member)
 template <class F>
-inline constexpr bool kHighX16 = [] {
-  if constexpr (requires { F::kHighX16; })
-    return F::kHighX16;
-  else
-    return false;
-}();
+inline constexpr bool kHighX16 = requires {
+  requires F::kHighX16;
+};
+template <class F>
+inline constexpr bool kPairedGemv = requires {
+  requires F::kPairedGemv;
+};
+
+// The paired GEMV (Q4_0 / Q4_1, one activation row): the weight nibbles of two blocks A, B
+// side by side in one vector ([A's 16 bytes | B's 16 bytes], low nibbles, then high nibbles:
+// elements 0..15 and 16..31 of both) are dotted with the activations in the matching order, so
+// that one vpdpbusd pair yields lanes 0..3 = partial sums of A and 4..7 = of B. The 4 pair
+// vectors of an 8-block group reduce (two unpack + add levels) to one vector of the 8 block
+// sums, in lane order 0, 2, 4, 6, 1, 3, 5, 7, which one FMA scales by the 8 scale products:
+// per block about half the vector ops of one dot + convert + broadcast + FMA each.
+// PairedAct is act's row 0 rearranged for it: per 8-block group, per pair p (blocks 2p,
+// 2p + 1 of the group): A's bytes 0..15, B's 0..15, A's 16..31, B's 16..31; the group's d and
+// s32 in the lane order above; zeros past K.
+struct PairedAct {
+  std::vector<int8_t> q;
+  std::vector<float> d, s32;
+};
+inline void pair_activations(const ActRows& act, PairedAct& out) {
+  const int64_t nb = act.nb, nsub = act.K / 32;
+  out.q.assign(size_t(nb * 32), 0);
+  out.d.resize(size_t(nb));
+  out.s32.resize(size_t(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t g = b / 8, j = b % 8, p = j / 2;
+    // the lane of block j in its group's sums
+    const int64_t lane = j % 2 == 0 ? j / 2 : 4 + j / 2;
+    out.d[size_t(8 * g + lane)] = act.d[size_t(b)];
+    out.s32[size_t(8 * g + lane)] = act.s32[size_t(b)];
+    if (b >= nsub) continue;
+    int8_t* dst = out.q.data() + 256 * g + 64 * p + 16 * (j % 2);
+    std::memcpy(dst, act.q.data() + 32 * b, 16);
+    std::memcpy(dst + 32, act.q.data() + 32 * b + 16, 16);
+  }
+}
 
 // Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
 // last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
 // too (the next tile's first group is prepared during this tile's last), so short rows (K of a
 // few groups) pay no pipeline start per tile.
-template <class F, int MR, int NR>
+// The paired GEMV's reduction: fold32 of pairs AB, CD (lanes [A0..A3 | B0..B3]) is
+// [A0, C0, A1, C1 | B0, D0, B1, D1] + [A2, C2, A3, C3 | B2, D2, B3, D3]; fold64 of two such
+// the 8 block sums.
+inline __m256i fold32(__m256i x, __m256i y) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y));
+}
+inline __m256i fold64(__m256i x, __m256i y) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
+}
+
+// kPaired (MR = 1, kPairedGemv formats): the paired scheme above, a[0] pointing into a
+// PairedAct.
+template <class F, int MR, int NR, bool kPaired = false>
 inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t m0, int64_t r0,
                        int64_t r1, const ActRow* a) {
+  static_assert(!kPaired || (MR == 1 && kPairedGemv<F>));
+  // the high nibbles' 16x (kHighX16) is the unpaired GEMV's
+  constexpr bool kX16 = kHighX16<F> && !kPaired;
   const int64_t nsub_row = K / 32, row_bytes = nsub_row / F::kSub * F::kBytes;
   const int64_t tile_bytes = NR * row_bytes;
   constexpr int kP = F::kPer16 ? 2 : 1;
@@ -996,10 +1105,10 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
     }
     RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) {
-      gemv_group_scales<F>(wr[n] + offset, nsub, sc[n], cf[n]);
+      gemv_group_scales<F, kPaired>(wr[n] + offset, nsub, sc[n], cf[n]);
       // kHighX16: lanes 4..7 of acc are scaled by 1/16 at the end, so the offsets of sub-blocks
       // 4..7 enter them 16x (exact)
-      if constexpr (kHighX16<F>)
+      if constexpr (kX16)
         cf[n][0] = _mm256_mul_ps(cf[n][0], _mm256_setr_ps(1, 1, 1, 1, 16, 16, 16, 16));
     }
     RLX_QM_UNROLL
@@ -1075,7 +1184,54 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
         }
       };
       const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
-      if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
+      if constexpr (kPaired) {
+        // Pair p: blocks 2p, 2p + 1 of the group (B zero past the row's last block).
+        auto pair = [&](int p, __m256i* dot) __attribute__((always_inline)) {
+          const __m256i a_lo =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].q + 32 * j0 + 64 * p));
+          const __m256i a_hi =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].q + 32 * j0 + 64 * p + 32));
+          const __m256i mask = _mm256_set1_epi8(0x0F);
+          RLX_QM_UNROLL
+          for (int n = 0; n < NR; ++n) {
+            const uint8_t* qa = wr[n] + offset + 2 * p * F::kBytes + F::kQs;
+            const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
+            const __m256i v =
+                2 * p + 1 < nsub
+                    ? _mm256_inserti128_si256(
+                          _mm256_castsi128_si256(lo),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa + F::kBytes)), 1)
+                    : _mm256_zextsi128_si256(lo);
+            dot[n] = _mm256_dpbusd_epi32(
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, mask), a_lo),
+                _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), a_hi);
+          }
+        };
+        __m256i d0[NR], d1[NR], q01[NR], q23[NR];
+        if (nsub == 8) {
+          pair(0, d0);
+          pair(1, d1);
+          RLX_QM_UNROLL
+          for (int n = 0; n < NR; ++n) q01[n] = fold32(d0[n], d1[n]);
+          pair(2, d0);
+          pair(3, d1);
+        } else {  // the last group of a row with K / 32 % 8 != 0: pairs past it are zero
+          for (int n = 0; n < NR; ++n) d0[n] = d1[n] = _mm256_setzero_si256();
+          pair(0, d0);
+          if (nsub > 2) pair(1, d1);
+          RLX_QM_UNROLL
+          for (int n = 0; n < NR; ++n) q01[n] = fold32(d0[n], d1[n]);
+          for (int n = 0; n < NR; ++n) d0[n] = d1[n] = _mm256_setzero_si256();
+          if (nsub > 4) pair(2, d0);
+          if (nsub > 6) pair(3, d1);
+        }
+        RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) {
+          q23[n] = fold32(d0[n], d1[n]);
+          acc[0][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold64(q01[n], q23[n])),
+                                      _mm256_load_ps(cs[buf][0][n]), acc[0][n]);
+        }
+      } else if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
         RLX_QM_UNROLL
         for (int s = 0; s < 8; ++s) step(s);
       } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
@@ -1091,7 +1247,7 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
     RLX_QM_UNROLL
     for (int m = 0; m < MR; ++m) RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) {
-      if constexpr (kHighX16<F>)
+      if constexpr (kX16)
         acc[m][n] = _mm256_mul_ps(acc[m][n],
                                   _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
       const float v = hsum_ps(acc[m][n]);
@@ -1187,6 +1343,17 @@ inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, 
 template <class F>
 inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                        float* y) {
+  if constexpr (kPairedGemv<F>) {
+    if (M == 1) {
+      thread_local PairedAct buffers;
+      PairedAct& pa = buffers;  // this thread's, captured by the workers
+      pair_activations(act, pa);
+      const ActRow row{pa.q.data(), pa.d.data(), pa.s32.data(), nullptr, nullptr};
+      return parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
+        gemv_chunk<F, 1, gemv_nr<1>(), true>(w, K, N, y, 0, r0, r1, &row);
+      });
+    }
+  }
   parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
       constexpr int NR = gemv_nr<MR>();
