@@ -304,7 +304,8 @@ class AmpRewriter {
 
 class AmpPass : public Pass {
  public:
-  explicit AmpPass(PrecisionPolicy policy) : policy_(std::move(policy)) {
+  AmpPass(PrecisionPolicy policy, bool in_bodies)
+      : policy_(std::move(policy)), in_bodies_(in_bodies) {
     for (const auto& [op, dtype] : policy_.overrides)
       check_override(op, dtype, "amp pass override for '" + std::string(op_name(op)) + "'");
   }
@@ -313,11 +314,15 @@ class AmpPass : public Pass {
     Graph out = AmpRewriter(policy_, g).run();
     bool changed = !(out == g);
     g = std::move(out);
+    // A body is rewritten as a graph of its own: its inputs and outputs keep their types, so
+    // the carries and branch results do too (the control-flow node itself is Typed).
+    if (in_bodies_) changed = run_in_bodies(*this, g) || changed;
     return changed;
   }
 
  private:
   PrecisionPolicy policy_;
+  bool in_bodies_;
 };
 
 }  // namespace
@@ -426,8 +431,8 @@ std::optional<PrecisionPolicy> precision_from_env() {
   }
 }
 
-std::unique_ptr<Pass> create_amp_pass(PrecisionPolicy policy) {
-  return std::make_unique<AmpPass>(std::move(policy));
+std::unique_ptr<Pass> create_amp_pass(PrecisionPolicy policy, bool in_bodies) {
+  return std::make_unique<AmpPass>(std::move(policy), in_bodies);
 }
 
 }  // namespace rlx

@@ -86,7 +86,7 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   // The pass creates both residual kinds, so the backend must claim both.
   if (claims(OpKind::FusedResidualLayerNorm) && claims(OpKind::FusedResidualRmsNorm))
     pm.add(create_fuse_residual_norm_pass());
-  if (precision) pm.add(create_amp_pass(*precision));
+  if (precision) pm.add(create_amp_pass(*precision, o.amp_in_bodies));
   if (!deferred.empty()) pm.add(create_legalize_pass(supported, o.dispatch, o.backend, &r.report));
   if (claims(OpKind::ElementwiseRegion)) pm.add(create_mark_elementwise_regions_pass());
   if (o.dce) pm.add(create_dce_pass());

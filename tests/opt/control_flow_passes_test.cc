@@ -1,9 +1,13 @@
 // The passes on graphs holding control flow (cond, while_loop, scan): each treats the op as an
 // opaque pure node — DCE drops it only when no result is used, CSE merges identical ones,
-// fold-constants never runs a body, AMP leaves its typed carries alone — so the standard
-// pipeline keeps the values; legalizing for a backend without the op names it.
+// fold-constants never runs a body, AMP leaves its typed carries alone (and re-types inside
+// the bodies, idempotently) — so the standard pipeline keeps the values; legalizing for a
+// backend without the op names it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -178,6 +182,192 @@ TEST(ControlFlowPasses, StandardPipelineKeepsTheValues) {
   expect_same_values(g, r.graph, 1e-6);
   o.precision = parse_precision_policy("auto-mixed-bf16");
   expect_same_values(g, run_standard_pipeline(g, o).graph, 5e-2);
+}
+
+// ---- AMP inside bodies
+
+// h . w for h f32[2,4], w f32[4,4], as a dot_general (preferred absent).
+Value dot(Graph& b, Value h, Value w) { return b.dot_general(h, w, {}, {}, {1}, {0}); }
+
+// An RNN cell with a dot_general: consts w, carry h, x_t; h' = tanh(h . w + x), y = exp(h').
+Graph dot_cell(const std::string& name) {
+  Graph b(name);
+  Value w = b.input("w", DType::f32, {4, 4});
+  Value h = b.input("h", DType::f32, {2, 4});
+  Value x = b.input("x", DType::f32, {2, 4});
+  Value n = b.tanh(b.add(dot(b, h, w), x));
+  b.set_outputs({n, b.exp(n)});
+  return b;
+}
+
+// A dot_general in the body of each construct, at two nesting levels: a scan of dot_cell; a
+// while_loop h = tanh(h . w) while sum(h * h) > 1e-3 (at most 4 trips); a cond whose true branch
+// scans dot_cell (nested) and whose false branch is h . w.
+Graph amp_bodies_graph() {
+  Graph g("amp_bodies");
+  Value w = g.input("w", DType::f32, {4, 4});
+  Value h0 = g.input("h0", DType::f32, {2, 4});
+  Value xs = g.input("xs", DType::f32, {5, 2, 4});
+  Value p = g.input("p", DType::bool_, {});
+  std::vector<Value> s = g.scan(dot_cell("cell"), {h0}, {xs}, {w});
+  Graph c("c"), b("b");
+  {
+    c.input("w", DType::f32, {4, 4});
+    Value ch = c.input("h", DType::f32, {2, 4});
+    c.set_outputs({c.lt(c.scalar(1e-3, DType::f32), c.reduce_sum(c.mul(ch, ch), {0, 1}))});
+    Value bw = b.input("w", DType::f32, {4, 4});
+    Value bh = b.input("h", DType::f32, {2, 4});
+    b.set_outputs({b.tanh(dot(b, bh, bw))});
+  }
+  std::vector<Value> l = g.while_loop(std::move(c), std::move(b), {h0}, {w}, 4);
+  Graph t("t"), f("f");
+  {
+    Value tw = t.input("w", DType::f32, {4, 4});
+    Value th = t.input("h", DType::f32, {2, 4});
+    Value tx = t.input("xs", DType::f32, {5, 2, 4});
+    t.set_outputs({t.scan(dot_cell("inner"), {th}, {tx}, {tw})[0]});
+    Value fw = f.input("w", DType::f32, {4, 4});
+    Value fh = f.input("h", DType::f32, {2, 4});
+    f.input("xs", DType::f32, {5, 2, 4});
+    f.set_outputs({dot(f, fh, fw)});
+  }
+  std::vector<Value> k = g.cond(p, std::move(t), std::move(f), {w, s[0], xs});
+  g.set_outputs({s[0], s[1], l[0], k[0]});
+  return g;
+}
+
+TensorMap amp_bodies_feeds(bool p) {
+  return {{"w", random_tensor(DType::f32, {4, 4}, 21, -0.8, 0.8)},
+          {"h0", random_tensor(DType::f32, {2, 4}, 22)},
+          {"xs", random_tensor(DType::f32, {5, 2, 4}, 23)},
+          {"p", Tensor::from_ints(DType::bool_, {}, std::vector<int64_t>{p ? 1 : 0})}};
+}
+
+// Calls fn(body) for every body of the control-flow nodes of `g`, nested ones included (a
+// body before the bodies inside it).
+void for_each_body(const Graph& g, const std::function<void(const Graph&)>& fn) {
+  for (const Node& n : g.nodes()) {
+    if (!is_control_flow(n.op)) continue;
+    for (const auto& [name, value] : n.attrs.entries()) {
+      std::vector<GraphRef> bodies;
+      if (const auto* one = std::get_if<GraphRef>(&value)) bodies.push_back(*one);
+      if (const auto* list = std::get_if<GraphList>(&value)) bodies = *list;
+      for (const GraphRef& body : bodies) {
+        fn(*body);
+        for_each_body(*body, fn);
+      }
+    }
+  }
+}
+
+// The dtypes of each body's inputs and outputs, and of each control-flow node's results, in
+// walk order: what AMP must keep.
+std::vector<DType> region_signatures(const Graph& g) {
+  std::vector<DType> out;
+  for (const Node& n : g.nodes())
+    if (is_control_flow(n.op))
+      for (const TensorType& t : n.results) out.push_back(t.dtype);
+  for_each_body(g, [&](const Graph& b) {
+    for (int32_t id : b.inputs()) out.push_back(b.node(id).results[0].dtype);
+    for (Value v : b.outputs()) out.push_back(b.dtype(v));
+    for (const Node& n : b.nodes())
+      if (is_control_flow(n.op))
+        for (const TensorType& t : n.results) out.push_back(t.dtype);
+  });
+  return out;
+}
+
+std::string bodies_text(const Graph& g) {
+  std::string s;
+  for_each_body(g, [&](const Graph& b) { s += b.to_string(); });
+  return s;
+}
+
+// Under auto-mixed-bf16 the standard pipeline's AMP reaches every body at every nesting level:
+// each body's dot_generals take bf16 operands and accumulate f32 (preferred=f32), its tanh and
+// exp (f32 ops of the policy) stay f32, and the body inputs, outputs and control-flow results
+// keep f32. On the evaluator the values stay within bf16's tolerance of the f32 graph (h . w
+// over 4 terms of |w| <= 0.8 with both operands rounded to bf16, rel. error <= 2^-8 per
+// product, through tanh over <= 5 steps: < 3e-2) yet differ from it by more than f32 rounding
+// (so bf16 did run).
+TEST(ControlFlowPasses, AmpRunsInsideBodies) {
+  Graph g = amp_bodies_graph();
+  PipelineOptions o;
+  o.precision = parse_precision_policy("auto-mixed-bf16");
+  Graph a = run_standard_pipeline(g, o).graph;
+  EXPECT_TRUE(a.verify().empty());
+  // The pipeline without a policy drops the same unused branch inputs (DCE).
+  EXPECT_EQ(region_signatures(a), region_signatures(run_standard_pipeline(g, {}).graph));
+  int dots = 0, bodies = 0;
+  for_each_body(a, [&](const Graph& b) {
+    ++bodies;
+    for (const Node& n : b.nodes()) {
+      if (n.op == OpKind::DotGeneral) {
+        ++dots;
+        EXPECT_EQ(b.dtype(n.operands[0]), DType::bf16) << b.to_string();
+        EXPECT_EQ(b.dtype(n.operands[1]), DType::bf16) << b.to_string();
+        EXPECT_EQ(n.attrs.get_dtype("preferred"), DType::f32) << b.to_string();
+        EXPECT_EQ(n.results[0].dtype, DType::f32);
+      }
+      if (n.op == OpKind::Tanh || n.op == OpKind::Exp) {
+        EXPECT_EQ(b.dtype(n.operands[0]), DType::f32) << b.to_string();
+      }
+    }
+  });
+  EXPECT_EQ(bodies, 6);  // scan, while cond + body, 2 branches, the scan in a branch
+  EXPECT_EQ(dots, 4);
+  for (bool p : {false, true}) {
+    SCOPED_TRACE(p);
+    std::vector<Tensor> want = evaluate(g, amp_bodies_feeds(p)),
+                        got = evaluate(a, amp_bodies_feeds(p));
+    ASSERT_EQ(got.size(), want.size());
+    double max_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(all_close(got[i], want[i], 3e-2, 3e-2)) << i;
+      for (int64_t e = 0; e < got[i].numel(); ++e)
+        max_diff = std::max(max_diff, std::abs(got[i].get_f64(e) - want[i].get_f64(e)));
+    }
+    EXPECT_GT(max_diff, 1e-4);
+  }
+}
+
+// AMP twice gives the same graph, bodies included (the second run changes nothing), under
+// each kind of policy; always-f32 leaves an f32 graph's bodies alone; an override applies
+// inside bodies (dot_general=f32 keeps them f32); with in_bodies false the bodies stay as they
+// were (the CPU backend's pipeline: each body gets AMP in its own compile).
+TEST(ControlFlowPasses, AmpInBodiesIsIdempotentAndFollowsThePolicy) {
+  const Graph g = amp_bodies_graph();
+  for (const char* mode : {"auto-mixed-bf16", "always-bf16", "auto-mixed-f16,tanh=bf16"}) {
+    SCOPED_TRACE(mode);
+    Graph a = g;
+    EXPECT_TRUE(create_amp_pass(parse_precision_policy(mode))->run(a));
+    EXPECT_NE(bodies_text(a), bodies_text(g));
+    EXPECT_TRUE(a.verify().empty());
+    EXPECT_EQ(region_signatures(a), region_signatures(g));
+    Graph twice = a;
+    EXPECT_FALSE(create_amp_pass(parse_precision_policy(mode))->run(twice));
+    EXPECT_EQ(twice.to_string(), a.to_string());
+    for (bool p : {false, true}) {
+      std::vector<Tensor> x = evaluate(a, amp_bodies_feeds(p)),
+                          y = evaluate(twice, amp_bodies_feeds(p));
+      for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(all_close(y[i], x[i], 0, 0));
+    }
+  }
+  Graph f32 = g;
+  EXPECT_FALSE(create_amp_pass(parse_precision_policy("always-f32"))->run(f32));
+  EXPECT_EQ(f32.to_string(), g.to_string());
+
+  Graph overridden = g;
+  create_amp_pass(parse_precision_policy("auto-mixed-bf16,dot_general=f32"))->run(overridden);
+  EXPECT_EQ(bodies_text(overridden), bodies_text(g));
+
+  Graph top_only = g;
+  create_amp_pass(parse_precision_policy("always-bf16"), /*in_bodies=*/false)->run(top_only);
+  EXPECT_EQ(bodies_text(top_only), bodies_text(g));
+  PipelineOptions o;
+  o.precision = parse_precision_policy("auto-mixed-bf16");
+  o.amp_in_bodies = false;
+  EXPECT_EQ(bodies_text(run_standard_pipeline(g, o).graph).find("bf16"), std::string::npos);
 }
 
 // A scan body with work for every pass: a dead chain (dce), a duplicate expression (cse),

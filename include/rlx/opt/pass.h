@@ -28,7 +28,7 @@ class Pass {
 /// Runs `pass` on every body of the control-flow nodes (cond, while_loop, scan) of `g` — the
 /// pass's own run() recurses into nested bodies — and rebuilds the nodes whose bodies changed.
 /// For passes that keep a graph's inputs and output types (dce, cse, fold-constants, simplify
-/// call it at the end of run()), so a body keeps its signature. Bodies of other ops
+/// and amp call it at the end of run()), so a body keeps its signature. Bodies of other ops
 /// (elementwise_region) are left alone: their bodies admit only elementwise ops. Returns true
 /// when a body changed.
 bool run_in_bodies(Pass& pass, Graph& g);

@@ -33,6 +33,10 @@ struct PipelineOptions {
   /// Absent: the graph keeps its dtypes. AMP runs after the fusions, so per-op overrides name
   /// the ops as they are then (fused_matmul_bias_act, attention, ...).
   std::optional<PrecisionPolicy> precision;
+  /// AMP also re-types the bodies of cond / while_loop / scan (create_amp_pass's `in_bodies`).
+  /// A backend that compiles each body through this pipeline itself sets it false (the CPU
+  /// backend), so a body gets AMP once, after its own fusions, as a top-level graph does.
+  bool amp_in_bodies = true;
   bool dce = true;
   bool fold_constants = true;
   /// Params stored block-quantized (rlx/opt/quantize_params.h): the pipeline starts from

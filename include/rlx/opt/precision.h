@@ -99,6 +99,14 @@ std::optional<PrecisionPolicy> precision_from_env();
 /// convert(convert(x: bf16, f32), bf16) is x; casts left unused are removed. Running the pass
 /// twice with one policy changes nothing the second time. Throws rlx::Error at creation when an
 /// override names a Typed op or a dtype other than f32/f16/bf16.
-std::unique_ptr<Pass> create_amp_pass(PrecisionPolicy policy);
+///
+/// Bodies: with `in_bodies` (the default) the pass also rewrites the bodies of cond, while_loop
+/// and scan, nested ones included (run_in_bodies), each as a graph of its own under the same
+/// policy and overrides: a body's inputs and outputs keep their declared types (converts sit
+/// inside the body at its boundary), so carries, branch results and the control-flow nodes
+/// keep theirs and the verifier's control-flow rules hold. Idempotent there too. `in_bodies`
+/// false leaves bodies alone, for a backend that runs the pipeline on each body itself (the
+/// CPU backend: AMP then comes after the body's fusions, as at the top level).
+std::unique_ptr<Pass> create_amp_pass(PrecisionPolicy policy, bool in_bodies = true);
 
 }  // namespace rlx

@@ -50,6 +50,9 @@ struct Arena {
 std::shared_ptr<const Program> compile_program(const Graph& graph, const BackendFacts& facts,
                                                const CompileOptions& options, bool body) {
   PipelineOptions pipeline = make_pipeline_options(facts, options);
+  // Each body runs this whole pipeline below (BodyCompiler), AMP included, after the body's
+  // fusions; AMP at this level leaves the bodies alone so it does not come before them.
+  pipeline.amp_in_bodies = false;
   if (body) {
     pipeline.state_inputs.clear();
     pipeline.quantized_params.clear();

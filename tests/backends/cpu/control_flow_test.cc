@@ -504,6 +504,76 @@ TEST(ControlFlowCpu, ProfileBreaksOutTheScanBody) {
   }
 }
 
+// AMP reaches a body once, in the body's own compile after its fusions, as for a top-level graph:
+// the top-level pipeline leaves the bodies to it (PipelineOptions::amp_in_bodies = false), so
+// there is no second round of converts and no AMP before the body's fusions (which would turn
+// its fused_matmul_bias_act back into a bf16 matmul plus f32 adds, other values). Under
+// auto-mixed-bf16 the scan of an RNN cell (h' = tanh(h W + b) + x) therefore equals, bitwise,
+// its cell compiled on its own under the same policy and run step by step, which is what the
+// CPU computed before AMP learnt to recurse; the scan's body steps are the lone cell's kernels.
+TEST(ControlFlowCpu, AmpRunsOnceInABodyAfterItsFusions) {
+  constexpr int64_t kLength = 4, kBatch = 2, kHidden = 8;
+  Graph cell("cell");
+  {
+    Value w = cell.input("w", DType::f32, {kHidden, kHidden});
+    Value b = cell.input("b", DType::f32, {kHidden});
+    Value h = cell.input("h", DType::f32, {kBatch, kHidden});
+    Value x = cell.input("x", DType::f32, {kBatch, kHidden});
+    Value n = cell.add(cell.tanh(cell.add(cell.matmul(h, w), b)), x);
+    cell.set_outputs({n, n});
+  }
+  Graph g("rnn");
+  Value xs = g.input("xs", DType::f32, {kLength, kBatch, kHidden});
+  Value h0 = g.input("h0", DType::f32, {kBatch, kHidden});
+  Value w = g.input("w", DType::f32, {kHidden, kHidden});
+  Value b = g.input("b", DType::f32, {kHidden});
+  g.set_outputs(g.scan(cell, {h0}, {xs}, {w, b}));
+  TensorMap feeds{{"xs", random_tensor(DType::f32, {kLength, kBatch, kHidden}, 31, -1, 1)},
+                  {"h0", random_tensor(DType::f32, {kBatch, kHidden}, 32, -1, 1)},
+                  {"w", random_tensor(DType::f32, {kHidden, kHidden}, 33, -0.5, 0.5)},
+                  {"b", random_tensor(DType::f32, {kHidden}, 34, -0.1, 0.1)}};
+  CompileOptions options;
+  options.precision = parse_precision_policy("auto-mixed-bf16");
+  options.profile = ProfileMode::Collect;
+  std::shared_ptr<Executable> exe = session().compile(g, options);
+  for (const Node& n : exe->compiled_graph().nodes())
+    if (n.op == OpKind::Scan) {
+      EXPECT_EQ(n.attrs.get_graph("body").to_string().find("bf16"), std::string::npos);
+    }
+  std::shared_ptr<Executable> alone = session().compile(cell, options);
+  bool fused = false;
+  for (const KernelReport::Node& n : alone->kernels().nodes)
+    fused = fused || n.op == OpKind::FusedMatMulBiasAct;
+  EXPECT_TRUE(fused);
+  EXPECT_NE(alone->compiled_graph().to_string().find("bf16"), std::string::npos);
+
+  std::vector<Tensor> got = exe->run(feeds);
+  Tensor h = feeds.at("h0");
+  const Tensor& all_xs = feeds.at("xs");
+  const int64_t step = kBatch * kHidden;
+  for (int64_t t = 0; t < kLength; ++t) {
+    Tensor x(DType::f32, Shape{kBatch, kHidden});
+    std::copy_n(all_xs.data_as<float>() + t * step, step, x.data_as<float>());
+    std::vector<Tensor> out =
+        alone->run({{"w", feeds.at("w")}, {"b", feeds.at("b")}, {"h", h}, {"x", x}});
+    for (int64_t i = 0; i < step; ++i)
+      ASSERT_EQ(got[1].data_as<float>()[t * step + i], out[1].data_as<float>()[i])
+          << "step " << t << " element " << i;
+    h = out[0];
+  }
+  EXPECT_TRUE(testing::all_close(got[0], h, 0, 0));
+
+  ExecutionProfile prof = exe->profile();
+  int32_t scan = -1;
+  for (size_t i = 0; i < prof.nodes.size(); ++i)
+    if (prof.nodes[i].op == OpKind::Scan) scan = static_cast<int32_t>(i);
+  ASSERT_GE(scan, 0);
+  std::vector<OpKind> body_ops, alone_ops;
+  for (const ExecutionProfile::NodeTotal* n : children_of(prof, scan)) body_ops.push_back(n->op);
+  for (const KernelReport::Node& n : alone->kernels().nodes) alone_ops.push_back(n.op);
+  EXPECT_EQ(body_ops, alone_ops);
+}
+
 // Nested bodies: a while_loop and a cond inside a scan of 6 steps. Per run the loop's cond
 // runs 4 times and its body 3 times per step; the cond's branches run once per step between
 // them, the `pos` branch on the steps whose x sums to more than 0.

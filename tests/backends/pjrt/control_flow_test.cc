@@ -9,13 +9,16 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "common/test_util.h"
 #include "golden/golden_data.h"
 #include "pjrt_test_util.h"
+#include "rlx/autodiff/grad.h"
 #include "rlx/ir/collective.h"
 #include "rlx/ir/error.h"
+#include "rlx/opt/precision.h"
 
 namespace rlx::pjrt::testing {
 namespace {
@@ -248,6 +251,103 @@ TEST(PjrtControlFlow, BoundedWhileStopsAtMaxTripCount) {
       test_backend()->compile(g, f32_options(), Device{DeviceKind::Pjrt, 0});
   std::vector<Tensor> got = exe->run(feeds);
   EXPECT_TRUE(all_close(got[0], Tensor::full(DType::f32, Shape{2}, 4.5), kF32Tol));
+}
+
+// ---- AMP inside bodies: the default policy (auto-mixed-bf16) reaches a scan body
+
+// An RNN over 6 steps with its only matmul in the scan body: h' = tanh(h W + x), ys = h';
+// `loss` adds the output sum(ys * ys) (for grad).
+Graph amp_rnn(bool loss) {
+  Graph cell("cell");
+  Value w = cell.input("w", DType::f32, {8, 8});
+  Value h = cell.input("h", DType::f32, {2, 8});
+  Value x = cell.input("x", DType::f32, {2, 8});
+  Value n = cell.tanh(cell.add(cell.matmul(h, w), x));
+  cell.set_outputs({n, n});
+  Graph g(loss ? "rnn_loss" : "rnn");
+  Value gw = g.input("w", DType::f32, {8, 8});
+  Value gh = g.input("h0", DType::f32, {2, 8});
+  Value gx = g.input("xs", DType::f32, {6, 2, 8});
+  std::vector<Value> s = g.scan(std::move(cell), {gh}, {gx}, {gw});
+  if (loss)
+    g.set_outputs({g.reduce_sum(g.mul(s[1], s[1]), {0, 1, 2})});
+  else
+    g.set_outputs(s);
+  return g;
+}
+
+// Lines of a module holding a stablehlo.dot_general over bf16 operands.
+size_t bf16_dot_generals(const std::string& module) {
+  size_t n = 0;
+  std::istringstream lines(module);
+  for (std::string line; std::getline(lines, line);)
+    n += line.find("stablehlo.dot_general") != std::string::npos &&
+         line.find("xbf16>") != std::string::npos;
+  return n;
+}
+
+// The emitted module under the default policy computes the body's matmul as a bf16
+// dot_general (the graph has no other matmul); under always-f32 the module holds no bf16.
+TEST(PjrtControlFlowEmit, DefaultPolicyRunsTheScanBodysMatmulInBf16) {
+  std::string mixed = lower_to_stablehlo(amp_rnn(false));
+  EXPECT_EQ(bf16_dot_generals(mixed), 1u) << mixed;
+  std::string f32 = lower_to_stablehlo(amp_rnn(false), f32_options());
+  EXPECT_EQ(f32.find("bf16"), std::string::npos) << f32;
+}
+
+// Values: under the default policy XLA computes what the pipeline's graph says (the evaluator
+// on the compiled graph, bf16 operands included, to f32 tolerance), within bf16 tolerance of
+// the CPU backend under auto-mixed-bf16 and of the f32 evaluator (6 steps of a tanh RNN,
+// |W| <= 0.5, 8 products per dot rounded to bf16 (rel. 2^-9 each): errors well below 2e-2),
+// and measurably away from f32 (so bf16 did run); always-f32 stays at f32 tolerance.
+TEST(PjrtControlFlow, DefaultPolicyScanMatchesCpuWithinBf16) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  Graph g = amp_rnn(false);
+  TensorMap feeds = random_feeds(g, 17);
+  for (float& v : std::span(feeds.at("w").data_as<float>(), 64)) v *= 0.5f;
+  std::unique_ptr<Executable> exe = test_backend()->compile(g, {}, Device{DeviceKind::Pjrt, 0});
+  CompileOptions mixed;
+  mixed.precision = parse_precision_policy("auto-mixed-bf16");
+  std::vector<Tensor>
+      got = exe->run(feeds),
+      cpu = backend_for(DeviceKind::Cpu)->compile(g, mixed, Device::cpu())->run(feeds),
+      amp = evaluate(exe->compiled_graph(), feeds), want = evaluate(g, feeds);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(all_close(got[i], amp[i], kF32TranscendentalTol));
+    EXPECT_TRUE(all_close(got[i], cpu[i], {2e-2, 2e-2}));
+    EXPECT_TRUE(all_close(got[i], want[i], {2e-2, 2e-2}));
+    EXPECT_FALSE(all_close(got[i], want[i], {1e-4, 1e-4}));
+  }
+  std::vector<Tensor> f32 =
+      test_backend()->compile(g, f32_options(), Device{DeviceKind::Pjrt, 0})->run(feeds);
+  for (size_t i = 0; i < f32.size(); ++i)
+    EXPECT_TRUE(all_close(f32[i], want[i], kF32TranscendentalTol)) << i;
+}
+
+// The gradient of a scan under a mixed policy compiles and runs: on pjrt:0 (default policy)
+// the forward (residual) scan and the reverse scan both hold bf16 dot_generals, and the
+// gradients agree with the CPU backend under auto-mixed-bf16 and with the f32 evaluator within
+// bf16 tolerance (d loss / d W sums 6 steps x 2 rows of O(1) terms: 5e-2).
+TEST(PjrtControlFlow, GradOfAScanUnderTheDefaultPolicy) {
+  RLX_REQUIRE_PJRT_PLUGIN();
+  Graph g = autodiff::grad(amp_rnn(true), {"w", "h0"});
+  EXPECT_GE(bf16_dot_generals(lower_to_stablehlo(g)), 3u);
+  TensorMap feeds = random_feeds(g, 19);
+  for (float& v : std::span(feeds.at("w").data_as<float>(), 64)) v *= 0.5f;
+  CompileOptions mixed;
+  mixed.precision = parse_precision_policy("auto-mixed-bf16");
+  std::vector<Tensor>
+      got = test_backend()->compile(g, {}, Device{DeviceKind::Pjrt, 0})->run(feeds),
+      cpu = backend_for(DeviceKind::Cpu)->compile(g, mixed, Device::cpu())->run(feeds),
+      want = evaluate(g, feeds);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(all_close(got[i], cpu[i], kBf16LayerTol));
+    EXPECT_TRUE(all_close(got[i], want[i], kBf16LayerTol));
+  }
 }
 
 // The sharded path: a scan (an RNN over 6 steps, batch split over "data") on a 2x2 mesh in
