@@ -126,13 +126,14 @@ def run_jax(meta, rlx, tok, budget_s, runs, warmup):
     feed = [jax.device_put(rlx[n]) for n in ("input_ids", "attention_mask", "token_type_ids")]
     model_out = np.asarray(fn(params, *feed))
     model_t = time_runs(lambda: fn(params, *feed).block_until_ready(), budget_s, runs,
-                        warmup=warmup)
+                        warmup=warmup, clock=meta.get("clock", "wall"))
 
     def e2e():
         return np.asarray(fn(params, *tokenize(tok, meta["texts"], np.int32)))
 
     e2e_out = e2e()
-    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup)
+    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup,
+                                                  clock=meta.get("clock", "wall"))
 
 
 # ---- ONNX Runtime
@@ -143,13 +144,15 @@ def run_ort(meta, rlx, tok, onnx_path, budget_s, runs, warmup):
     names = ("input_ids", "attention_mask", "token_type_ids")
     feed = {n: rlx[n].astype(np.int64) for n in names}
     model_out = sess.run(["embeddings"], feed)[0]
-    model_t = time_runs(lambda: sess.run(["embeddings"], feed), budget_s, runs, warmup=warmup)
+    model_t = time_runs(lambda: sess.run(["embeddings"], feed), budget_s, runs, warmup=warmup,
+                         clock=meta.get("clock", "wall"))
 
     def e2e():
         return sess.run(["embeddings"], dict(zip(names, tokenize(tok, meta["texts"], np.int64))))[0]
 
     e2e_out = e2e()
-    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup)
+    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup,
+                                                  clock=meta.get("clock", "wall"))
 
 
 def main():
