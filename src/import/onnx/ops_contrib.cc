@@ -65,8 +65,7 @@ void convert_attention(NodeContext& c) {
               "forms are not supported)");
     // [batch] lengths (right padding; what the optimizer makes of a 0/1 mask: ReduceSum):
     // key j of row b is visible when j < lengths[b].
-    if (lengths)
-      m = g.lt(g.iota(g.dtype(m), Shape{b, s}, 1), g.broadcast_in_dim(m, {b, s}, {0}));
+    if (lengths) m = g.lt(g.iota(g.dtype(m), Shape{b, s}, 1), g.broadcast_in_dim(m, {b, s}, {0}));
     // 0 -> mask_filter_value added to the scores, 1 -> 0.
     const double filter = c.attr_float("mask_filter_value", -10000.0);
     Value keep = g.convert(m, g.dtype(x));
