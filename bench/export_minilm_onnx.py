@@ -256,8 +256,8 @@ def main():
           f"reference| = {diff:.1e} over {rows} sentences of {os.path.basename(REFERENCE)}")
     print(f"wrote {fused_out} ({', '.join(f'{k} {v}' for k, v in stats.items() if v)}); "
           f"max |ORT - reference| = {fused_diff:.1e}")
-    print(f"wrote {int8_out} (quantize_dynamic QInt8 per channel, of the fused model); min cosine to "
-          f"the reference = {int8_cos:.5f}")
+    print(f"wrote {int8_out} (quantize_dynamic QInt8 per channel, of the fused model); min cosine "
+          f"to the reference = {int8_cos:.5f}")
 
 
 if __name__ == "__main__":

@@ -949,16 +949,25 @@ inline void panel_tile(const Panel& p, const ActRow* a, int64_t K, float* out, i
 
 // GEMM path on VNNI: output columns [t0 * 16, t1 * 16) of y, one packed panel at a time reused
 // by every group of 4 activation rows; whole panels' tiles stored straight into y, the last
-// partial one through a buffer.
+// partial one through a buffer. While a panel's tiles run, the next panel's weight rows (16
+// contiguous rows: a model's weights live in L3 or DRAM, not L2) are prefetched into L2, a
+// share per row group, so that packing it does not wait on memory.
 template <class F>
 inline void panel_gemm(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                        float* y, int64_t t0, int64_t t1) {
   const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
+  const int64_t groups = (M + 3) / 4;
   thread_local Panel panel;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t n0 = t * kPanelCols, nr = std::min<int64_t>(kPanelCols, N - n0);
     pack_panel<F>(w, row_bytes, K, n0, N, panel);
+    const int64_t next0 = std::min(n0 + kPanelCols, N), next1 = std::min(n0 + 2 * kPanelCols, N);
+    const char* next = reinterpret_cast<const char*>(w + next0 * row_bytes);
+    const int64_t lines = t + 1 < t1 ? ((next1 - next0) * row_bytes + 63) / 64 : 0;
+    const int64_t per_group = (lines + groups - 1) / groups;
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
+      for (int64_t l = m0 / 4 * per_group, e = std::min(lines, l + per_group); l < e; ++l)
+        _mm_prefetch(next + 64 * l, _MM_HINT_T1);
       if (nr == kPanelCols) return panel_tile<F, MR>(panel, a, K, y + m0 * N + n0, N);
       alignas(32) float out[4][kPanelCols];
       panel_tile<F, MR>(panel, a, K, out[0], kPanelCols);
