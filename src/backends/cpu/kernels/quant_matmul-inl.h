@@ -847,11 +847,13 @@ inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n
       float* sc = p.sc.data() + bb * F::kSub * 2 * kPanelCols + c;
       float* cf = p.cf.data() + bb * F::kSub * 2 * kPanelCols + c;
       RLX_QM_UNROLL
-      for (int s = 0; s < F::kSub; ++s) RLX_QM_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        sc[(s * 2 + h) * kPanelCols] = bs[scale_index<F>(s, h)];
-        if constexpr (!F::kSigned)  // panel_tile reads no coefficients of the signed formats
-          cf[(s * 2 + h) * kPanelCols] = bc[scale_index<F>(s, h)];
+      for (int s = 0; s < F::kSub; ++s) {
+        RLX_QM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          sc[(s * 2 + h) * kPanelCols] = bs[scale_index<F>(s, h)];
+          if constexpr (!F::kSigned)  // panel_tile reads no coefficients of the signed formats
+            cf[(s * 2 + h) * kPanelCols] = bc[scale_index<F>(s, h)];
+        }
       }
     }
   }
