@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -218,18 +219,14 @@ struct GemmShape {
 std::vector<GemmShape> gemm_shapes() {
   std::vector<GemmShape> out;
   const char* env = std::getenv("RLX_BENCH_GEMM_SHAPES");
-  std::string list = env != nullptr ? env : "4096x4096";
-  for (size_t i = 0; i < list.size();) {
-    size_t end = list.find(',', i);
-    if (end == std::string::npos) end = list.size();
-    const std::string item = list.substr(i, end - i);
+  std::istringstream list(env != nullptr ? env : "4096x4096");
+  for (std::string item; std::getline(list, item, ',');) {
     long long n = 0, k = 0;
     if (std::sscanf(item.c_str(), "%lldx%lld", &n, &k) != 2 || n <= 0 || k <= 0) {
       std::fprintf(stderr, "RLX_BENCH_GEMM_SHAPES: '%s' is not NxK\n", item.c_str());
       std::exit(2);
     }
     out.push_back({n, k});
-    i = end + 1;
   }
   return out;
 }
