@@ -181,9 +181,11 @@ def main():
         ap.error(f"--out must name a .onnx file, got {args.out}")
     model_dir = args.model or default_model_dir()
     exporter = args.exporter
+    have_torch = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
     if exporter == "auto":
-        have_torch = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
         exporter = "torch" if have_torch else "onnx"
+    elif exporter == "torch" and not have_torch:
+        ap.error("--exporter torch needs torch and transformers (pip install torch transformers)")
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     # Temporaries next to the output (so os.replace is atomic), removed however the export ends;
