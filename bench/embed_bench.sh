@@ -7,13 +7,16 @@
 #   --quantize) vs rlx f32 vs ORT-fused f32 vs ORT's dynamic int8, model only, with each
 #   quantized model's min cosine to its f32 twin (bench/embed_quant_peers.py).
 # Builds rlx_bench_embed and exports the ONNX models once into ~/.cache/rlx/minilm/ if missing
-# (as exported, ORT-fused and ORT int8; needs torch, transformers and onnx that one time).
+# (as exported, ORT-fused and ORT int8; needs onnx and onnxruntime that one time, and uses
+# torch.onnx when torch and transformers are installed).
 # - RLX_BENCH_LOAD=1: the default mode three times, idle with 1 thread, idle with
 #   RLX_NUM_THREADS (default 2) threads and with those threads while one busy process (a shell
 #   loop, not pinned, bounded by `timeout`, killed on exit) competes for the cores.
 # Usage: bash bench/embed_bench.sh [build dir, default ./build] [rlx_bench_embed options, e.g.
 # --batches 1 --budget 5]. RLX_NUM_THREADS sets the thread count of rlx and of every peer
-# (default: physical cores). About 3-4 minutes on 2 cores (three times that with RLX_BENCH_LOAD).
+# (default: physical cores); RLX_BENCH_CPU_TIME=1 with RLX_NUM_THREADS=1 times rlx and the peers
+# in process CPU time (rlx_bench_embed). About 3-4 minutes on 2 cores (three times that with
+# RLX_BENCH_LOAD).
 # Like `import rlx`, the script sets GOMP_SPINCOUNT=300 (libgomp's idle threads spin a few
 # microseconds, then block) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; rlx's C++ programs
 # read them when they start (docs/runtime.md "Threads").
@@ -32,7 +35,7 @@ onnx="${RLX_CACHE_DIR:-$HOME/.cache/rlx}/minilm/all-MiniLM-L6-v2.onnx"
 if [ ! -f "$onnx" ] || [ ! -f "${onnx%.onnx}.ort-fused.onnx" ] ||
   { [ -n "$quant" ] && [ ! -f "${onnx%.onnx}.ort-int8.onnx" ]; }; then
   python3 "$root/bench/export_minilm_onnx.py" --out "$onnx" ||
-    echo "ONNX export failed (pip install torch transformers onnx): the ORT columns will be empty"
+    echo "ONNX export failed (pip install onnx onnxruntime): the ORT columns will be empty"
 fi
 
 # Texts, token ids, outputs and timings of rlx, read by the peer script; removed on exit unless

@@ -126,13 +126,16 @@ def run_jax(meta, rlx, tok, budget_s, runs, warmup):
     feed = [jax.device_put(rlx[n]) for n in ("input_ids", "attention_mask", "token_type_ids")]
     model_out = np.asarray(fn(params, *feed))
     model_t = time_runs(lambda: fn(params, *feed).block_until_ready(), budget_s, runs,
-                        warmup=warmup)
+                        warmup=warmup, clock=meta.get("clock", "wall"))
+    if tok is None:
+        return model_out, model_t, None, None
 
     def e2e():
         return np.asarray(fn(params, *tokenize(tok, meta["texts"], np.int32)))
 
     e2e_out = e2e()
-    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup)
+    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup,
+                                                  clock=meta.get("clock", "wall"))
 
 
 # ---- ONNX Runtime
@@ -143,13 +146,17 @@ def run_ort(meta, rlx, tok, onnx_path, budget_s, runs, warmup):
     names = ("input_ids", "attention_mask", "token_type_ids")
     feed = {n: rlx[n].astype(np.int64) for n in names}
     model_out = sess.run(["embeddings"], feed)[0]
-    model_t = time_runs(lambda: sess.run(["embeddings"], feed), budget_s, runs, warmup=warmup)
+    model_t = time_runs(lambda: sess.run(["embeddings"], feed), budget_s, runs, warmup=warmup,
+                         clock=meta.get("clock", "wall"))
+    if tok is None:
+        return model_out, model_t, None, None
 
     def e2e():
         return sess.run(["embeddings"], dict(zip(names, tokenize(tok, meta["texts"], np.int64))))[0]
 
     e2e_out = e2e()
-    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup)
+    return model_out, model_t, e2e_out, time_runs(e2e, budget_s, runs, warmup=warmup,
+                                                  clock=meta.get("clock", "wall"))
 
 
 def main():
@@ -179,11 +186,13 @@ def main():
                 print(f"{path} is missing: python3 bench/export_minilm_onnx.py")
                 peers.pop(name, None)
     if "tokenizers" not in peers:
-        sys.exit("embed_peers: the end-to-end peers need Hugging Face tokenizers")
+        print("without Hugging Face tokenizers only the model-only rows run (the peers take rlx's "
+              "token ids; pip install tokenizers for the end-to-end rows)")
     print(f"\n== MiniLM embeddings: rlx vs ONNX Runtime {peers.get('ort', '-')} (CPU EP; as "
           f"exported, and ORT-fused by its transformer optimizer) vs JAX {peers.get('jax', '-')} "
           f"(jit), same weights;\n"
-          f"end to end: the peers tokenize with HF tokenizers {peers['tokenizers']}; threads: "
+          f"end to end: the peers tokenize with HF tokenizers {peers.get('tokenizers', '-')}; "
+          f"threads: "
           f"rlx {threads}, ORT intra_op {threads} inter_op 1 sequential, JAX and tokenizers "
           f"pinned to CPUs {cpus}")
     cols = [("ort", "ORT"), ("ortf", "ORT-fused"), ("jax", "JAX")]
@@ -195,10 +204,11 @@ def main():
     for d in dirs:
         meta, rlx = load(d)
         budget = meta["budget_s"] if args.budget is None else args.budget
-        tok = hf_tokenizer(meta["model_dir"], meta["seq"])
-        hf_ids = tokenize(tok, meta["texts"], np.int32)
-        same_ids = all(np.array_equal(a, rlx[n]) for a, n in
-                       zip(hf_ids, ("input_ids", "attention_mask", "token_type_ids")))
+        tok = hf_tokenizer(meta["model_dir"], meta["seq"]) if "tokenizers" in peers else None
+        same_ids = tok is None or all(
+            np.array_equal(a, rlx[n]) for a, n in
+            zip(tokenize(tok, meta["texts"], np.int32),
+                ("input_ids", "attention_mask", "token_type_ids")))
         if not same_ids:
             print(f"MISMATCH: batch {meta['batch']}: HF tokenizers' ids differ from rlx's")
             ok = False
@@ -211,6 +221,8 @@ def main():
             res["jax"] = run_jax(meta, rlx, tok, budget, meta["min_runs"], meta["warmup"])
         for mode, out_i, key, rlx_key in (("model", 0, "rlx_model", "model_out"),
                                           ("end-to-end", 2, "rlx_e2e", "e2e_out")):
+            if tok is None and out_i == 2:
+                continue
             rlx_ms = meta[key]["median_ms"]
 
             def ms(peer):

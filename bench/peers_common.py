@@ -59,18 +59,22 @@ def ort_session(model, threads):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def time_runs(fn, budget_s, min_runs=10, max_runs=2000, warmup=1):
-    """`warmup` untimed calls, then calls until min_runs and budget_s are both reached (at most
-    max_runs): (median, min) in seconds."""
+def time_runs(fn, budget_s, min_runs=10, max_runs=2000, warmup=1, clock="wall"):
+    """`warmup` untimed calls, then calls until min_runs and budget_s (wall) are both reached (at
+    most max_runs): (median, min) in seconds, each call timed in wall time or, with clock "cpu"
+    (rlx_bench_embed's RLX_BENCH_CPU_TIME=1), in this process's CPU time."""
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"time_runs: clock must be 'wall' or 'cpu', got {clock!r}")
+    tick = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(warmup):
         fn()
     samples = []
     start = time.perf_counter()
     while len(samples) < max_runs and (len(samples) < min_runs or
                                        time.perf_counter() - start < budget_s):
-        t = time.perf_counter()
+        t = tick()
         fn()
-        samples.append(time.perf_counter() - t)
+        samples.append(tick() - t)
     return statistics.median(samples), min(samples)
 
 

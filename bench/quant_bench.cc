@@ -5,8 +5,9 @@
 //   thread count); each weight streamed from DRAM (a ring of copies larger than the caches)
 //   and, for 4096 x 4096, also called repeatedly on one copy (cache-resident when it fits);
 // - GEMM (M = 16, 32, 128, 4096 or RLX_BENCH_GEMM_M, prefill and batched embeddings) per format
-//   on the 4096 x 4096 weight: GFLOP/s (2 M N K / time)
-//   of the int8 kernel, of dequant_sgemm, and of oneDNN's sgemm on weights expanded beforehand.
+//   on the 4096 x 4096 weight or the N x K shapes of RLX_BENCH_GEMM_SHAPES: GFLOP/s (2 M N K /
+//   time) of the int8 kernel, of dequant_sgemm, and of oneDNN's sgemm on weights expanded
+//   beforehand.
 // Times are wall seconds, best of repeated calls after a warm-up.
 // Usage: rlx_bench_quant [gemv|gemm|all] [format ...]   (RLX_QUANT_TARGET picks the target,
 // RLX_BENCH_M the GEMV's rows, RLX_BENCH_CPU_TIME=1 thread CPU time instead of wall time)
@@ -22,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -207,17 +209,37 @@ void gemv(const std::vector<std::string>& names) {
   }
 }
 
-void gemm(const std::vector<std::string>& names) {
-  const int64_t N = 4096, K = 4096;
-  bind_library_threads();
+// One GEMM shape of the weight, N x K.
+struct GemmShape {
+  int64_t N, K;
+};
+
+// RLX_BENCH_GEMM_SHAPES ("NxK,NxK...", e.g. MiniLM's "384x384,1536x384,384x1536"), else
+// 4096 x 4096.
+std::vector<GemmShape> gemm_shapes() {
+  std::vector<GemmShape> out;
+  const char* env = std::getenv("RLX_BENCH_GEMM_SHAPES");
+  std::istringstream list(env != nullptr ? env : "4096x4096");
+  for (std::string item; std::getline(list, item, ',');) {
+    long long n = 0, k = 0;
+    if (std::sscanf(item.c_str(), "%lldx%lld", &n, &k) != 2 || n <= 0 || k <= 0) {
+      std::fprintf(stderr, "RLX_BENCH_GEMM_SHAPES: '%s' is not NxK\n", item.c_str());
+      std::exit(2);
+    }
+    out.push_back({n, k});
+  }
+  return out;
+}
+
+void gemm_shape(const std::vector<std::string>& names, const std::vector<int64_t>& ms, int64_t N,
+                int64_t K) {
   std::printf(
-      "\nGEMM y[M, 4096] = x[M, 4096] . W[4096, 4096]^T, %d threads, GFLOP/s (2 M N K / s): "
+      "\nGEMM y[M, %lld] = x[M, %lld] . W[%lld, %lld]^T, %d threads, GFLOP/s (2 M N K / s): "
       "the int8 kernel (act_quant int8), dequant_sgemm (act_quant none from M = %lld), oneDNN "
       "sgemm on weights expanded beforehand\n",
-      num_threads(), static_cast<long long>(cpu::kExactSgemmRows));
+      static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(N),
+      static_cast<long long>(K), num_threads(), static_cast<long long>(cpu::kExactSgemmRows));
   std::printf("%-7s %5s | %-9s %-9s %-9s\n", "format", "M", "int8", "deq+sgemm", "sgemm");
-  std::vector<int64_t> ms = {16, 32, 128, 4096};
-  if (const char* env = std::getenv("RLX_BENCH_GEMM_M")) ms = {std::atoll(env)};
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   const std::vector<float> x = random_x(max_m, K);
   std::vector<float> y(static_cast<size_t>(max_m * N));
@@ -243,6 +265,13 @@ void gemm(const std::vector<std::string>& names) {
       std::fflush(stdout);
     }
   }
+}
+
+void gemm(const std::vector<std::string>& names) {
+  bind_library_threads();
+  std::vector<int64_t> ms = {16, 32, 128, 4096};
+  if (const char* env = std::getenv("RLX_BENCH_GEMM_M")) ms = {std::atoll(env)};
+  for (const GemmShape& shape : gemm_shapes()) gemm_shape(names, ms, shape.N, shape.K);
 }
 
 }  // namespace

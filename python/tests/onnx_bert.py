@@ -2,7 +2,10 @@
 onnx.helper, as torch.onnx exports BertModel at opset 17: word + position + token-type
 embeddings, per layer Q/K/V MatMul + Add, heads split by Reshape to a shape computed from the
 input (Shape -> Gather -> Unsqueeze -> Concat), Transpose, MatMul / Div / Add(mask) / Softmax,
-Erf GELU, LayerNormalization; the output is last_hidden_state [batch, seq, hidden].
+Erf GELU, LayerNormalization; the output is last_hidden_state [batch, seq, hidden], or with
+pooled=True the sentence-transformers embedding: attention-masked mean pooling and L2
+normalisation (torch F.normalize, eps 1e-12), output embeddings [batch, hidden], each row of unit
+length (bench/export_minilm_onnx.py writes that form for the benchmarks).
 
 No torch needed: the weights are read from the safetensors file with numpy. The exported graph
 keeps the symbolic batch and sequence dims, so the importer's shape folding is exercised.
@@ -34,7 +37,10 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
     return out
 
 
-def export_bert(model_dir: str, out_path: str) -> None:
+def export_bert(model_dir: str, out_path: str, pooled: bool = False) -> None:
+    """Writes the ONNX model of the BERT checkpoint in `model_dir` to `out_path` (inputs
+    input_ids, attention_mask, token_type_ids: int64[batch, sequence]); `pooled` selects the
+    output (see the module doc)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -81,8 +87,10 @@ def export_bert(model_dir: str, out_path: str) -> None:
     emb = node("Add", [emb, node("Gather", [init("pos_emb", w[prefix + "embeddings.position_embeddings.weight"]), positions])])
     emb = node("Add", [emb, node("Gather", [init("type_emb", w[prefix + "embeddings.token_type_embeddings.weight"]), types])])
     x = layer_norm(emb, "embeddings.LayerNorm")
-    # Additive mask (1 - mask) * float32 min, [B, 1, 1, S].
-    m = node("Cast", [node("Unsqueeze", [mask, init("axes12", np.array([1, 2], np.int64))])], to=TensorProto.FLOAT)
+    # Additive mask (1 - mask) * float32 min, [B, 1, 1, S]: two Unsqueezes, as torch exports it
+    # and as ONNX Runtime's attention fusion matches it.
+    m = node("Unsqueeze", [mask, init("ax1_mask", np.array([1], np.int64))])
+    m = node("Cast", [node("Unsqueeze", [m, init("ax2_mask", np.array([2], np.int64))])], to=TensorProto.FLOAT)
     m = node("Mul", [node("Sub", [init("one_f", np.array(1, np.float32)), m]), init("fmin", np.array(np.finfo(np.float32).min, np.float32))])
     batch = node("Gather", [shape, init("zero_idx", np.array(0, np.int64))], axis=0)
     b_u = node("Unsqueeze", [batch, init("ax0", np.array([0], np.int64))])
@@ -106,13 +114,24 @@ def export_bert(model_dir: str, out_path: str) -> None:
         h = linear(x, p + "intermediate.dense")
         gelu = node("Mul", [node("Mul", [h, node("Add", [node("Erf", [node("Div", [h, init(name("sqrt2"), np.array(np.sqrt(2), np.float32))])]), init(name("one"), np.array(1, np.float32))])]), init(name("half"), np.array(0.5, np.float32))])
         x = layer_norm(node("Add", [linear(gelu, p + "output.dense"), x]), p + "output.LayerNorm")
-    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+    if pooled:
+        # sum(h * m, 1) / max(sum(m, 1), 1e-9), then x / max(||x||, 1e-12), as sentence-transformers.
+        mf = node("Cast", [node("Unsqueeze", [mask, init("ax_last", np.array([-1], np.int64))])], to=TensorProto.FLOAT)
+        ax1 = init("ax1", np.array([1], np.int64))
+        total = node("ReduceSum", [node("Mul", [x, mf]), ax1], keepdims=0)
+        count = node("Clip", [node("ReduceSum", [mf, ax1], keepdims=0), init("count_min", np.array(1e-9, np.float32))])
+        mean = node("Div", [total, count])
+        norm = node("Max", [node("ReduceL2", [mean], axes=[1], keepdims=1), init("norm_eps", np.array(1e-12, np.float32))])
+        x, out_name, out_dims = node("Div", [mean, norm]), "embeddings", ["batch", hidden]
+    else:
+        out_name, out_dims = "last_hidden_state", ["batch", "sequence", hidden]
+    nodes.append(helper.make_node("Identity", [x], [out_name], name="output"))
     int_input = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])  # noqa: E731
     graph = helper.make_graph(
         nodes,
         "bert",
         [int_input(ids), int_input(mask), int_input(types)],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_dims)],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="rlx-tests")

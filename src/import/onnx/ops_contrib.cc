@@ -59,8 +59,13 @@ void convert_attention(NodeContext& c) {
     c.require(opt.mask == "none", "a mask together with unidirectional is not supported");
     Value m = c.input(3);
     const Shape ms = g.shape(m);
-    c.require(ms.rank() == 2 && ms[0] == b && ms[1] == s,
-              "mask_index must be a [batch, sequence] 0/1 mask (other forms are not supported)");
+    const bool lengths = ms.rank() == 1 && ms[0] == b;
+    c.require(lengths || (ms.rank() == 2 && ms[0] == b && ms[1] == s),
+              "mask_index must be a [batch, sequence] 0/1 mask or [batch] key lengths (other "
+              "forms are not supported)");
+    // [batch] lengths (right padding; what the optimizer makes of a 0/1 mask: ReduceSum):
+    // key j of row b is visible when j < lengths[b].
+    if (lengths) m = g.lt(g.iota(g.dtype(m), Shape{b, s}, 1), g.broadcast_in_dim(m, {b, s}, {0}));
     // 0 -> mask_filter_value added to the scores, 1 -> 0.
     const double filter = c.attr_float("mask_filter_value", -10000.0);
     Value keep = g.convert(m, g.dtype(x));

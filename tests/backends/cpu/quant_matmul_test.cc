@@ -178,6 +178,34 @@ TEST(QuantMatmul, SimdTargetsMatchScalarTarget) {
   }
 }
 
+// The VNNI GEMM runs every panel over blocks of rows (kGemmRowBlockBytes = 384 KiB of int8
+// activations, at least 128 rows: 128 at K = 3072), packing each panel once per block: M = 260
+// spans two whole blocks and a third of one row group; N = 24 is a whole panel and a partial one.
+// Every target matches the scalar one (which has no row blocks), signed (Q8_0) and unsigned
+// 256-element (Q4_K) formats.
+TEST(QuantMatmul, GemmRowBlocksMatchScalarTarget) {
+  for (QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_K}) {
+    const Problem p = make_problem(f, 260, 3072, 24, 4321u + uint32_t(f));
+    const std::vector<float> ys = run(f, p, QuantTarget::kScalar);
+    for (QuantTarget t : supported_quant_targets()) {
+      if (t == QuantTarget::kScalar) continue;
+      SCOPED_TRACE(std::string(quant_format_info(f).name) + " " +
+                   std::string(quant_target_name(t)));
+      const std::vector<float> y = run(f, p, t);
+      int bad = 0;
+      for (int64_t m = 0; m < p.M; ++m)
+        for (int64_t n = 0; n < p.N; ++n) {
+          const double err = std::fabs(double(y[size_t(m * p.N + n)]) - ys[size_t(m * p.N + n)]);
+          const double tol = 2 * tolerance(p, m, n, false);  // same int8 activations
+          if (!(err <= tol) && bad++ < 3)
+            ADD_FAILURE() << "y[" << m << "," << n << "] = " << y[size_t(m * p.N + n)]
+                          << ", scalar " << ys[size_t(m * p.N + n)] << ", error " << err << " > "
+                          << tol;
+        }
+    }
+  }
+}
+
 // Column partitions do not change any sum: 1 and 2 threads agree bit for bit on every format,
 // target and path (N = 301: ten GEMV chunks the threads claim, the last one short).
 TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {

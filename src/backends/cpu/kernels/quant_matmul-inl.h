@@ -668,11 +668,11 @@ inline ActRow act_row(const ActRows& act, int64_t m) {
           act.s16.data() + 2 * m * act.nb, act.u8_bias.data() + m * act.nb};
 }
 
-// Calls fn.template operator()<MR>(m0, rows) for each group of up to 4 activation rows from m0
-// (rows past M repeat the last row).
+// Calls fn.template operator()<MR>(m0, rows) for each group of up to 4 activation rows from m0,
+// m0 = m_begin, m_begin + 4, ... below M (rows past M repeat the last row).
 template <class Fn>
-inline void row_groups(const ActRows& act, int64_t M, Fn&& fn) {
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+inline void row_groups(const ActRows& act, int64_t M, Fn&& fn, int64_t m_begin = 0) {
+  for (int64_t m0 = m_begin; m0 < M; m0 += 4) {
     const int mr = int(std::min<int64_t>(4, M - m0));
     ActRow rows[4];
     for (int m = 0; m < 4; ++m) rows[m] = act_row(act, m0 + std::min(m, mr - 1));
@@ -825,39 +825,53 @@ struct Panel {
   std::vector<float> sc, cf;  // K / 16 x 16 columns
 };
 
-// Weight rows [n0, n0 + 16) (rows past N repeat row N - 1) of format F into p.
+// Weight rows [n0, n0 + 16) (rows past N repeat row N - 1) of format F into p, straight from
+// the blocks: each column's scales and coefficients decoded once per block into the panel's
+// per-16 arrays, and per 32 elements the 8 rows' sub-blocks expanded in registers (F::sub) and
+// transposed as an 8 x 8 dword matrix (unpack 32 / 64 bits, then 128-bit lanes), twice for the
+// 16 rows. No row buffer: the sub-blocks go from the packed weight to the panel.
 template <class F>
 inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n0, int64_t N,
                        Panel& p) {
-  const int64_t G = K / 16;
-  thread_local std::vector<uint8_t> rq;
-  thread_local std::vector<float> rsc, rcf;
-  rq.resize(size_t(kPanelCols * K));
-  rsc.resize(size_t(G));
-  rcf.resize(size_t(G));
+  constexpr int64_t kBlock = 32 * F::kSub;
+  const int64_t G = K / 16, nblocks = K / kBlock;
   p.q.resize(size_t(K * kPanelCols));
   p.sc.resize(size_t(G * kPanelCols));
   p.cf.resize(size_t(G * kPanelCols));
+  const uint8_t* rows[kPanelCols];
+  for (int c = 0; c < kPanelCols; ++c) rows[c] = w + std::min(n0 + c, N - 1) * row_bytes;
+  float bs[kScales<F>], bc[kScales<F>];
   for (int c = 0; c < kPanelCols; ++c) {
-    unpack_row<F>(w + std::min(n0 + c, N - 1) * row_bytes, K, rq.data() + c * K, rsc.data(),
-                  rcf.data());
-    for (int64_t j = 0; j < G; ++j) {
-      p.sc[j * kPanelCols + c] = rsc[j];
-      p.cf[j * kPanelCols + c] = rcf[j];
+    for (int64_t bb = 0; bb < nblocks; ++bb) {
+      F::scales(rows[c] + bb * F::kBytes, bs, bc);
+      float* sc = p.sc.data() + bb * F::kSub * 2 * kPanelCols + c;
+      float* cf = p.cf.data() + bb * F::kSub * 2 * kPanelCols + c;
+      RLX_QM_UNROLL
+      for (int s = 0; s < F::kSub; ++s) {
+        RLX_QM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          sc[(s * 2 + h) * kPanelCols] = bs[scale_index<F>(s, h)];
+          if constexpr (!F::kSigned)  // panel_tile reads no coefficients of the signed formats
+            cf[(s * 2 + h) * kPanelCols] = bc[scale_index<F>(s, h)];
+        }
+      }
     }
   }
-  // Interleave: per 32 elements, 8 rows' 8 dwords (4 bytes each) transposed as an 8 x 8 dword
-  // matrix (unpack 32 / 64 bits, then 128-bit lanes), twice for the 16 rows.
   const __m256i flip = _mm256_set1_epi8(F::kSigned ? char(0x80) : 0);
   for (int64_t b = 0; b < K / 32; ++b) {
+    const int64_t block_off = b / F::kSub * F::kBytes;
+    const int s = int(b % F::kSub);
     for (int c0 = 0; c0 < kPanelCols; c0 += 8) {
       __m256i r[8], t[8], u[8];
+      RLX_QM_UNROLL
       for (int i = 0; i < 8; ++i)
-        r[i] = _mm256_xor_si256(ld(rq.data() + (c0 + i) * K + 32 * b), flip);
+        r[i] = _mm256_xor_si256(F::sub(rows[c0 + i] + block_off, s), flip);
+      RLX_QM_UNROLL
       for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
       }
+      RLX_QM_UNROLL
       for (int h = 0; h < 8; h += 4) {  // u[h + j]: dword groups j and j + 4 of 4 rows
         u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
         u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
@@ -865,6 +879,7 @@ inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n
         u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
       }
       uint8_t* out = p.q.data() + b * 32 * kPanelCols + 4 * c0;
+      RLX_QM_UNROLL
       for (int g = 0; g < 4; ++g) {
         st(out + g * 4 * kPanelCols, _mm256_permute2x128_si256(u[g], u[g + 4], 0x20));
         st(out + (g + 4) * 4 * kPanelCols, _mm256_permute2x128_si256(u[g], u[g + 4], 0x31));
@@ -873,9 +888,9 @@ inline void pack_panel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t n
   }
 }
 
-// out[m][c] = row m of a . panel column c, for MR rows.
+// out[m * ldo + c] = row m of a . panel column c, for MR rows and the 16 columns.
 template <class F, int MR>
-inline void panel_tile(const Panel& p, const ActRow* a, int64_t K, float out[4][kPanelCols]) {
+inline void panel_tile(const Panel& p, const ActRow* a, int64_t K, float* out, int64_t ldo) {
   constexpr int kHalves = F::kPer16 ? 2 : 1, kSteps = 8 / kHalves;
   __m256 acc[MR][2];
   RLX_QM_UNROLL
@@ -929,27 +944,53 @@ inline void panel_tile(const Panel& p, const ActRow* a, int64_t K, float out[4][
   }
   RLX_QM_UNROLL
   for (int m = 0; m < MR; ++m) {
-    _mm256_storeu_ps(out[m], acc[m][0]);
-    _mm256_storeu_ps(out[m] + 8, acc[m][1]);
+    _mm256_storeu_ps(out + m * ldo, acc[m][0]);
+    _mm256_storeu_ps(out + m * ldo + 8, acc[m][1]);
   }
 }
 
-// GEMM path on VNNI: output columns [t0 * 16, t1 * 16) of y, one packed panel at a time reused
-// by every group of 4 activation rows.
+// Activation bytes (int8 rows) per block of rows the VNNI GEMM runs every panel over: a block
+// stays in L2 while the panels pass (with all M rows at once, M = 4096 x K = 384 streamed 1.5 MB
+// from L3 per panel: -15 to -30 % GFLOP/s at MiniLM's shapes); each panel is packed once per
+// block, at most 1/32 of the block's arithmetic.
+inline constexpr int64_t kGemmRowBlockBytes = int64_t{384} << 10;
+
+// GEMM path on VNNI: output columns [t0 * 16, t1 * 16) of y, per block of rows (at least 128,
+// about kGemmRowBlockBytes of activations) one packed panel at a time reused by every group of
+// 4 activation rows of the block; whole panels' tiles stored straight into y, the last partial
+// one through a buffer. While a panel's tiles run, the next panel's weight rows (16 contiguous
+// rows: a model's weights live in L3 or DRAM, not L2) are prefetched into L2, a share per row
+// group, so that packing it does not wait on memory.
 template <class F>
 inline void panel_gemm(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                        float* y, int64_t t0, int64_t t1) {
   const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
+  const int64_t block_rows = std::max<int64_t>(128, kGemmRowBlockBytes / K / 4 * 4);
   thread_local Panel panel;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n0 = t * kPanelCols, nr = std::min<int64_t>(kPanelCols, N - n0);
-    pack_panel<F>(w, row_bytes, K, n0, N, panel);
-    row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
-      alignas(32) float out[4][kPanelCols];
-      panel_tile<F, MR>(panel, a, K, out);
-      RLX_QM_UNROLL
-      for (int m = 0; m < MR; ++m) std::memcpy(y + (m0 + m) * N + n0, out[m], size_t(nr) * 4);
-    });
+  for (int64_t mb = 0; mb < M; mb += block_rows) {
+    const int64_t me = std::min(M, mb + block_rows), groups = (me - mb + 3) / 4;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kPanelCols, nr = std::min<int64_t>(kPanelCols, N - n0);
+      pack_panel<F>(w, row_bytes, K, n0, N, panel);
+      const int64_t next0 = std::min(n0 + kPanelCols, N);
+      const int64_t next1 = std::min(n0 + 2 * kPanelCols, N);
+      const char* next = reinterpret_cast<const char*>(w + next0 * row_bytes);
+      const int64_t lines = t + 1 < t1 ? ((next1 - next0) * row_bytes + 63) / 64 : 0;
+      const int64_t per_group = (lines + groups - 1) / groups;
+      row_groups(
+          act, me,
+          [&]<int MR>(int64_t m0, const ActRow* a) {
+            for (int64_t l = (m0 - mb) / 4 * per_group, e = std::min(lines, l + per_group); l < e;
+                 ++l)
+              _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+            if (nr == kPanelCols) return panel_tile<F, MR>(panel, a, K, y + m0 * N + n0, N);
+            alignas(32) float out[4][kPanelCols];
+            panel_tile<F, MR>(panel, a, K, out[0], kPanelCols);
+            RLX_QM_UNROLL
+            for (int m = 0; m < MR; ++m) std::memcpy(y + (m0 + m) * N + n0, out[m], size_t(nr) * 4);
+          },
+          mb);
+    }
   }
 }
 #endif

@@ -14,7 +14,8 @@
 // quant_matmul-inl.h; docs/runtime.md has the details and bench/quant_bench.cc the figures); with
 // more rows (GEMM), and on the scalar target, each weight panel (a few rows of W) is unpacked once
 // to bytes with one f32 scale and offset coefficient per 16 elements and reused by every activation
-// row. F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products). Every format runs on
+// row (on VNNI by every row of a block of rows that stays in L2, the panel packed once per block).
+// F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products). Every format runs on
 // every target; the scalar target computes the same sums in plain C++ and is what the SIMD targets
 // are tested against. The op itself (quant_matmul_auto) takes dequant_sgemm instead from
 // kDequantGemmRows rows on: the activations are then not rounded to 8 bits (MiniLM Q8_0 keeps
