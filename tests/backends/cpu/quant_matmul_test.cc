@@ -154,6 +154,44 @@ TEST(QuantMatmul, EveryFormatShapeAndTargetMatchesDequantizeThenMatmul) {
   }
 }
 
+// The paired GEMV (Q4_0 / Q4_1, one row of x, on VNNI: tiles of 4 weight rows, the last
+// K / 32 % 8 blocks of the 4 rows folded together across the rows): K = 576 (2 whole 8-block
+// groups + a 2-block tail, SmolLM2's hidden size), 4096 (no tail), 416 (a 5-block tail: odd, a
+// half-empty tail group) and 192 (a 6-block tail and no whole group); N = 1, 3 (a single short
+// tile) and 67 (the last tile short, 3 chunks); on every target against the double-precision
+// product of the dequantized weights. A NaN scale in one row's tail blocks makes that row NaN and
+// leaves its 3 tile neighbours exact.
+TEST(QuantMatmul, PairedGemvTailsAndShortTilesMatchDequantizeThenMatmul) {
+  for (QuantFormat f : {QuantFormat::kQ4_0, QuantFormat::kQ4_1}) {
+    for (int64_t K : {576, 4096, 416, 192}) {
+      for (int64_t N : {1, 3, 67}) {
+        Problem p = make_problem(f, 1, K, N, uint32_t(K + N + int(f)));
+        const int64_t rb = quant_row_bytes(f, K);
+        const int64_t nan_row = N > 1 ? 1 : -1;  // its last block's f16 scale: NaN
+        if (nan_row >= 0) {
+          const uint16_t nan = 0x7E00;
+          std::memcpy(p.w.data() + nan_row * rb + rb - quant_row_bytes(f, 32), &nan, 2);
+        }
+        for (QuantTarget t : supported_quant_targets()) {
+          SCOPED_TRACE(std::string(quant_format_info(f).name) + " K=" + std::to_string(K) +
+                       " N=" + std::to_string(N) + " " + std::string(quant_target_name(t)));
+          const std::vector<float> y = run(f, p, t);
+          for (int64_t n = 0; n < N; ++n) {
+            if (n == nan_row) {
+              EXPECT_TRUE(std::isnan(y[size_t(n)])) << y[size_t(n)];
+              continue;
+            }
+            double ref = 0;
+            for (int64_t k = 0; k < K; ++k)
+              ref += double(p.x[size_t(k)]) * double(p.wd[size_t(n * K + k)]);
+            EXPECT_NEAR(y[size_t(n)], ref, tolerance(p, 0, n, true)) << "row " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The SIMD targets (the GEMV path for M <= 8, the GEMM path above) compute the scalar
 // target's sums up to f32 reassociation.
 TEST(QuantMatmul, SimdTargetsMatchScalarTarget) {

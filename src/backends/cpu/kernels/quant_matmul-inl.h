@@ -112,8 +112,29 @@ struct F16PairWords {
   }();
 };
 #endif
+// The f16 pairs at p[0..7] (lane j from p[j], zero where p[j] is null): lo = the first f16 of
+// each, hi = the second. Scalar loads paired into 64-bit words on the integer pipes (the words
+// stay in registers: no array, whose stores a vector load could not forward from), then 4 vector
+// ops.
+__attribute__((always_inline)) inline void f16_pairs_at(const uint8_t* const* p, __m256& lo,
+                                                        __m256& hi) {
+  auto pair = [&](int j) {
+    const uint64_t a = p[j] != nullptr ? ld_u32(p[j]) : 0;
+    const uint64_t b = p[j + 1] != nullptr ? ld_u32(p[j + 1]) : 0;
+    return int64_t(a | b << 32);
+  };
+  const __m256i v = _mm256_setr_epi64x(pair(0), pair(2), pair(4), pair(6));
+  // lane 0: lo 0..3 hi 0..3 | lane 1: lo 4..7 hi 4..7, then lo 0..7 | hi 0..7
+  __m256i r =
+      _mm256_packus_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(v, 16));
+  r = _mm256_permute4x64_epi64(r, 0xD8);
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(r));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(r, 1));
+}
+// (always inlined: a group's nsub is then most often a constant, and the masks with it)
 template <int kStride, bool kEvenOdd = false>
-inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo, __m256& hi) {
+__attribute__((always_inline)) inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo,
+                                                            __m256& hi) {
 #if RLX_QM_LEVEL == 2
   if constexpr (kStride == 18 || kStride == 20) {
     using P = F16PairWords<kStride, kEvenOdd>;
@@ -133,22 +154,12 @@ inline void gather_f16_pairs(const uint8_t* g, int nsub, __m256& lo, __m256& hi)
     return;
   }
 #endif
-  constexpr auto block = [](int lane) {
-    return kEvenOdd ? (lane < 4 ? 2 * lane : 2 * lane - 7) : lane;
-  };
-  // (the words stay in registers: no array, whose stores a vector load could not forward from)
-  auto pair = [&](int j) {
-    const uint64_t lo = block(j) < nsub ? ld_u32(g + block(j) * kStride) : 0;
-    const uint64_t hi = block(j + 1) < nsub ? ld_u32(g + block(j + 1) * kStride) : 0;
-    return int64_t(lo | hi << 32);
-  };
-  const __m256i v = _mm256_setr_epi64x(pair(0), pair(2), pair(4), pair(6));
-  // lane 0: lo 0..3 hi 0..3 | lane 1: lo 4..7 hi 4..7, then lo 0..7 | hi 0..7
-  __m256i p =
-      _mm256_packus_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(v, 16));
-  p = _mm256_permute4x64_epi64(p, 0xD8);
-  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(p));
-  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(p, 1));
+  const uint8_t* p[8];
+  for (int lane = 0; lane < 8; ++lane) {
+    const int b = kEvenOdd ? (lane < 4 ? 2 * lane : 2 * lane - 7) : lane;
+    p[lane] = b < nsub ? g + b * kStride : nullptr;
+  }
+  f16_pairs_at(p, lo, hi);
 }
 // 8 bytes (byte j = an integer field of sub-block j) as f32 lanes.
 inline __m256 bytes_to_ps(uint64_t v) {
@@ -180,11 +191,16 @@ struct FmtQ45 {
     return q;
   }
   template <bool kEvenOdd = false>
-  static void group_scales(const uint8_t* g, int nsub, __m256* sc, __m256* cf) {
+  __attribute__((always_inline)) static void group_scales(const uint8_t* g, int nsub, __m256* sc,
+                                                          __m256* cf) {
     __m256 d, m;
     gather_f16_pairs<kBytes, kEvenOdd>(g, nsub, d, m);
     sc[0] = d;
-    cf[0] = kMin ? m : _mm256_mul_ps(_mm256_set1_ps(-kZero), d);
+    cf[0] = coefs(d, m);
+  }
+  // The offset coefficients of blocks with scales d and second f16 m (the min, if any).
+  static __m256 coefs(__m256 d, __m256 m) {
+    return kMin ? m : _mm256_mul_ps(_mm256_set1_ps(-kZero), d);
   }
 #endif
 #if RLX_QM_LEVEL == 2
@@ -192,7 +208,7 @@ struct FmtQ45 {
   // shift, an insert and an AND): the dot's lanes 4..7 (elements 16..31) then hold 16 times
   // their value (vpdpbusd does not saturate; vpmaddubsw would), which it undoes (kHighX16).
   static constexpr bool kHighX16 = !kFifth;
-  // Q4_0 / Q4_1 run the paired GEMV for one activation row (gemv_chunk's kPaired).
+  // Q4_0 / Q4_1 run the paired GEMV for one activation row (paired_gemv_chunk).
   static constexpr bool kPairedGemv = !kFifth;
   static __m256i gemv_sub(const uint8_t* b, int s) {
     if constexpr (kFifth) return sub(b, s);
@@ -1042,11 +1058,9 @@ inline __m256i gemv_sub(const uint8_t* b, int s) {
   else
     return F::sub(b, s);
 }
-template <class F, bool kPaired>
+template <class F>
 inline void gemv_group_scales(const uint8_t* b, int nsub, __m256* sc, __m256* cf) {
-  if constexpr (kPaired)
-    F::template group_scales<true>(b, nsub, sc, cf);
-  else if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
+  if constexpr (requires { F::gemv_group_scales(b, nsub, sc, cf); })
     F::gemv_group_scales(b, nsub, sc, cf);
   else
     F::group_scales(b, nsub, sc, cf);
@@ -1067,36 +1081,52 @@ inline constexpr bool kPairedGemv = requires {
 // that one vpdpbusd pair yields lanes 0..3 = partial sums of A and 4..7 = of B. The 4 pair
 // vectors of an 8-block group reduce (two unpack + add levels) to one vector of the 8 block
 // sums, in lane order 0, 2, 4, 6, 1, 3, 5, 7, which one FMA scales by the 8 scale products:
-// per block about half the vector ops of one dot + convert + broadcast + FMA each.
-// PairedAct is act's row 0 rearranged for it: per 8-block group, per pair p (blocks 2p,
-// 2p + 1 of the group): A's bytes 0..15, B's 0..15, A's 16..31, B's 16..31; the group's d and
-// s32 in the lane order above; zeros past K.
+// per block about half the vector ops of one dot + convert + broadcast + FMA each. Tiles of
+// kPairedRows = 4 weight rows: each row's whole 8-block groups so; the last L = K / 32 % 8
+// blocks of the rows ("tail") in groups whose pair p is blocks 2t, 2t + 1 of the tail of row p
+// (B zero past L), so one vector holds row p's sums in lanes p and 4 + p: for K = 576 (L = 2)
+// one group per tile instead of a quarter-full third group per row.
+// PairedAct is act's row 0 rearranged for it: per whole group, per pair p (blocks 2p, 2p + 1 of
+// the group): A's bytes 0..15, B's 0..15, A's 16..31, B's 16..31, and the group's d and s32 in
+// the lane order above; per tail group t the 64 bytes of blocks 2t, 2t + 1 of the tail (tq) and
+// their d and s32 in lanes 0..3 and 4..7 (td, ts); zeros past K.
+inline constexpr int kPairedRows = 4;
 struct PairedAct {
-  std::vector<int8_t> q;
-  std::vector<float> d, s32;
+  int tail = 0;  // L
+  std::vector<int8_t> q, tq;
+  std::vector<float> d, s32, td, ts;
 };
+// The 32 activation bytes q of a block as block j (0..7) of the group at group_q (256 bytes).
+inline void put_paired(const int8_t* q, int64_t j, int8_t* group_q) {
+  int8_t* dst = group_q + 64 * (j / 2) + 16 * (j % 2);
+  std::memcpy(dst, q, 16);
+  std::memcpy(dst + 32, q + 16, 16);
+}
 inline void pair_activations(const ActRows& act, PairedAct& out) {
-  const int64_t nb = act.nb, nsub = act.K / 32;
-  out.q.assign(size_t(nb * 32), 0);
-  out.d.resize(size_t(nb));
-  out.s32.resize(size_t(nb));
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t g = b / 8, j = b % 8, p = j / 2;
-    // the lane of block j in its group's sums
-    const int64_t lane = j % 2 == 0 ? j / 2 : 4 + j / 2;
-    out.d[size_t(8 * g + lane)] = act.d[size_t(b)];
-    out.s32[size_t(8 * g + lane)] = act.s32[size_t(b)];
-    if (b >= nsub) continue;
-    int8_t* dst = out.q.data() + 256 * g + 64 * p + 16 * (j % 2);
-    std::memcpy(dst, act.q.data() + 32 * b, 16);
-    std::memcpy(dst + 32, act.q.data() + 32 * b + 16, 16);
+  const int64_t nsub = act.K / 32, whole = nsub / 8 * 8;
+  out.tail = int(nsub - whole);
+  out.q.resize(size_t(whole * 32));
+  out.d.resize(size_t(whole));
+  out.s32.resize(size_t(whole));
+  for (int64_t b = 0; b < whole; ++b) {
+    const int64_t j = b % 8, lane = b - j + (j % 2 == 0 ? j / 2 : 4 + j / 2);
+    out.d[size_t(lane)] = act.d[size_t(b)];
+    out.s32[size_t(lane)] = act.s32[size_t(b)];
+    put_paired(act.q.data() + 32 * b, j, out.q.data() + (b - j) * 32);
+  }
+  const int64_t tail_groups = (out.tail + 1) / 2;
+  out.tq.assign(size_t(64 * tail_groups), 0);
+  for (auto* v : {&out.td, &out.ts}) v->assign(size_t(8 * tail_groups), 0.0f);
+  for (int64_t j = 0; j < out.tail; ++j) {
+    const int64_t b = whole + j, t = j / 2;
+    for (int l = 0; l < 4; ++l) {
+      out.td[size_t(8 * t + 4 * (j % 2) + l)] = act.d[size_t(b)];
+      out.ts[size_t(8 * t + 4 * (j % 2) + l)] = act.s32[size_t(b)];
+    }
+    put_paired(act.q.data() + 32 * b, j % 2, out.tq.data() + 64 * t);
   }
 }
 
-// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
-// last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
-// too (the next tile's first group is prepared during this tile's last), so short rows (K of a
-// few groups) pay no pipeline start per tile.
 // The paired GEMV's reduction: fold32 of pairs AB, CD (lanes [A0..A3 | B0..B3]) is
 // [A0, C0, A1, C1 | B0, D0, B1, D1] + [A2, C2, A3, C3 | B2, D2, B3, D3]; fold64 of two such
 // the 8 block sums.
@@ -1106,15 +1136,166 @@ inline __m256i fold32(__m256i x, __m256i y) {
 inline __m256i fold64(__m256i x, __m256i y) {
   return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
 }
+// The sums of 4 vectors as one: lane n = v[n]'s lanes summed (the same folds on f32).
+inline __m128 hsum4_ps(const __m256* v) {
+  const __m256 x = _mm256_add_ps(_mm256_unpacklo_ps(v[0], v[1]), _mm256_unpackhi_ps(v[0], v[1]));
+  const __m256 y = _mm256_add_ps(_mm256_unpacklo_ps(v[2], v[3]), _mm256_unpackhi_ps(v[2], v[3]));
+  const __m256d xd = _mm256_castps_pd(x), yd = _mm256_castps_pd(y);
+  const __m256 s = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(xd, yd)),
+                                 _mm256_castpd_ps(_mm256_unpackhi_pd(xd, yd)));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
 
-// kPaired (MR = 1, kPairedGemv formats): the paired scheme above, a[0] pointing into a
-// PairedAct.
-template <class F, int MR, int NR, bool kPaired = false>
+// Prefetches into L2 the kBytes that the tile at row n0 reads for its group gi, kGemvPrefetchBytes
+// ahead (one sequential stream; see kGemvPrefetchBytes), nothing past the end of W. In the first
+// kGemvPrefetchBytes of W (where no earlier tile prefetched) also the 2 kBytes at twice the
+// position, so the stream runs ahead from a call's start on: a weight of a few hundred KiB
+// (576 x 1536) spends the first 32 KiB of it otherwise on demand misses. prefetcht1 in volatile
+// asm: GCC 12 deletes _mm_prefetch loops it inlines here as side-effect free.
+template <int64_t kBytes>
+inline void prefetch_group(const uint8_t* w, int64_t row_bytes, int64_t N, int64_t tile_bytes,
+                           int64_t n0, int64_t gi) {
+  const int64_t at = n0 * row_bytes + gi * kBytes, end = N * row_bytes;
+  if (at < kGemvPrefetchBytes && 2 * at + 3 * kBytes <= end) {
+    RLX_QM_UNROLL
+    for (int64_t p = 0; p < 2 * kBytes; p += 64)
+      asm volatile("prefetcht1 %0" : : "m"(w[2 * at + kBytes + p]));
+  }
+  if (n0 * row_bytes + kGemvPrefetchBytes + tile_bytes > end) return;
+  const uint8_t* pf = w + at + kGemvPrefetchBytes;
+  RLX_QM_UNROLL
+  for (int64_t p = 0; p < kBytes; p += 64) asm volatile("prefetcht1 %0" : : "m"(pf[p]));
+}
+
+// Rows [r0, r1) of y for one activation row a (a chunk) by the paired scheme: tiles of
+// kPairedRows weight rows (the last tile repeats row r1 - 1), per tile its rows' whole groups,
+// then its tail groups. Scales and offsets are decoded one group ahead of the dots that use
+// them, across tiles too, as in gemv_chunk.
+template <class F>
+inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t r0,
+                              int64_t r1, const PairedAct& a) {
+  constexpr int NR = kPairedRows;
+  constexpr int64_t kGroupBytes = 8 * F::kBytes;
+  const int64_t row_bytes = K / 32 * F::kBytes, tile_bytes = NR * row_bytes;
+  const int64_t whole = K / 32 / 8, groups = whole + (a.tail + 1) / 2;
+  // Per group, double-buffered: cs[n], weight scale x activation scale of each block of row n;
+  // off[n], the row's zero point / min terms (coefficients x activation sums). A tail group
+  // has one of each, for the 4 rows' blocks (n = 0).
+  alignas(32) float cs[2][NR][8];
+  __m256 off[2][NR];
+  auto tile_rows = [&](int64_t n0, const uint8_t** wr) __attribute__((always_inline)) {
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = w + std::min(n0 + n, r1 - 1) * row_bytes;
+  };
+  auto prepare = [&](const uint8_t* const* wr, int64_t n0, int64_t gi, int buf)
+      __attribute__((always_inline)) {
+    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, tile_bytes, n0, gi);
+    if (gi < whole) {
+      const __m256 ad = _mm256_loadu_ps(a.d.data() + 8 * gi);
+      const __m256 s = _mm256_loadu_ps(a.s32.data() + 8 * gi);
+      RLX_QM_UNROLL
+      for (int n = 0; n < NR; ++n) {
+        __m256 sc, cf;
+        F::template group_scales<true>(wr[n] + gi * kGroupBytes, 8, &sc, &cf);
+        _mm256_store_ps(cs[buf][n], _mm256_mul_ps(sc, ad));
+        off[buf][n] = _mm256_mul_ps(cf, s);
+      }
+      return;
+    }
+    const int64_t t = gi - whole, at = (8 * whole + 2 * t) * F::kBytes;
+    const bool second = 2 * t + 1 < a.tail;
+    const uint8_t* p[8];
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) {
+      p[n] = wr[n] + at;
+      p[n + 4] = second ? wr[n] + at + F::kBytes : nullptr;
+    }
+    __m256 d, m;
+    f16_pairs_at(p, d, m);
+    _mm256_store_ps(cs[buf][0], _mm256_mul_ps(d, _mm256_loadu_ps(a.td.data() + 8 * t)));
+    off[buf][0] = _mm256_mul_ps(F::coefs(d, m), _mm256_loadu_ps(a.ts.data() + 8 * t));
+  };
+  // The nibbles of blocks A (at qa) and B (at qb) dotted with the pair's activations lo, hi.
+  auto dot = [&](const uint8_t* qa, const uint8_t* qb, __m256i lo, __m256i hi)
+      __attribute__((always_inline)) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qa))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)), 1);
+    return _mm256_dpbusd_epi32(
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, mask), lo),
+        _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), hi);
+  };
+  auto act = [&](const int8_t* q) __attribute__((always_inline)) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  };
+  const uint8_t *wr[NR], *next[NR];
+  tile_rows(r0, wr);
+  tile_rows(r0, next);  // (set before the last tile, which has no next)
+  prepare(wr, r0, 0, 0);
+  int buf = 0;
+  for (int64_t n0 = r0; n0 < r1; n0 += NR) {
+    __m256 acc[NR], tail = _mm256_setzero_ps();
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) acc[n] = _mm256_setzero_ps();
+    for (int64_t gi = 0; gi < groups; ++gi, buf ^= 1) {
+      if (gi + 1 < groups) {
+        prepare(wr, n0, gi + 1, buf ^ 1);
+      } else if (n0 + NR < r1) {
+        tile_rows(n0 + NR, next);
+        prepare(next, n0 + NR, 0, buf ^ 1);
+      }
+      if (gi < whole) {
+        const int8_t* aq = a.q.data() + 256 * gi;
+        // pair p of row n
+        auto pair = [&](int p, int n) __attribute__((always_inline)) {
+          const uint8_t* qa = wr[n] + gi * kGroupBytes + 2 * p * F::kBytes + F::kQs;
+          return dot(qa, qa + F::kBytes, act(aq + 64 * p), act(aq + 64 * p + 32));
+        };
+        __m256i q01[NR];
+        RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) q01[n] = fold32(pair(0, n), pair(1, n));
+        RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) {
+          const __m256i sums = fold64(q01[n], fold32(pair(2, n), pair(3, n)));
+          acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_load_ps(cs[buf][n]), acc[n]);
+          acc[n] = _mm256_add_ps(acc[n], off[buf][n]);
+        }
+      } else {  // pair p: blocks 2t, 2t + 1 of row p's tail (B's activations zero past it)
+        const int64_t t = gi - whole, at = (8 * whole + 2 * t) * F::kBytes + F::kQs;
+        const int64_t b_at = 2 * t + 1 < a.tail ? at + F::kBytes : at;
+        const __m256i lo = act(a.tq.data() + 64 * t), hi = act(a.tq.data() + 64 * t + 32);
+        __m256i d[NR];
+        RLX_QM_UNROLL
+        for (int n = 0; n < NR; ++n) d[n] = dot(wr[n] + at, wr[n] + b_at, lo, hi);
+        const __m256i sums = fold64(fold32(d[0], d[1]), fold32(d[2], d[3]));
+        tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_load_ps(cs[buf][0]), tail);
+        tail = _mm256_add_ps(tail, off[buf][0]);
+      }
+    }
+    // row n's sums: lane n of hsum4_ps, lanes n and 4 + n of tail
+    const __m128 res = _mm_add_ps(
+        hsum4_ps(acc), _mm_add_ps(_mm256_castps256_ps128(tail), _mm256_extractf128_ps(tail, 1)));
+    if (n0 + NR <= r1) {
+      _mm_storeu_ps(y + n0, res);
+    } else {
+      alignas(16) float r[4];
+      _mm_store_ps(r, res);
+      std::copy_n(r, r1 - n0, y + n0);
+    }
+    RLX_QM_UNROLL
+    for (int n = 0; n < NR; ++n) wr[n] = next[n];
+  }
+}
+
+// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
+// last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
+// too (the next tile's first group is prepared during this tile's last), so short rows (K of a
+// few groups) pay no pipeline start per tile.
+template <class F, int MR, int NR>
 inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t m0, int64_t r0,
                        int64_t r1, const ActRow* a) {
-  static_assert(!kPaired || (MR == 1 && kPairedGemv<F>));
-  // the high nibbles' 16x (kHighX16) is the unpaired GEMV's
-  constexpr bool kX16 = kHighX16<F> && !kPaired;
+  constexpr bool kX16 = kHighX16<F>;
   const int64_t nsub_row = K / 32, row_bytes = nsub_row / F::kSub * F::kBytes;
   const int64_t tile_bytes = NR * row_bytes;
   constexpr int kP = F::kPer16 ? 2 : 1;
@@ -1138,15 +1319,10 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
     __m256 sc[NR][kP], cf[NR][kP];
     // The tile reads NR * kGroupBytes per group: prefetch as many bytes kGemvPrefetchBytes
     // ahead of it (one sequential stream; see kGemvPrefetchBytes), not past the end of W.
-    const uint8_t* pf = w + n0 * row_bytes + kGemvPrefetchBytes + j0 / 8 * NR * kGroupBytes;
-    if (n0 * row_bytes + kGemvPrefetchBytes + tile_bytes <= N * row_bytes) {
-      RLX_QM_UNROLL
-      for (int64_t p = 0; p < NR * kGroupBytes; p += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + p), _MM_HINT_T1);
-    }
+    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, tile_bytes, n0, j0 / 8);
     RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) {
-      gemv_group_scales<F, kPaired>(wr[n] + offset, nsub, sc[n], cf[n]);
+      gemv_group_scales<F>(wr[n] + offset, nsub, sc[n], cf[n]);
       // kHighX16: lanes 4..7 of acc are scaled by 1/16 at the end, so the offsets of sub-blocks
       // 4..7 enter them 16x (exact)
       if constexpr (kX16)
@@ -1225,54 +1401,7 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
         }
       };
       const int nsub = F::kSub == 8 ? 8 : int(std::min<int64_t>(8, nsub_row - j0));
-      if constexpr (kPaired) {
-        // Pair p: blocks 2p, 2p + 1 of the group (B zero past the row's last block).
-        auto pair = [&](int p, __m256i* dot) __attribute__((always_inline)) {
-          const __m256i a_lo =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].q + 32 * j0 + 64 * p));
-          const __m256i a_hi =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].q + 32 * j0 + 64 * p + 32));
-          const __m256i mask = _mm256_set1_epi8(0x0F);
-          RLX_QM_UNROLL
-          for (int n = 0; n < NR; ++n) {
-            const uint8_t* qa = wr[n] + offset + 2 * p * F::kBytes + F::kQs;
-            const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
-            const __m256i v =
-                2 * p + 1 < nsub
-                    ? _mm256_inserti128_si256(
-                          _mm256_castsi128_si256(lo),
-                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa + F::kBytes)), 1)
-                    : _mm256_zextsi128_si256(lo);
-            dot[n] = _mm256_dpbusd_epi32(
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, mask), a_lo),
-                _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), a_hi);
-          }
-        };
-        __m256i d0[NR], d1[NR], q01[NR], q23[NR];
-        if (nsub == 8) {
-          pair(0, d0);
-          pair(1, d1);
-          RLX_QM_UNROLL
-          for (int n = 0; n < NR; ++n) q01[n] = fold32(d0[n], d1[n]);
-          pair(2, d0);
-          pair(3, d1);
-        } else {  // the last group of a row with K / 32 % 8 != 0: pairs past it are zero
-          for (int n = 0; n < NR; ++n) d0[n] = d1[n] = _mm256_setzero_si256();
-          pair(0, d0);
-          if (nsub > 2) pair(1, d1);
-          RLX_QM_UNROLL
-          for (int n = 0; n < NR; ++n) q01[n] = fold32(d0[n], d1[n]);
-          for (int n = 0; n < NR; ++n) d0[n] = d1[n] = _mm256_setzero_si256();
-          if (nsub > 4) pair(2, d0);
-          if (nsub > 6) pair(3, d1);
-        }
-        RLX_QM_UNROLL
-        for (int n = 0; n < NR; ++n) {
-          q23[n] = fold32(d0[n], d1[n]);
-          acc[0][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold64(q01[n], q23[n])),
-                                      _mm256_load_ps(cs[buf][0][n]), acc[0][n]);
-        }
-      } else if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
+      if (nsub == 8) {  // a whole group: unrolled, the accumulators stay in registers
         RLX_QM_UNROLL
         for (int s = 0; s < 8; ++s) step(s);
       } else {  // the last group of a row of a 32-element format with K / 32 % 8 != 0
@@ -1389,9 +1518,8 @@ inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
       thread_local PairedAct buffers;
       PairedAct& pa = buffers;  // this thread's, captured by the workers
       pair_activations(act, pa);
-      const ActRow row{pa.q.data(), pa.d.data(), pa.s32.data(), nullptr, nullptr};
       return parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
-        gemv_chunk<F, 1, gemv_nr<1>(), true>(w, K, N, y, 0, r0, r1, &row);
+        paired_gemv_chunk<F>(w, K, N, y, r0, r1, pa);
       });
     }
   }
