@@ -17,8 +17,9 @@ std::string TensorType::to_string() const {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = shape_.numel();
   size_t bytes = nbytes();
-  check(numel_ <= (int64_t{1} << 62) / dtype_size(dtype_),
-        "tensor " + type().to_string() + " is too large to allocate");
+  // The messages are built only on failure: a run's output tensors allocate nothing else.
+  if (numel_ > (int64_t{1} << 62) / dtype_size(dtype_))
+    throw Error("tensor " + type().to_string() + " is too large to allocate");
   try {
     data_ = std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]());
   } catch (const std::bad_alloc&) {
@@ -35,14 +36,15 @@ Tensor Tensor::borrow(DType dtype, Shape shape, const std::byte* data) {
 
 Tensor Tensor::view_of(DType dtype, Shape shape, const std::byte* data,
                        std::shared_ptr<const void> owner) {
-  Tensor t;
+  static const Tensor kScalar;  // copied rather than default-constructed: no allocation
+  Tensor t = kScalar;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = t.shape_.numel();
-  check(t.numel_ <= (int64_t{1} << 62) / dtype_size(dtype),
-        "tensor " + t.type().to_string() + " is too large");
-  check(data != nullptr || t.numel_ == 0,
-        "Tensor::borrow: null data for tensor " + t.type().to_string());
+  if (t.numel_ > (int64_t{1} << 62) / dtype_size(dtype))
+    throw Error("tensor " + t.type().to_string() + " is too large");
+  if (data == nullptr && t.numel_ != 0)
+    throw Error("Tensor::borrow: null data for tensor " + t.type().to_string());
   static const std::byte kEmpty{};  // so data() is never null, even for an empty tensor
   if (data == nullptr) data = &kEmpty;
   // Aliasing constructor: shares `owner`'s control block (none for a borrow) and points at

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../common/test_util.h"
@@ -202,6 +203,50 @@ TEST(HoistLoopInvariants, ScanBatchesStepIndependentGemms) {
             {"b", random_tensor(DType::f32, {4}, 11)}};
         expect_same_values(g, h, feeds, 1e-6);
       }
+}
+
+// h' = tanh(h + x_t @ U) over xs [5, rows, 4], `scans` times in one graph (each scan reads the
+// previous one's final carry).
+Graph rows_rnn(int64_t rows, int scans) {
+  Graph g("rows");
+  Value xs = g.input("xs", DType::f32, {5, rows, 4});
+  Value u = g.input("u", DType::f32, {4, 4});
+  Value h = g.input("h0", DType::f32, {rows, 4});
+  std::vector<Value> outs;
+  for (int i = 0; i < scans; ++i) {
+    Graph b("cell");
+    Value bu = b.input("u", DType::f32, {4, 4});
+    Value bh = b.input("h", DType::f32, {rows, 4});
+    Value bx = b.input("x", DType::f32, {rows, 4});
+    Value n = b.tanh(b.add(bh, b.dot_general(bx, bu, {}, {}, {1}, {0})));
+    b.set_outputs({n, n});
+    std::vector<Value> r = g.scan(std::move(b), {h}, {xs}, {u});
+    h = r[0];
+    outs.push_back(r[1]);
+  }
+  g.set_outputs(outs);
+  return g;
+}
+
+// A step's product is batched when it has fewer than 8 rows (kBatchGemmMaxRows), or when the
+// graph holds another loop (whose same product the following cse may merge); a lone loop's
+// product of 8 rows or more stays in the body.
+TEST(HoistLoopInvariants, ScanBatchesGemmsWithFewRowsOrAnotherLoop) {
+  for (auto [rows, scans, batched] : {std::tuple{7, 1, true}, std::tuple{8, 1, false},
+                                      std::tuple{8, 2, true}, std::tuple{64, 2, true}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", scans " + std::to_string(scans));
+    Graph g = rows_rnn(rows, scans);
+    Graph h = hoisted(g, batched);
+    for (const Node& n : h.nodes()) {
+      if (n.op != OpKind::Scan) continue;
+      EXPECT_EQ(count(n.attrs.get_graph("body"), OpKind::DotGeneral), batched ? 0 : 1);
+    }
+    EXPECT_EQ(count(h, OpKind::DotGeneral), batched ? scans : 0);
+    TensorMap feeds{{"xs", random_tensor(DType::f32, {5, rows, 4}, 12)},
+                    {"u", random_tensor(DType::f32, {4, 4}, 13, -0.5, 0.5)},
+                    {"h0", random_tensor(DType::f32, {rows, 4}, 14)}};
+    expect_same_values(g, h, feeds, 1e-6);
+  }
 }
 
 TEST(HoistLoopInvariants, ScanBatchesLowerRankStepOperands) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 
@@ -159,10 +160,26 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
       profile_lock.lock();
       run_start = Clock::now();
     }
-    std::vector<const std::byte*> feed(p.inputs.size());
-    for (size_t i = 0; i < feed.size(); ++i) feed[i] = inputs.at(p.inputs[i].name).data();
-    Bases bases{arena_->ptr, feed.data(), &params, &state};
-    auto resolve = [&](const Location& l) { return cpu::resolve(p, bases, l); };
+    // One table: the inputs' addresses, then each output's destination (Bases::outputs).
+    const size_t n_out = p.schedule.outputs.size();
+    std::vector<std::byte*> table(p.inputs.size() + n_out, nullptr);
+    const std::byte** feed = const_cast<const std::byte**>(table.data());
+    std::byte** dest = table.data() + p.inputs.size();
+    for (size_t i = 0; i < p.inputs.size(); ++i) feed[i] = inputs.at(p.inputs[i].name).data();
+    // The returned tensors, uninitialized: an output a step computes into an arena buffer of
+    // its own (Program::external_output) is computed straight into its tensor (no copy, no
+    // zero fill); the others are copied after the run. Unreturned external outputs (state)
+    // stay at their planned location.
+    std::vector<Tensor> results;
+    results.reserve(p.returned.size());
+    for (size_t i : p.returned) {
+      results.push_back(uninitialized_tensor(p.output_types[i]));
+      if (p.canonical_output[i] == i && p.external_output[i]) dest[i] = results.back().data();
+    }
+    Bases bases{arena_->ptr, feed, &params, &state, dest};
+    for (size_t c = 0; c < n_out; ++c)
+      if (p.external_output[c] && dest[c] == nullptr)
+        dest[c] = cpu::resolve(p, bases, p.schedule.outputs[c]);
     bind_library_threads();
     run_steps(p, bases, timed ? times_.data() : nullptr);
     // A collective kernel's run error (kernels do not throw): groups that do not cover the
@@ -170,15 +187,13 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
     if (std::optional<std::string> e = take_spmd_error()) throw Error(*e);
     std::optional<ArenaGuard> outputs_guard;
     if (RLX_POISON_ARENA) outputs_guard.emplace(arena_->ptr, p.output_arena_ranges);
-    std::vector<Tensor> results;
-    results.reserve(p.returned.size());
-    for (size_t i : p.returned) {
-      const TensorType& t = p.output_types[i];
-      Tensor o(t.dtype, t.shape);
-      if (o.nbytes() > 0) std::memcpy(o.data(), resolve(p.schedule.outputs[i]), o.nbytes());
-      results.push_back(std::move(o));
+    auto output = [&](size_t i) { return output_address(p, bases, i); };
+    for (size_t r = 0; r < results.size(); ++r) {
+      Tensor& o = results[r];
+      const std::byte* src = output(p.returned[r]);
+      if (o.nbytes() > 0 && src != o.data()) std::memcpy(o.data(), src, o.nbytes());
     }
-    write_back_state(state, resolve);
+    write_back_state(state, output);
     if (timed) {
       ++runs_;
       run_seconds_ += std::chrono::duration<double>(Clock::now() - run_start).count();
@@ -193,18 +208,30 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
     return t;
   }
 
-  // After a run: each state takes its bound output. An output the plan computed in the state's
-  // own storage (a dynamic_update_slice in place over the state input) is already there;
-  // others are copied, through temporaries when some source lies in a state's storage (one
-  // state's new value may be another's old storage).
-  template <class Resolve>
-  void write_back_state(std::vector<Tensor>& state, const Resolve& resolve) {
+  // A tensor of type `t` whose storage (64-byte aligned, as the arena) is not initialized:
+  // every output is written in full by its step or copied, so a zero fill would be wasted.
+  static Tensor uninitialized_tensor(const TensorType& t) {
+    constexpr std::align_val_t kAlign{64};
+    size_t bytes = std::max<size_t>(byte_size(t), 1);
+    std::shared_ptr<std::byte> storage(static_cast<std::byte*>(::operator new(bytes, kAlign)),
+                                       [](std::byte* b) { ::operator delete(b, kAlign); });
+    std::byte* data = storage.get();
+    return Tensor::view_of(t.dtype, t.shape, data, std::move(storage));
+  }
+
+  // After a run: each state takes its bound output (`output(i)`: where output i of the run
+  // is). An output the plan computed in the state's own storage (a dynamic_update_slice in
+  // place over the state input) is already there; others are copied, through temporaries when
+  // some source lies in a state's storage (one state's new value may be another's old
+  // storage).
+  template <class Output>
+  void write_back_state(std::vector<Tensor>& state, const Output& output) {
     const Program& p = program();
     std::vector<std::pair<size_t, const std::byte*>> copies;
     bool staged = false;
     for (size_t j = 0; j < state.size(); ++j) {
       const Location& l = p.schedule.outputs[p.state_outputs[j]];
-      const std::byte* src = resolve(l);
+      const std::byte* src = output(p.state_outputs[j]);
       if (src == state[j].data() || state[j].nbytes() == 0) continue;
       copies.emplace_back(j, src);
       staged = staged || l.kind == Location::Kind::State;

@@ -209,6 +209,50 @@ TEST(ControlFlowCpu, EveryKindOfBodyOutput) {
   }
 }
 
+// A scan's results are computed straight into the tensors a run returns (the top level's
+// Bases::outputs): forward and reversed, lengths 0, 1 and 5, a y that is also the carry (written
+// once into ys[t]), a y that is the xs slice (copied), a carry that is a passthrough; the
+// results also read by a later step, one returned twice, an input returned as is. Every value
+// equals the evaluator's; a second run with other inputs leaves the first run's tensors as
+// they were (each run returns storage of its own, 64-byte aligned).
+TEST(ControlFlowCpu, ScanResultsComputedIntoReturnedTensors) {
+  for (bool reverse : {false, true}) {
+    for (int64_t length : {0, 1, 5}) {
+      SCOPED_TRACE("reverse " + std::to_string(reverse) + ", length " + std::to_string(length));
+      Graph g("direct");
+      Value h0 = g.input("h0", DType::f32, {2, 3});
+      Value k0 = g.input("k0", DType::f32, {2, 3});
+      Value xs = g.input("xs", DType::f32, {length, 2, 3});
+      Graph step("step");
+      Value h = step.input("h", DType::f32, {2, 3});
+      Value k = step.input("k", DType::f32, {2, 3});
+      Value x = step.input("x", DType::f32, {2, 3});
+      Value h2 = step.tanh(step.add(step.mul(h, step.scalar(0.5, DType::f32)), x));
+      step.set_outputs({h2, k, h2, x});
+      ScanOptions o;
+      o.reverse = reverse;
+      std::vector<Value> r = g.scan(std::move(step), {h0, k0}, {xs}, {}, o);
+      g.set_outputs({r[0], r[1], r[2], r[3], g.neg(r[2]), r[2], xs});
+      TensorMap feeds{{"h0", random_tensor(DType::f32, {2, 3}, 31)},
+                      {"k0", random_tensor(DType::f32, {2, 3}, 32)},
+                      {"xs", random_tensor(DType::f32, {length, 2, 3}, 33)}};
+      std::shared_ptr<Executable> exe = session().compile(g);
+      if (length > 0) expect_matches_evaluator(g, feeds);  // length 0: the reference kernel
+      std::vector<Tensor> first = exe->run(feeds), want = evaluate(g, feeds);
+      TensorMap other = feeds;
+      other["h0"] = random_tensor(DType::f32, {2, 3}, 34);
+      other["xs"] = random_tensor(DType::f32, {length, 2, 3}, 35);
+      std::vector<Tensor> second = exe->run(other), want2 = evaluate(g, other);
+      for (size_t i = 0; i < first.size(); ++i) {
+        EXPECT_TRUE(testing::all_close(first[i], want[i], 1e-5, 1e-6)) << "output " << i;
+        EXPECT_TRUE(testing::all_close(second[i], want2[i], 1e-5, 1e-6)) << "output " << i;
+        EXPECT_NE(first[i].data(), second[i].data()) << "output " << i;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(first[i].data()) % 64, 0u) << "output " << i;
+      }
+    }
+  }
+}
+
 // Large carries: a 1 MiB f32 carry and an i32 one, a reversed 20-step scan with ys.
 TEST(ControlFlowCpu, LargeCarries) {
   Graph g("large");
