@@ -210,10 +210,18 @@ class CpuExecutable final : public ExecutableCore<Program, Tensor, Tensor> {
 
   // A tensor of type `t` whose storage (64-byte aligned, as the arena) is not initialized:
   // every output is written in full by its step or copied, so a zero fill would be wasted.
+  // Failing to allocate is the rlx::Error the Tensor constructor gives.
   static Tensor uninitialized_tensor(const TensorType& t) {
     constexpr std::align_val_t kAlign{64};
     size_t bytes = std::max<size_t>(byte_size(t), 1);
-    std::shared_ptr<std::byte> storage(static_cast<std::byte*>(::operator new(bytes, kAlign)),
+    void* raw = nullptr;
+    try {
+      raw = ::operator new(bytes, kAlign);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate " + std::to_string(bytes) + " bytes for tensor " +
+                  t.to_string());
+    }
+    std::shared_ptr<std::byte> storage(static_cast<std::byte*>(raw),
                                        [](std::byte* b) { ::operator delete(b, kAlign); });
     std::byte* data = storage.get();
     return Tensor::view_of(t.dtype, t.shape, data, std::move(storage));
