@@ -88,4 +88,12 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// This test process's own temporary directory, created on first use and removed at exit.
+/// ctest runs tests of one binary as parallel processes, so a fixed name under
+/// ::testing::TempDir() is shared between them and one test can read another's half-written file.
+inline const TempDir& process_temp_dir() {
+  static const TempDir dir;
+  return dir;
+}
+
 }  // namespace rlx::testing

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/scoped_env.h"
 #include "rlx/io/gguf.h"
 #include "rlx/ir/quant.h"
 
@@ -76,7 +77,7 @@ inline TinyFile tiny_file(int64_t vocab = kVocab, uint32_t context = 64) {
 }
 
 inline std::string write(const TinyFile& f, const std::string& name) {
-  std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  std::string path = process_temp_dir().file(name);
   std::vector<GgufTensorData> tensors;
   for (const auto& [tname, spec] : f.specs)
     tensors.push_back({tname, spec.first, spec.second, std::span(f.bytes.at(tname))});

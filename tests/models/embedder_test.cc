@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "rlx/ir/error.h"
 #include "rlx/models/sentence_embedder.h"
@@ -240,7 +241,7 @@ TEST(MiniLMErrors, BadOptionsAndBrokenFiles) {
   bad.batch_size = 0;
   EXPECT_NE(error_of([&] { SentenceEmbedder e(dir, bad); }).find("batch_size"), std::string::npos);
   // A copy of the model dir whose config is malformed or whose weights lack a tensor.
-  fs::path tmp = fs::temp_directory_path() / "rlx_embedder_test";
+  fs::path tmp = rlx::testing::process_temp_dir().path() / "rlx_embedder_test";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.h"
 #include "common/test_util.h"
 
 namespace rlx {
@@ -52,7 +53,7 @@ std::string utf8(uint32_t cp) {
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  fs::path dir = fs::path(::testing::TempDir()) / "rlx_tokenizer_test";
+  fs::path dir = rlx::testing::process_temp_dir().path() / "rlx_tokenizer_test";
   fs::create_directories(dir);
   std::string path = (dir / name).string();
   std::ofstream(path, std::ios::binary) << text;
@@ -455,7 +456,7 @@ TEST(TokenizerLoading, VocabTxt) {
 }
 
 TEST(TokenizerLoading, MaxLengthFromTokenizerConfig) {
-  fs::path dir = fs::path(::testing::TempDir()) / "rlx_tokenizer_config_test";
+  fs::path dir = rlx::testing::process_temp_dir().path() / "rlx_tokenizer_config_test";
   fs::create_directories(dir);
   json j = tiny_tokenizer_json(kTinyVocab, kBertNormalizer);
   j["truncation"] = {{"max_length", 128}};

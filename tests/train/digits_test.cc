@@ -17,7 +17,7 @@ using testing::expect_error;
 
 // Writes `text` gzip-compressed to a fresh temporary file and returns its path.
 std::string write_gz(const std::string& name, const std::string& text) {
-  auto path = (std::filesystem::temp_directory_path() / ("rlx_train_" + name + ".csv.gz")).string();
+  auto path = testing::process_temp_dir().file("rlx_train_" + name + ".csv.gz");
   gzFile f = gzopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr);
   gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
