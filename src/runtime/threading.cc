@@ -19,6 +19,7 @@ namespace rlx {
 namespace {
 
 std::atomic<int> g_threads{0};  // 0: not yet decided
+std::atomic<int64_t> g_regions{0};
 
 int threads_from_env() {
   const char* env = std::getenv("RLX_NUM_THREADS");
@@ -78,6 +79,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     fn(begin, end);
     return;
   }
+  g_regions.fetch_add(1, std::memory_order_relaxed);
   // One contiguous chunk per thread: kernels here are uniform per iteration, and contiguous
   // ranges keep each thread's memory streams sequential.
 #pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
@@ -98,10 +100,13 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
       fn(begin + c * chunk, std::min(end, begin + (c + 1) * chunk));
     return;
   }
+  g_regions.fetch_add(1, std::memory_order_relaxed);
   // libgomp hands out dynamic iterations with an atomic add on a shared counter.
 #pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(dynamic, 1)
   for (int64_t c = 0; c < chunks; ++c)
     fn(begin + c * chunk, std::min(end, begin + (c + 1) * chunk));
 }
+
+int64_t parallel_regions() { return g_regions.load(std::memory_order_relaxed); }
 
 }  // namespace rlx

@@ -179,21 +179,21 @@ TEST(ExecutableClones, SetParamOnTheOriginalWhileClonesRun) {
 
 TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
   ThreadCountGuard guard;
-  // Sizes large enough that every kernel splits its work, and odd so that chunks end off the
-  // vector width.
+  // Sizes large enough that every kernel splits its work (memory-bound kernels into chunks of
+  // at least 256 KiB, kParallelChunkBytes), and odd so that chunks end off the vector width.
   Graph g("threads");
-  Value x = g.input("x", DType::f32, Shape{67, 515});
-  Value w = g.param("w", DType::f32, Shape{515, 131});
-  Value bias = g.param("bias", DType::f32, Shape{131});
+  Value x = g.input("x", DType::f32, Shape{263, 515});
+  Value w = g.param("w", DType::f32, Shape{515, 37});
+  Value bias = g.param("bias", DType::f32, Shape{37});
   Value mm = g.add(g.matmul(x, w), bias);
   g.set_outputs({g.exp(g.neg(g.abs(x))), mm, g.softmax(x, -1), g.reduce_sum(x, {1}),
                  g.reduce_sum(x, {0}), g.reduce_max(x, {0, 1}),
                  g.layer_norm(x, g.constant(Tensor::full(DType::f32, Shape{515}, 1.0)),
                               g.constant(Tensor(DType::f32, Shape{515}))),
                  g.transpose(x, {1, 0}), g.gelu(mm), g.cumsum(x, 1)});
-  TensorMap feeds{{"x", random_tensor(DType::f32, Shape{67, 515}, 81)},
-                  {"w", random_tensor(DType::f32, Shape{515, 131}, 82, -0.2, 0.2)},
-                  {"bias", random_tensor(DType::f32, Shape{131}, 83)}};
+  TensorMap feeds{{"x", random_tensor(DType::f32, Shape{263, 515}, 81)},
+                  {"w", random_tensor(DType::f32, Shape{515, 37}, 82, -0.2, 0.2)},
+                  {"bias", random_tensor(DType::f32, Shape{37}, 83)}};
   Session s;
   auto exe = s.compile(g);
   exe->set_param("w", feeds.at("w"));
@@ -223,6 +223,37 @@ TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
           << op_name(exe->compiled_graph().node(exe->compiled_graph().outputs()[i]).op) << ")";
     }
   }
+}
+
+// Memory-bound kernels open a parallel region only for work worth waking a thread for: the
+// transposes, norms and adds of MiniLM batch 1 x 128 ([128, 384] f32, 192 KiB) run on the
+// calling thread, each region of 2 threads costing ~20 us on a 2-vCPU VM (docs/runtime.md
+// "Threads"); the same kernels at batch 8 (1.5 MiB) still split.
+TEST(ExecutableThreads, SmallMemoryBoundKernelsDoNotFork) {
+  ThreadCountGuard guard;
+  set_num_threads(2);
+  auto regions_per_run = [](int64_t batch) {
+    Graph g("layer");
+    Value x = g.input("x", DType::f32, Shape{batch, 128, 384});
+    Value heads = g.transpose(g.reshape(x, {batch, 128, 12, 32}), {0, 2, 1, 3});
+    Value ln = g.layer_norm(g.add(x, x), g.constant(Tensor::full(DType::f32, Shape{384}, 1.0)),
+                            g.constant(Tensor(DType::f32, Shape{384})));
+    g.set_outputs({heads, ln});
+    Session s;
+    auto exe = s.compile(g);
+    TensorMap feeds{{"x", random_tensor(DType::f32, Shape{batch, 128, 384}, 84)}};
+    std::vector<Tensor> want = evaluate(g, feeds);
+    exe->run(feeds);
+    const int64_t before = parallel_regions();
+    std::vector<Tensor> got = exe->run(feeds);
+    const int64_t regions = parallel_regions() - before;
+    EXPECT_TRUE(got[0].bitwise_equal(want[0]));
+    EXPECT_TRUE(all_close(got[1], want[1], 1e-5, 1e-5));
+    return regions;
+  };
+  EXPECT_EQ(regions_per_run(1), 0);
+  // transpose, add and layer_norm (unless fused into one elementwise region) each fork once.
+  EXPECT_GE(regions_per_run(8), 2);
 }
 
 // ---- stress: many clones and concurrent compiles through one Session (issue: reliability).

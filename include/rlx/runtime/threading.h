@@ -59,4 +59,10 @@ class RangeFn {
 /// calls from inside a parallel region run serially on the calling thread.
 void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn);
 
+/// Parallel regions that parallel_for and parallel_chunks have opened in this process (calls
+/// that ran serially on the calling thread are not counted, nor oneDNN's own regions): each
+/// one wakes the pool's threads and joins them, so kernels keep the count per run low
+/// (docs/runtime.md "Threads"). For tests and diagnostics.
+int64_t parallel_regions();
+
 }  // namespace rlx

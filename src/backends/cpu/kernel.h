@@ -52,6 +52,17 @@ struct KernelIO {
 /// its results, and may use rlx::parallel_for. Called only when every result has elements.
 using Kernel = std::function<void(const KernelIO&)>;
 
+/// Least bytes a parallel chunk of a memory-bound kernel (copies and transposes, gathers,
+/// elementwise, normalizations, reductions) moves; smaller work stays on the calling thread.
+/// A parallel region costs ~20 us on the 2-vCPU VMs rlx is measured on whenever the sibling
+/// thread has gone to sleep (GOMP_SPINCOUNT=300, docs/runtime.md "Threads"), the time such a
+/// kernel takes to stream ~200 KiB; MiniLM batch 1 x 128 (a [128, 384] f32 activation, 192 KiB)
+/// then runs its transposes, norms and gathers on one thread and forks only for GEMMs and
+/// attention.
+inline constexpr int64_t kParallelChunkBytes = int64_t{256} << 10;
+/// kParallelChunkBytes in f32 elements: the grain of kernels that count elements.
+inline constexpr int64_t kParallelChunkElements = kParallelChunkBytes / 4;
+
 /// Builds the kernel for node `node` of `g` (its operands' types are g.type(operand)), or
 /// returns an empty Kernel when it declines the node (only in the cases its table entry's
 /// `declines` states); the executor then runs the reference evaluator's kernel instead.

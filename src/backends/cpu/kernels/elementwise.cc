@@ -57,7 +57,7 @@ namespace {
 // live buffers of a typical body stay in a 32 KiB L1 data cache.
 constexpr int64_t kBlock = 512;
 constexpr size_t kBufferBytes = kBlock * sizeof(double);
-constexpr int64_t kGrain = 16384;  // elements per parallel chunk, at least
+constexpr int64_t kGrain = kParallelChunkElements;  // elements per parallel chunk, at least
 
 // ---- computation types
 

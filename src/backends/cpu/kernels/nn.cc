@@ -659,9 +659,9 @@ bool is_float_storage(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 
-// Work units per parallel chunk so that a chunk holds at least ~16K elements.
+// Work units per parallel chunk so that a chunk holds at least kParallelChunkElements elements.
 int64_t grain_for(int64_t elements_per_unit) {
-  return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, elements_per_unit));
+  return std::max<int64_t>(1, kParallelChunkElements / std::max<int64_t>(1, elements_per_unit));
 }
 
 Kernel softmax_factory(const Graph& g, const Node& node) {

@@ -365,7 +365,7 @@ using reduce_simd::visit_dtype;
 // More merged dims than this take the reference kernel (no real graph comes close).
 constexpr int kMaxDims = 16;
 // Work below this many elements per task is not worth waking the pool for.
-constexpr int64_t kGrainElems = 1 << 15;
+constexpr int64_t kGrainElems = kParallelChunkElements;
 
 // ---------------------------------------------------------------- reduce_{sum,mean,max,min,prod}
 

@@ -20,7 +20,7 @@ using Ints = std::vector<int64_t>;
 // More merged dims than this take the reference kernel (no real graph comes close).
 constexpr int kMaxDims = 16;
 // A parallel task moves at least this many bytes, so small copies stay on the calling thread.
-constexpr int64_t kTaskBytes = 1 << 16;
+constexpr int64_t kTaskBytes = kParallelChunkBytes;
 
 /// Calls fn(U{}) with the unsigned integer type of `esize` bytes (the element carrier).
 template <class F>
