@@ -186,11 +186,14 @@ TEST(ExecutableThreads, ResultsDoNotDependOnTheThreadCount) {
   Value w = g.param("w", DType::f32, Shape{515, 37});
   Value bias = g.param("bias", DType::f32, Shape{37});
   Value mm = g.add(g.matmul(x, w), bias);
+  // Encoder attention (the direct path: one (batch, head) per claim, 2 query blocks each).
+  Value qkv = g.reshape(g.slice(x, {0, 0}, {128, 128}), {1, 4, 128, 32});
+  Value attention = g.attention(qkv, qkv, qkv, Graph::AttentionOptions{});
   g.set_outputs({g.exp(g.neg(g.abs(x))), mm, g.softmax(x, -1), g.reduce_sum(x, {1}),
                  g.reduce_sum(x, {0}), g.reduce_max(x, {0, 1}),
                  g.layer_norm(x, g.constant(Tensor::full(DType::f32, Shape{515}, 1.0)),
                               g.constant(Tensor(DType::f32, Shape{515}))),
-                 g.transpose(x, {1, 0}), g.gelu(mm), g.cumsum(x, 1)});
+                 g.transpose(x, {1, 0}), g.gelu(mm), g.cumsum(x, 1), attention});
   TensorMap feeds{{"x", random_tensor(DType::f32, Shape{263, 515}, 81)},
                   {"w", random_tensor(DType::f32, Shape{515, 37}, 82, -0.2, 0.2)},
                   {"bias", random_tensor(DType::f32, Shape{37}, 83)}};

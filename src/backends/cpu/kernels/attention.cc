@@ -27,8 +27,8 @@
 // sgemm calls (packed, register-blocked JIT GEMM, several times the FLOP rate of the broadcast
 // tiles above at head dims of 32-128), with one exact two-pass softmax over each whole score
 // row in between. The whole row fits in L2 (kBlockQ x kDirectMaxKeys floats), so no online
-// rescaling is needed; items are (batch, head, query block) and a thread's consecutive items
-// share K and V.
+// rescaling is needed; items are (batch, head, query block), and threads claim them one
+// (batch, head) at a time (parallel_chunks), so a claim's items share K and V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -920,8 +920,10 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   if (dt != DType::f64 && t.mask != MaskKind::kCausal && t.mask != MaskKind::kSlidingWindow &&
       t.mask != MaskKind::kCausalLengths && t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 &&
       t.dv >= 1) {
+    // Threads claim one (batch, head) at a time (its query blocks share K and V), so a worker
+    // that starts late (a loaded machine) holds the call back by one head, not by half of them.
     return [t, items](const KernelIO& io) {
-      parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
+      parallel_chunks(0, items, t.q_blocks, [&](int64_t b, int64_t e) {
         HWY_DYNAMIC_DISPATCH(DirectRange)(t, io, b, e);
       });
     };
