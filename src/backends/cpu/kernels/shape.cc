@@ -208,7 +208,7 @@ CopyPlan make_copy_plan(int esize, const Ints& dims, const Ints& in_strides,
   if (p.inner == CopyPlan::Inner::kTile)
     p.pieces = (p.rows + kTileRows - 1) / kTileRows;
   else if (p.inner == CopyPlan::Inner::kMemcpy || p.inner == CopyPlan::Inner::kFill)
-    p.pieces = std::clamp<int64_t>(run_bytes / (4 * kTaskBytes), 1, 256);
+    p.pieces = std::clamp<int64_t>(run_bytes / kTaskBytes, 1, 256);  // >= one task each
   return p;
 }
 
