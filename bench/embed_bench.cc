@@ -20,8 +20,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -240,15 +240,22 @@ void bench_shape(const Options& o, int64_t batch) {
   auto timing = [](const Timing& t) {
     return nlohmann::json{{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"runs", t.runs}};
   };
-  nlohmann::json meta = {
-      {"batch", batch},           {"seq", o.seq},
-      {"threads", num_threads()}, {"model_dir", o.model_dir},
-      {"warmup", o.warmup},       {"min_runs", o.min_runs},
-      {"budget_s", o.budget_s},   {"quantize", o.quantize.empty() ? "f32" : o.quantize},
-      {"act_quant", o.act_quant}, {"clock", cpu_time_clock() ? "cpu" : "wall"},
-      {"precision", to_string(o.precision)}, {"min_cosine_vs_f32", cosine},
-      {"texts", texts},           {"rlx_model", timing(model)},
-      {"rlx_e2e", timing(e2e)},   {"rlx_tokenize", timing(tokenize)}};
+  nlohmann::json meta = {{"batch", batch},
+                         {"seq", o.seq},
+                         {"threads", num_threads()},
+                         {"model_dir", o.model_dir},
+                         {"warmup", o.warmup},
+                         {"min_runs", o.min_runs},
+                         {"budget_s", o.budget_s},
+                         {"quantize", o.quantize.empty() ? "f32" : o.quantize},
+                         {"act_quant", o.act_quant},
+                         {"clock", cpu_time_clock() ? "cpu" : "wall"},
+                         {"precision", to_string(o.precision)},
+                         {"min_cosine_vs_f32", cosine},
+                         {"texts", texts},
+                         {"rlx_model", timing(model)},
+                         {"rlx_e2e", timing(e2e)},
+                         {"rlx_tokenize", timing(tokenize)}};
   write_file_atomically((dir / "meta.json").string(), meta.dump(1) + "\n");
 }
 
