@@ -3,6 +3,9 @@
 // shapes whose every row holds `seq` real tokens. Writes each shape's texts, token ids, outputs
 // and timings to --out DIR/b<batch>/ for bench/embed_peers.py (ONNX Runtime, JAX), which prints
 // the comparison table. bench/embed_bench.sh runs both; see README "Benchmarks".
+// --precision POLICY (default RLX_PRECISION, else always-f32): the compile's precision policy
+// (e.g. auto-mixed-bf16); the table then also prints the smallest cosine of an embedding to the
+// always-f32 embedding of the same tokens.
 // RLX_BENCH_CPU_TIME=1: each call timed in process CPU time instead of wall time (meta.json's
 // "clock": "cpu", which the peer scripts then use for ONNX Runtime too), so that on a machine
 // loaded by other processes a 1-thread run measures its own work (time descheduled does not
@@ -18,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,6 +32,7 @@
 #include "rlx/ir/error.h"
 #include "rlx/ir/quant.h"
 #include "rlx/models/sentence_embedder.h"
+#include "rlx/opt/precision.h"
 #include "rlx/runtime/threading.h"
 
 namespace {
@@ -46,6 +51,8 @@ struct Options {
   std::string out_dir;
   std::string quantize;  // a ggml format for the Linear weights (EmbedderOptions::quantize)
   std::string act_quant = "none";  // EmbedderOptions::act_quant
+  // EmbedderOptions::precision; always-f32 unless --precision (or RLX_PRECISION) names another.
+  PrecisionPolicy precision;
 };
 
 // Varied English prose; text i starts at sentence i and appends the following ones (cyclically)
@@ -152,6 +159,25 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The smallest cosine similarity between row i of `a` and row i of `b` ([batch, dim] each).
+double min_row_cosine(const Tensor& a, const Tensor& b) {
+  check(a.shape() == b.shape() && a.shape().rank() == 2,
+        "embed bench: cosine of " + a.type().to_string() + " and " + b.type().to_string());
+  const int64_t rows = a.shape()[0], dim = a.shape()[1];
+  double worst = 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t k = 0; k < dim; ++k) {
+      const double x = a.get_f64(r * dim + k), y = b.get_f64(r * dim + k);
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+    worst = std::min(worst, ab / std::sqrt(aa * bb));
+  }
+  return worst;
+}
+
 Tensor i32_tensor(const std::vector<int32_t>& v, int64_t batch, int64_t seq) {
   Tensor t(DType::i32, Shape{batch, seq});
   std::copy(v.begin(), v.end(), t.data_as<int32_t>());
@@ -172,6 +198,7 @@ void bench_shape(const Options& o, int64_t batch) {
   eo.bucket = o.seq;
   if (!o.quantize.empty()) eo.quantize = quant_format_from_name(o.quantize);
   eo.act_quant = o.act_quant;
+  eo.precision = o.precision;
   models::SentenceEmbedder embedder(o.model_dir, eo);
   const WordPieceTokenizer& tok = embedder.tokenizer();
   const std::vector<std::string> texts = make_texts(tok, batch, o.seq);
@@ -185,12 +212,20 @@ void bench_shape(const Options& o, int64_t batch) {
   const double diff = max_abs_diff(model_out, e2e_out);
   check(diff == 0, "embed bench: encode() and embed() disagree by " + std::to_string(diff));
 
+  // Under a reduced-precision policy: the same model in f32 on the same tokens, as reference.
+  double cosine = 1;
+  if (o.precision != PrecisionPolicy{}) {
+    models::EmbedderOptions f32o = eo;
+    f32o.precision = PrecisionPolicy{};
+    cosine = min_row_cosine(model_out, models::SentenceEmbedder(o.model_dir, f32o).embed(tokens));
+  }
+
   const Timing model = time_runs(o, [&] { embedder.embed(tokens); });
   const Timing e2e = time_runs(o, [&] { embedder.encode(texts); });
   const Timing tokenize = time_runs(o, [&] { tok.encode_batch(texts, o.seq); });
-  std::printf("%6lld %5lld %16.3f %16.3f %14.3f %6d\n", static_cast<long long>(batch),
+  std::printf("%6lld %5lld %16.3f %16.3f %14.3f %6d %12.7f\n", static_cast<long long>(batch),
               static_cast<long long>(o.seq), model.median_ms, e2e.median_ms, tokenize.median_ms,
-              std::min(model.runs, e2e.runs));
+              std::min(model.runs, e2e.runs), cosine);
   std::fflush(stdout);
 
   if (o.out_dir.empty()) return;
@@ -205,14 +240,22 @@ void bench_shape(const Options& o, int64_t batch) {
   auto timing = [](const Timing& t) {
     return nlohmann::json{{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"runs", t.runs}};
   };
-  nlohmann::json meta = {
-      {"batch", batch},           {"seq", o.seq},
-      {"threads", num_threads()}, {"model_dir", o.model_dir},
-      {"warmup", o.warmup},       {"min_runs", o.min_runs},
-      {"budget_s", o.budget_s},   {"quantize", o.quantize.empty() ? "f32" : o.quantize},
-      {"act_quant", o.act_quant}, {"clock", cpu_time_clock() ? "cpu" : "wall"},
-      {"texts", texts},           {"rlx_model", timing(model)},
-      {"rlx_e2e", timing(e2e)},   {"rlx_tokenize", timing(tokenize)}};
+  nlohmann::json meta = {{"batch", batch},
+                         {"seq", o.seq},
+                         {"threads", num_threads()},
+                         {"model_dir", o.model_dir},
+                         {"warmup", o.warmup},
+                         {"min_runs", o.min_runs},
+                         {"budget_s", o.budget_s},
+                         {"quantize", o.quantize.empty() ? "f32" : o.quantize},
+                         {"act_quant", o.act_quant},
+                         {"clock", cpu_time_clock() ? "cpu" : "wall"},
+                         {"precision", to_string(o.precision)},
+                         {"min_cosine_vs_f32", cosine},
+                         {"texts", texts},
+                         {"rlx_model", timing(model)},
+                         {"rlx_e2e", timing(e2e)},
+                         {"rlx_tokenize", timing(tokenize)}};
   write_file_atomically((dir / "meta.json").string(), meta.dump(1) + "\n");
 }
 
@@ -230,7 +273,7 @@ int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--batches 1,32] [--seq 128] [--warmup N] [--runs MIN_RUNS] "
                "[--budget SECONDS] [--model DIR] [--out DIR] [--quantize q8_0|q4_K|...] "
-               "[--act-quant none|int8]\n",
+               "[--act-quant none|int8] [--precision always-f32|auto-mixed-bf16|...]\n",
                argv0);
   return 2;
 }
@@ -239,6 +282,7 @@ int usage(const char* argv0) {
 
 int main(int argc, char** argv) {
   Options o;
+  std::string precision_arg;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -264,23 +308,32 @@ int main(int argc, char** argv) {
         o.quantize = value();
       else if (a == "--act-quant")
         o.act_quant = value();
+      else if (a == "--precision")
+        precision_arg = value();
       else
         return usage(argv[0]);
     }
     check(o.seq >= 2 && o.warmup >= 0 && o.min_runs >= 1,
           "need --seq >= 2, --warmup >= 0 and --runs >= 1");
     if (o.model_dir.empty()) o.model_dir = models::default_model_dir();
+    if (!precision_arg.empty())
+      o.precision = parse_precision_policy(precision_arg);
+    else if (std::optional<PrecisionPolicy> env = precision_from_env())
+      o.precision = *env;
     std::printf(
-        "rlx MiniLM embedding bench: %s, Linear weights %s (act_quant %s), %d threads "
-        "(RLX_NUM_THREADS or physical cores), load average %.1f on %u CPUs before the run\n",
+        "rlx MiniLM embedding bench: %s, Linear weights %s (act_quant %s), precision %s, %d "
+        "threads (RLX_NUM_THREADS or physical cores), load average %.1f on %u CPUs before the "
+        "run\n",
         o.model_dir.c_str(), o.quantize.empty() ? "f32" : o.quantize.c_str(), o.act_quant.c_str(),
-        num_threads(), load_average(), std::thread::hardware_concurrency());
-    std::printf("%6s %5s %16s %16s %14s %6s\n", "batch", "seq", "model-only ms", "end-to-end ms",
-                "tokenize ms", "runs");
+        to_string(o.precision).c_str(), num_threads(), load_average(),
+        std::thread::hardware_concurrency());
+    std::printf("%6s %5s %16s %16s %14s %6s %12s\n", "batch", "seq", "model-only ms",
+                "end-to-end ms", "tokenize ms", "runs", "min cos f32");
     for (int64_t b : o.batches) bench_shape(o, b);
     std::printf(
         "median (%s) of the timed runs after %d warm-up calls; every row holds %lld real "
-        "tokens (long texts truncated)\n",
+        "tokens (long texts truncated); min cos f32: smallest cosine of an embedding to the same "
+        "model's always-f32 embedding (1 under always-f32)\n",
         cpu_time_clock() ? "process CPU time, RLX_BENCH_CPU_TIME=1" : "wall time", o.warmup,
         static_cast<long long>(o.seq));
   } catch (const std::exception& e) {

@@ -9,6 +9,10 @@
 # Builds rlx_bench_embed and exports the ONNX models once into ~/.cache/rlx/minilm/ if missing
 # (as exported, ORT-fused and ORT int8; needs onnx and onnxruntime that one time, and uses
 # torch.onnx when torch and transformers are installed).
+# - RLX_BENCH_PRECISION=POLICY (e.g. auto-mixed-bf16): rlx alone, always-f32 and POLICY
+#   (rlx_bench_embed --precision) interleaved over RLX_BENCH_ROUNDS rounds (default 3), then the
+#   medians over the rounds of each shape's model-only and end-to-end times, the speed-up
+#   f32 / POLICY and POLICY's smallest cosine to the f32 embeddings of the same tokens.
 # - RLX_BENCH_LOAD=1: the default mode three times, idle with 1 thread, idle with
 #   RLX_NUM_THREADS (default 2) threads and with those threads while one busy process (a shell
 #   loop, not pinned, bounded by `timeout`, killed on exit) competes for the cores.
@@ -25,6 +29,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
 shift || true
 quant="${RLX_BENCH_QUANT:-}"
+precision="${RLX_BENCH_PRECISION:-}"
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja
@@ -32,8 +37,9 @@ fi
 ninja -C "$build" rlx_bench_embed
 
 onnx="${RLX_CACHE_DIR:-$HOME/.cache/rlx}/minilm/all-MiniLM-L6-v2.onnx"
-if [ ! -f "$onnx" ] || [ ! -f "${onnx%.onnx}.ort-fused.onnx" ] ||
-  { [ -n "$quant" ] && [ ! -f "${onnx%.onnx}.ort-int8.onnx" ]; }; then
+# (RLX_BENCH_PRECISION times rlx alone: no ONNX files.)
+if [ -z "$precision" ] && { [ ! -f "$onnx" ] || [ ! -f "${onnx%.onnx}.ort-fused.onnx" ] ||
+  { [ -n "$quant" ] && [ ! -f "${onnx%.onnx}.ort-int8.onnx" ]; }; }; then
   python3 "$root/bench/export_minilm_onnx.py" --out "$onnx" ||
     echo "ONNX export failed (pip install onnx onnxruntime): the ORT columns will be empty"
 fi
@@ -72,7 +78,34 @@ embed_pass() {
   python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx" || peers_failed=1
 }
 
-if [ -z "$quant" ] && [ "${RLX_BENCH_LOAD:-0}" = 1 ]; then
+if [ -n "$precision" ]; then
+  rounds="${RLX_BENCH_ROUNDS:-3}"
+  for ((r = 1; r <= rounds; ++r)); do
+    for p in always-f32 "$precision"; do
+      echo; echo "=== round $r, $p, $(uptime | sed 's/.*load/load/')"
+      "$build/rlx_bench_embed" --out "$out/$p.$r" --precision "$p" "$@"
+    done
+  done
+  python3 - "$out" "$precision" "$rounds" <<'PY'
+import json, os, statistics, sys
+out, policy, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def meta(p, r, b):
+    with open(os.path.join(out, f"{p}.{r}", b, "meta.json")) as f:
+        return json.load(f)
+shapes = sorted(os.listdir(os.path.join(out, f"{policy}.1")), key=lambda b: int(b[1:]))
+print(f"\nmedians over {rounds} interleaved rounds ({meta(policy, 1, shapes[0])['clock']} time, "
+      f"{meta(policy, 1, shapes[0])['threads']} threads), ms:")
+print(f"{'batch':>6} {'f32 model':>10} {policy + ' model':>22} {'speed-up':>9} "
+      f"{'f32 e2e':>9} {policy + ' e2e':>20} {'speed-up':>9} {'min cosine':>11}")
+for b in shapes:
+    med = lambda p, k: statistics.median(meta(p, r, b)[k]["median_ms"] for r in range(1, rounds + 1))
+    cos = min(meta(policy, r, b)["min_cosine_vs_f32"] for r in range(1, rounds + 1))
+    fm, pm = med("always-f32", "rlx_model"), med(policy, "rlx_model")
+    fe, pe = med("always-f32", "rlx_e2e"), med(policy, "rlx_e2e")
+    print(f"{b[1:]:>6} {fm:10.2f} {pm:22.2f} {fm / pm:9.2f} {fe:9.2f} {pe:20.2f} {fe / pe:9.2f} "
+          f"{cos:11.6f}")
+PY
+elif [ -z "$quant" ] && [ "${RLX_BENCH_LOAD:-0}" = 1 ]; then
   threads="${RLX_NUM_THREADS:-2}"
   echo; echo "=== idle, 1 thread"
   RLX_NUM_THREADS=1 embed_pass idle1 "$@"

@@ -200,7 +200,7 @@ bool is_transposed_linear_weight(const std::string& name) {
 Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling,
                          const std::map<std::string, QuantFormat>& weight_formats,
-                         const std::string& act_quant) {
+                         const std::string& act_quant, DType linear_dtype) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
@@ -208,6 +208,9 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                                               std::to_string(c.max_position_embeddings));
   check(pooling.mode == "mean" || pooling.mode == "cls",
         "build_bert_encoder: pooling mode '" + pooling.mode + "' is not mean or cls");
+  check(linear_dtype == DType::f32 || linear_dtype == DType::bf16 || linear_dtype == DType::f16,
+        "build_bert_encoder: linear_dtype must be f32, bf16 or f16, got " +
+            std::string(dtype_name(linear_dtype)));
   const int64_t H = c.hidden_size, heads = c.num_attention_heads, dh = H / heads;
   Graph g("bert");
   Value ids = g.input("input_ids", DType::i32, Shape{batch, seq});
@@ -225,8 +228,12 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
     Value bias = param(prefix + ".bias", Shape{out});
     const std::string name = prefix + ".weight";
     auto it = weight_formats.find(name);
-    if (it == weight_formats.end() || it->second == QuantFormat::kF32)
-      return g.add(g.matmul(x, param(name, Shape{in, out})), bias);
+    if (it == weight_formats.end() || it->second == QuantFormat::kF32) {
+      Value w = g.param(name, linear_dtype, Shape{in, out});
+      // Exact widening: AMP looks through it when the matmul computes in linear_dtype.
+      if (linear_dtype != DType::f32) w = g.convert(w, DType::f32);
+      return g.add(g.matmul(x, w), bias);
+    }
     Value w = g.param(name, DType::u8, Shape{out, quant_row_bytes(it->second, in)});
     // int8 activations need a block format: f16 / bf16 weights multiply in float either way.
     const bool block = quant_format_info(it->second).block_size >= 32;

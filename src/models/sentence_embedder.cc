@@ -117,6 +117,9 @@ struct SentenceEmbedder::Impl {
   std::string dir, name;
   EmbedderOptions options;
   PrecisionPolicy precision;
+  // The dtype float Linear weights are stored and declared in (build_bert_encoder's
+  // linear_dtype): the one the policy's matmuls compute in, so runs convert no weights.
+  DType linear_dtype = DType::f32;
   std::optional<GgufFile> gguf;  // the model file when it is a GGUF, else a directory
   std::string config_path;       // where the hyper-parameters come from, for messages
   BertConfig config;
@@ -156,6 +159,7 @@ struct SentenceEmbedder::Impl {
     precision = options.precision
                     ? *options.precision
                     : precision_from_env().value_or(PrecisionPolicy{PrecisionMode::AlwaysF32, {}});
+    linear_dtype = matmul_dtype(precision);
     name = options.model_name.empty()
                ? (gguf ? fs::path(model_dir).stem().string() : directory_name(model_dir))
                : options.model_name;
@@ -258,7 +262,7 @@ struct SentenceEmbedder::Impl {
                    std::span(t.data_as<float>(), static_cast<size_t>(t.numel())));
       }
       check_weight_finite(t, dir, key);
-      weights.emplace(n.name, linear ? transposed(t) : t);
+      weights.emplace(n.name, linear ? stored_linear(transposed(t)) : t);
     }
     std::vector<std::string> unused;
     for (const GgufTensorInfo& info : gguf->tensors())
@@ -290,6 +294,34 @@ struct SentenceEmbedder::Impl {
       throw Error(path + ": tensor '" + key + "' holds " +
                   non_finite_name(t.data_as<float>()[bad]) + " at " + index_text(bad, t.shape()) +
                   "; a model's weights must be finite");
+  }
+
+  // The dtype `policy` computes the Linear layers' matmuls in (fused_matmul_bias_act, or matmul
+  // where it is not fused; both LowPrecision): low_dtype(), unless an override of either
+  // names another, in which case f32 (the weights then stay exact).
+  static DType matmul_dtype(const PrecisionPolicy& policy) {
+    const DType low = policy.low_dtype();
+    for (OpKind op : {OpKind::MatMul, OpKind::FusedMatMulBiasAct, OpKind::DotGeneral})
+      if (auto it = policy.overrides.find(op); it != policy.overrides.end() && it->second != low)
+        return DType::f32;
+    return low;
+  }
+
+  // Linear weight `t` (f32 [in, out]) in linear_dtype, rounded to nearest even as the convert
+  // op (and so AMP's cast of an f32 weight) rounds it.
+  Tensor stored_linear(Tensor t) const {
+    if (linear_dtype == DType::f32) return t;
+    Tensor r(linear_dtype, t.shape());
+    const float* src = t.data_as<float>();
+    const auto n = static_cast<size_t>(t.numel());
+    if (linear_dtype == DType::bf16) {
+      bf16* dst = r.data_as<bf16>();
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_from_float(src[i]);
+    } else {
+      f16* dst = r.data_as<f16>();
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_from_float(src[i]);
+    }
+    return r;
   }
 
   // The f32 matrix `t` [out, in] as [in, out].
@@ -346,7 +378,7 @@ struct SentenceEmbedder::Impl {
         formats.emplace(n.name, f);
         t = packed;
       } else if (is_transposed_linear_weight(n.name)) {
-        t = transposed(t);
+        t = stored_linear(transposed(t));
       }
       weights.emplace(n.name, t);
     }
@@ -368,7 +400,8 @@ struct SentenceEmbedder::Impl {
     CompileOptions co;
     co.precision = precision;
     std::shared_ptr<Executable> exe = session.compile(
-        build_bert_encoder(config, batch, seq, pooling, formats, options.act_quant), co);
+        build_bert_encoder(config, batch, seq, pooling, formats, options.act_quant, linear_dtype),
+        co);
     CompileCacheStats after = session.cache_stats();
     stats.compiles += after.misses - before.misses;
     stats.compile_seconds += after.compile_seconds - before.compile_seconds;

@@ -113,6 +113,14 @@ PoolingOptions read_pooling_options(const std::string& dir);
 ///   quant_row_bytes(format, hidden_size)] and its gathered rows are dequantized (gather, then
 ///   Graph::dequantize: exact); every other param (position and token type embeddings, LayerNorms,
 ///   biases) stays f32;
+/// - the other Linear weights are declared `linear_dtype` (f32, bf16 or f16) [in, out] and, when
+///   that is not f32, widened by a convert to f32 before their matmul: the graph computes in f32
+///   on weights whose values that dtype holds. Under a precision policy whose matmuls compute in
+///   `linear_dtype` (auto-mixed-bf16 / always-bf16 for bf16), AMP looks through the widening and
+///   the matmul reads the param as stored, so no run converts weights (with f32 weights the
+///   compiled graph rounds every weight on every run); the result is identical, since AMP
+///   would round the f32 weights to that dtype the same way (round to nearest even). Other
+///   linear_dtype values throw rlx::Error;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
@@ -121,7 +129,7 @@ PoolingOptions read_pooling_options(const std::string& dir);
 Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling = {},
                          const std::map<std::string, QuantFormat>& weight_formats = {},
-                         const std::string& act_quant = "none");
+                         const std::string& act_quant = "none", DType linear_dtype = DType::f32);
 
 /// True for the checkpoint tensors a sentence embedder never reads by design (with or without a
 /// "bert." prefix): BertModel's pooler.*, the pre-training heads cls.* (sentence-transformers

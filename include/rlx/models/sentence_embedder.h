@@ -36,7 +36,11 @@ struct EmbedderOptions {
   Device device = Device::cpu();
   /// Precision policy of every compile (e.g. AutoMixedBf16); absent: RLX_PRECISION when set,
   /// else always-f32 on every device (not the backend's own default, auto-mixed-bf16 for
-  /// pjrt), as sentence-transformers computes in f32. Resolved once, at construction.
+  /// pjrt), as sentence-transformers computes in f32. Resolved once, at construction. When the
+  /// policy's matmuls compute in bf16 / f16 (no override of matmul, fused_matmul_bias_act or
+  /// dot_general to another dtype), the float Linear weights are stored in that dtype, rounded
+  /// once at load (build_bert_encoder's linear_dtype): the same embeddings as f32 weights that
+  /// every run would round, half their bytes (weight_bytes()).
   std::optional<PrecisionPolicy> precision;
   /// Sequences per executable call; batches are padded up to a power of two <= this, then up
   /// to a multiple of the device count of a data-parallel device set ("pjrt:0-3": each device
