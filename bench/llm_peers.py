@@ -7,8 +7,9 @@ Speed: prompt processing of a 128-token prompt and greedy decode of 128 tokens, 
 then the two alternate round by round (rlx, llama.cpp, rlx, ...) so that load on a shared
 machine hits both alike; the table gives each one's best round and the ratio rlx / llama.cpp
 (> 1: rlx is faster). Decode is also given as a fraction of its memory-bandwidth bound: the
-bytes a token streams (the file's tensor bytes, plus the KV cache read at the mean position)
-over the memcpy bandwidth measured in the same run.
+bytes a token streams (the file's tensor bytes, plus rlx's KV cache read at the mean position:
+4 bytes per element with --cache-type f32, 2 with f16, llama.cpp's default) over the memcpy
+bandwidth measured in the same run.
 
 Parity (--parity): for a few prompts llama.cpp decodes greedily, keeping its logits at every
 step; rlx runs one full forward over the prompt and llama.cpp's tokens. Reported per prompt: the
@@ -18,7 +19,7 @@ first step whose margin is below 0.5 (llama.cpp quantizes activations to 8 bits 
 attention in f16, so its logits differ from an exact forward by up to ~1).
 
 Usage: PYTHONPATH=build/python python3 bench/llm_peers.py [--models a.gguf,b.gguf]
-       [--threads 1,2] [--rounds 3] [--parity]
+       [--threads 1,2] [--rounds 3] [--parity] [--cache-type f32|f16]
 llama-cpp-python is a benchmark peer, never a CI dependency: build it on the benchmark machine
 with CMAKE_ARGS=-DGGML_NATIVE=ON MAKEFLAGS=-j2 pip install llama-cpp-python (~15 min on 2 cores).
 """
@@ -70,11 +71,11 @@ def bench_prompt(tokenize) -> list[int]:
 class RlxRunner:
     name = "rlx"
 
-    def __init__(self, path: str, threads: int):
+    def __init__(self, path: str, threads: int, cache_type: str):
         import rlx
         import rlx.models
         rlx.set_num_threads(threads)
-        self.llm = rlx.models.LLM(path, ctx=512, bucket=PROMPT_TOKENS)
+        self.llm = rlx.models.LLM(path, ctx=512, bucket=PROMPT_TOKENS, cache_type=cache_type)
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text, True, True)
@@ -135,8 +136,8 @@ class LlamaCppRunner:
         return ids, np.stack(rows)
 
 
-def speed(path: str, threads: int, rounds: int) -> dict:
-    runners = [RlxRunner(path, threads), LlamaCppRunner(path, threads)]
+def speed(path: str, threads: int, rounds: int, cache_type: str) -> dict:
+    runners = [RlxRunner(path, threads, cache_type), LlamaCppRunner(path, threads)]
     prompt = bench_prompt(runners[0].tokenize)
     for r in runners:  # warm-up (rlx compiles its prefill and decode executables)
         r.run(prompt)
@@ -147,18 +148,21 @@ def speed(path: str, threads: int, rounds: int) -> dict:
             best[r.name] = [max(best[r.name][0], pp), max(best[r.name][1], tg)]
     llm = runners[0].llm
     cfg = llm.config
-    # rlx's f32 K and V rows per position (llama.cpp keeps f16: its bound is a little higher)
-    kv_per_pos = 2 * cfg["block_count"] * cfg["head_count_kv"] * cfg["key_length"] * 4
+    # rlx's K and V rows per position (llama.cpp keeps f16: with an f32 cache its bound is a
+    # little higher)
+    element = 2 if cache_type == "f16" else 4
+    kv_per_pos = 2 * cfg["block_count"] * cfg["head_count_kv"] * cfg["key_length"] * element
     mean_pos = PROMPT_TOKENS + DECODE_TOKENS / 2
     token_bytes = llm.weight_bytes + kv_per_pos * mean_pos
     return {"best": best, "token_bytes": token_bytes}
 
 
-def parity(path: str, n: int) -> None:
+def parity(path: str, n: int, cache_type: str) -> None:
     import rlx.models
-    rl = rlx.models.LLM(path, ctx=512)
+    rl = rlx.models.LLM(path, ctx=512, cache_type=cache_type)
     lc = LlamaCppRunner(path, 2)
-    print(f"\nparity with llama.cpp, {n} greedy steps per prompt (margin: llama.cpp's top-2 gap)")
+    print(f"\nparity with llama.cpp, {n} greedy steps per prompt (margin: llama.cpp's top-2 gap), "
+          f"rlx cache {cache_type}")
     for text in PARITY_PROMPTS:
         prompt = rl.tokenize(text, True, True)
         assert prompt == lc.tokenize(text), "the tokenizers disagree on the prompt"
@@ -189,6 +193,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parity", action="store_true")
     ap.add_argument("--parity-steps", type=int, default=32)
+    ap.add_argument("--cache-type", default="f32", choices=["f32", "f16"],
+                    help="rlx's KV cache (LLM cache_type; llama.cpp keeps its default, f16)")
     args = ap.parse_args()
     import rlx
     models = [m for m in args.models.split(",") if m] or [rlx._core.default_llm_gguf_path()]
@@ -198,29 +204,30 @@ def main() -> None:
     print(f"memcpy bandwidth {bw:.1f} GB/s (read + write)")
     rows = []
     for path in models:
-        for t in [int(x) for x in args.threads.split(",")]:
-            r = speed(path, t, args.rounds)
+        for t in [int(x) for x in args.threads.split(",") if x]:  # "": parity only
+            r = speed(path, t, args.rounds, args.cache_type)
             b = r["best"]
             bound = bw * 1e9 / r["token_bytes"]
             rows.append((os.path.basename(path), t, b, bound))
             print(f"  {os.path.basename(path)} {t} thr: rlx pp {b['rlx'][0]:.1f} tg {b['rlx'][1]:.1f}"
                   f"  llama.cpp pp {b['llama.cpp'][0]:.1f} tg {b['llama.cpp'][1]:.1f} tok/s",
                   flush=True)
-    print(f"load average {os.getloadavg()}")
-    print("\n| model | threads | rlx prompt tok/s | llama.cpp prompt tok/s | rlx / llama.cpp "
-          "| rlx decode tok/s | llama.cpp decode tok/s | rlx / llama.cpp | rlx decode / bound "
-          "| llama.cpp decode / bound |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, t, b, bound in rows:
-        (rp, rt), (lp, lt) = b["rlx"], b["llama.cpp"]
-        print(f"| {name} | {t} | {rp:.1f} | {lp:.1f} | {rp / lp:.2f} | {rt:.1f} | {lt:.1f} | "
-              f"{rt / lt:.2f} | {rt / bound:.0%} | {lt / bound:.0%} |")
-    bounds = {name: bound for name, _, _, bound in rows}
-    print("(bound: memcpy bandwidth / bytes per decoded token: " +
-          ", ".join(f"{n} {b:.0f} tok/s" for n, b in bounds.items()) + ")")
+    if rows:
+        print(f"load average {os.getloadavg()}")
+        print("\n| model | threads | rlx prompt tok/s | llama.cpp prompt tok/s | rlx / llama.cpp "
+              "| rlx decode tok/s | llama.cpp decode tok/s | rlx / llama.cpp | rlx decode / bound "
+              "| llama.cpp decode / bound |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, t, b, bound in rows:
+            (rp, rt), (lp, lt) = b["rlx"], b["llama.cpp"]
+            print(f"| {name} | {t} | {rp:.1f} | {lp:.1f} | {rp / lp:.2f} | {rt:.1f} | {lt:.1f} | "
+                  f"{rt / lt:.2f} | {rt / bound:.0%} | {lt / bound:.0%} |")
+        bounds = {name: bound for name, _, _, bound in rows}
+        print("(bound: memcpy bandwidth / bytes per decoded token: " +
+              ", ".join(f"{n} {b:.0f} tok/s" for n, b in bounds.items()) + ")")
     if args.parity:
         for path in models:
-            parity(path, args.parity_steps)
+            parity(path, args.parity_steps, args.cache_type)
 
 
 if __name__ == "__main__":

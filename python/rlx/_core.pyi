@@ -343,7 +343,8 @@ def sampler_graph(batch: int, vocab: int, history: int, max_candidates: int = 64
 
 class LlamaModel:
     def __init__(self, path: str, precision: str | None = None, device: str = "cpu",
-                 bucket: int = 16, ctx: int = 0, act_quant: str = "int8") -> None: ...
+                 bucket: int = 16, ctx: int = 0, act_quant: str = "int8",
+                 cache_type: str = "f32") -> None: ...
     def logits(self, ids: npt.ArrayLike) -> Array: ...
     def generate(self, ids: Sequence[int], max_tokens: int, stop: Sequence[str],
                  stop_at_eos: bool,

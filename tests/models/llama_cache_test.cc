@@ -109,9 +109,13 @@ TEST(LlamaCache, SlidingWindowStepsEqualFullForward) {
 // (10, 13 alone, 2 x 13 together) on the int8 GEMM, above kGemvRows (8) rows, the decode steps
 // (1, 2 rows) on the GEMV tiles; the two paths sum in different orders (~2e-7 here). Exact
 // lengths (bucket 1) keep the padded prefill at 2 x 13.
-TEST(LlamaCache, BatchedRowsEqualEachRowAlone) {
+// With the f16 cache too (its attention kernels compute each row as at batch 1 as well).
+class LlamaCacheTypes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaCacheTypes, BatchedRowsEqualEachRowAlone) {
   LlamaOptions o;
   o.bucket = 1;
+  o.cache_type = GetParam();
   LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "batch.gguf"), o);
   const int64_t V = rlx::testing::kVocab;
   const std::vector<int32_t> a = random_ids(10, V, 11), b = random_ids(13, V, 12);
@@ -140,6 +144,56 @@ TEST(LlamaCache, BatchedRowsEqualEachRowAlone) {
     EXPECT_EQ(max_diff(got, ra[s].data_as<float>(), V), 0.0) << "row 0, step " << s;
     EXPECT_EQ(max_diff(got + V, rb[s].data_as<float>(), V), 0.0) << "row 1, step " << s;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(CacheType, LlamaCacheTypes, ::testing::Values("f32", "f16"));
+
+// cache_type "f16" (llama.cpp's default KV cache): the cached steps (prefill, then decode steps
+// on the f16 decode kernel) equal the full forward, which rounds the same operands (K, V, q and
+// the attention output to f16; only summation order differs); with exact activations (no
+// int8 rounding to amplify them) both stay close to the f32 cache's logits (the f16 roundings,
+// ~1e-3 of the logit scale) without equalling them. The f16
+// path against an f64 numpy reference: python/tests/test_llama.py::test_f16_cache_*.
+TEST(LlamaCache, F16CacheStepsEqualFullForwardAndNearF32) {
+  LlamaOptions o;
+  o.ctx = 32;
+  o.cache_type = "f16";
+  o.act_quant = "none";
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "kv16.gguf"), o);
+  EXPECT_EQ(m.layout().cache_type, "f16");
+  const std::vector<int32_t> ids = random_ids(14, rlx::testing::kVocab, 3);
+  double worst = check_steps_match_full_forward(m, ids, 5, 5e-4);
+  worst = std::max(worst, check_steps_match_full_forward(m, ids, 1, 5e-4));
+  o.cache_type = "f32";
+  LlamaModel exact =
+      LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "kv32.gguf"), o);
+  Tensor half = m.logits(ids, 1, 14), full = exact.logits(ids, 1, 14);
+  const int64_t n = half.numel();
+  double scale = 0;
+  for (int64_t i = 0; i < n; ++i)
+    scale = std::max(scale, std::fabs(double(full.data_as<float>()[i])));
+  const double d = max_diff(half.data_as<float>(), full.data_as<float>(), n);
+  std::printf("tiny llama, f16 cache: cached steps vs full forward %.3g, f16 vs f32 %.3g of %.3g\n",
+              worst, d, scale);
+  EXPECT_GT(d, 1e-5 * scale);  // the f16 roundings did happen
+  EXPECT_LT(d, 1e-2 * scale);
+}
+
+// A cache_type other than f32 / f16 is an error at load and in the graph builders.
+TEST(LlamaCache, BadCacheTypeIsAnError) {
+  LlamaOptions o;
+  o.cache_type = "q8_0";
+  EXPECT_EQ(error_of([&] {
+              LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "q8kv.gguf"), o);
+            }),
+            "LlamaModel: cache_type must be \"f32\" or \"f16\", got \"q8_0\"");
+  LlamaModel m = LlamaModel::load(rlx::testing::write(rlx::testing::tiny_file(), "kv.gguf"));
+  LlamaWeightLayout layout = m.layout();
+  layout.cache_type = "bf16";
+  EXPECT_EQ(error_of([&] { build_llama_step(m.config(), layout, LlamaStepOptions{}); }),
+            "build_llama_step: cache_type must be \"f32\" or \"f16\", got \"bf16\"");
+  EXPECT_EQ(error_of([&] { build_llama_decoder(m.config(), layout, 1, 4); }),
+            "build_llama_decoder: cache_type must be \"f32\" or \"f16\", got \"bf16\"");
 }
 
 TEST(LlamaCache, FullCacheIsAnError) {

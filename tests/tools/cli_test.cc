@@ -254,6 +254,20 @@ TEST(Cli, GenerateStreamsGreedyText) {
   expect_error(run_rlx({"generate", "-p", "x", "--ctx", "99999"}), 1, "ctx 99999 is outside");
 }
 
+// --cache-type f16 (the f16 KV cache) generates on the tiny model; other values are usage
+// errors, in `rlx generate` and `rlx serve` alike.
+TEST(Cli, GenerateCacheType) {
+  const std::string tiny = rlx::testing::write(rlx::testing::tiny_chat_file(), "kv_tiny.gguf");
+  Result r =
+      run_rlx({"generate", "--model", tiny, "-p", "hello", "-n", "4", "--cache-type", "f16"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_HAS(r.err, "decode: 4 tokens");
+  expect_error(run_rlx({"generate", "--cache-type", "q8_0", "-p", "x"}), 2,
+               "--cache-type: q8_0 not in {f32,f16}");
+  expect_error(run_rlx({"serve", "--cache-type", "bf16"}), 2,
+               "--cache-type: bf16 not in {f32,f16}");
+}
+
 // `rlx chat` reads one user turn per line from stdin (not a terminal here) and answers each;
 // a file whose template is not ChatML (here: none) is an error naming the key.
 TEST(Cli, ChatAnswersEachLine) {

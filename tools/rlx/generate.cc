@@ -37,6 +37,11 @@ void add_model_options(CLI::App* s, GenerateArgs& a) {
                 "as llama.cpp: the integer kernels) or none (exact activations, slower)")
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "none"}));
+  s->add_option("--cache-type", a.cache_type,
+                "KV-cache storage: f32, or f16 (llama.cpp's default --cache-type-k/-v: half the "
+                "memory; K, V and the query rounded to f16 for attention, as llama.cpp does)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   s->add_option("--temp", a.sampling.temperature,
                 "temperature; 0 (the default): greedy, the argmax at every step")
       ->check(CLI::NonNegativeNumber);
@@ -79,6 +84,7 @@ models::LlamaModel load(const GenerateArgs& a) {
   o.device = Device::parse(a.device);
   o.ctx = a.ctx;
   o.act_quant = a.act_quant;
+  o.cache_type = a.cache_type;
   return models::LlamaModel::load(a.model.empty() ? default_llm_gguf_path() : a.model, o);
 }
 
@@ -111,7 +117,7 @@ void print_stats(const models::LlamaModel& m, const models::GenerateStats& s,
   auto rate = [](int64_t n, double sec) { return sec > 0 ? static_cast<double>(n) / sec : 0.0; };
   const int64_t prefilled = s.prompt_tokens - s.reused_tokens;
   const models::LlamaConfig& c = m.config();
-  const double kv_mb = 4.0 *
+  const double kv_mb = (m.options().cache_type == "f16" ? 2.0 : 4.0) *
                        static_cast<double>(c.block_count * c.head_count_kv *
                                            (c.key_length + c.value_length) * m.ctx()) /
                        1e6;

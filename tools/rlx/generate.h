@@ -18,6 +18,7 @@ struct GenerateArgs {
   std::string system;  ///< chat: a system message (else the template's default)
   std::string device = "cpu";
   std::string act_quant = "int8";  ///< LlamaOptions::act_quant
+  std::string cache_type = "f32";  ///< LlamaOptions::cache_type
   int64_t max_tokens = 128;
   int64_t ctx = 0;    ///< 0: min(context_length, 4096)
   int threads = 0;    ///< 0: RLX_NUM_THREADS, else physical cores

@@ -37,6 +37,10 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
                 "decoders: KV-cache positions of all slots together, --parallel slots of ctx / "
                 "parallel each (default: min(the file's context, 4096))")
       ->check(at_least(1));
+  s->add_option("--cache-type", a.cache_type,
+                "decoders: KV-cache storage, f32 or f16 (as rlx generate --cache-type)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   s->add_option("--device", a.device, "device (as rlx embed)")->capture_default_str();
   s->add_option("--precision", a.precision, "precision policy (as rlx embed)");
   s->add_option("--max-length", a.max_length,
@@ -142,6 +146,7 @@ serve::ServedModel chat_model(const ServeArgs& a, const std::string& path, const
   const int64_t context = models::LlamaConfig::from_gguf(GgufFile::open(path)).context_length;
   const int64_t total = a.ctx > 0 ? a.ctx : std::min<int64_t>(context, 4096);
   o.ctx = total / a.parallel;
+  o.cache_type = a.cache_type;
   check(o.ctx >= 1, "rlx serve: --ctx " + std::to_string(total) +
                         " is less than one position "
                         "per slot (--parallel " +

@@ -26,6 +26,7 @@ struct ServeArgs {
   double batch_window_ms = 2;
   int parallel = 1;  ///< embeddings: worker threads, each with its own embedder; chat: slots
   int64_t ctx = 0;   ///< chat: KV positions over all slots; 0: min(the file's, 4096)
+  std::string cache_type = "f32";  ///< chat: LlamaOptions::cache_type
   int64_t max_queue = 256;
   int64_t timeout_ms = 60000;
   int threads = 0;  ///< intra-op threads per worker; 0: RLX_NUM_THREADS / physical cores

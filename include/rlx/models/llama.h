@@ -91,6 +91,16 @@ struct LlamaWeightLayout {
   /// int8 activations; the CPU's integer kernels) or "none" (exact activations); float-format
   /// weights always multiply exactly.
   std::string act_quant = "int8";
+  /// Storage type of the KV cache and the operands attention multiplies: "f32" (exact) or
+  /// "f16" (llama.cpp's default --cache-type-k/-v f16): K and V are rounded to f16 where they
+  /// are written (the cache state is then f16, half the bytes), q is rounded to f16 before
+  /// QK^T as ggml's mul_mat rounds it for an f16 K, and attention runs on f16 operands (the
+  /// CPU kernel widens K/V tiles to f32 as it reads them and keeps the softmax in f32; its
+  /// f16 output is widened back to f32). The full-sequence forward rounds the same operands,
+  /// so its logits match the cached steps'. Attention then has f16 operands: compile it in
+  /// f16 (LlamaModel adds the precision override attention=f16), or always-f32 computes it
+  /// behind an f32 copy of each cache. Anything else: rlx::Error from the builders.
+  std::string cache_type = "f32";
 };
 
 /// Builds the full-sequence forward pass for fixed [batch, seq]:
@@ -141,11 +151,12 @@ struct LlamaStepOptions {
   int64_t cache_batch = 0;
 };
 
-/// The KV-cache state of a step graph: per layer l, input "k_cache.<l>" f32[B, head_count_kv,
+/// The KV-cache state of a step graph: per layer l, input "k_cache.<l>" [B, head_count_kv,
 /// ctx, key_length] bound to output "k_cache.<l>.next", and "v_cache.<l>" [B, head_count_kv,
-/// ctx, value_length] to "v_cache.<l>.next" (CompileOptions::state). f32 storage:
-/// 4 * block_count * head_count_kv * (key_length + value_length) bytes per position and row
-/// (SmolLM2-135M: 46,080 bytes, 180 MiB for 4096 positions).
+/// ctx, value_length] to "v_cache.<l>.next" (CompileOptions::state), of the layout's
+/// cache_type (f32 or f16). f32 storage: 4 * block_count * head_count_kv * (key_length +
+/// value_length) bytes per position and row (SmolLM2-135M: 46,080 bytes, 180 MiB for 4096
+/// positions); f16 half that.
 std::vector<StateBinding> llama_cache_state(const LlamaConfig& config);
 
 /// One step of the decoder over a KV cache, for fixed [B, S] and cache length ctx:
@@ -197,6 +208,11 @@ struct LlamaOptions {
   /// or "none" (exact activations: slower on CPU, no activation-rounding noise); anything else
   /// throws rlx::Error at load.
   std::string act_quant = "int8";
+  /// KV-cache storage and attention operand type (LlamaWeightLayout::cache_type): "f32" or
+  /// "f16" (llama.cpp's default: half the cache memory and decode's KV bytes; K, V and q
+  /// rounded to f16; the precision policy gains attention=f16 unless it names attention);
+  /// anything else throws rlx::Error at load.
+  std::string cache_type = "f32";
 };
 
 /// The tokens of one append(): each row's next token, and the logits they were chosen from.

@@ -285,7 +285,7 @@ TEST(CpuAttentionKernel, SpecialValues) {
          {MaskCase{"none"}, MaskCase{"causal"}, MaskCase{"sliding_window", 2},
           MaskCase{"bool", 0, Shape{1, 2, 8, 8}}, MaskCase{"bias", 0, Shape{1, 2, 8, 8}}})
       expect_attention_matches(c, dt, mc, 33, std::nullopt, feeds);
-    // One query row (the decode path for f32): rows 2 and 5 of the same q and k.
+    // One query row (the decode path for f32 and f16): rows 2 and 5 of the same q and k.
     for (int64_t row : {2, 5}) {
       Tensor q1(dt, Shape{1, 2, 1, 4});
       for (int64_t h = 0; h < 2; ++h)

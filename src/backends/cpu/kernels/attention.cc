@@ -128,7 +128,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class T>
 using Calc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-using half_simd::HWY_NAMESPACE::Narrow;  // half-inl.h
+using half_simd::HWY_NAMESPACE::kF16Hardware;  // half-inl.h
+using half_simd::HWY_NAMESPACE::Narrow;
 using half_simd::HWY_NAMESPACE::Widen;
 
 // Query vectors per register tile: 4 x 4 accumulators fit AVX-512's 32 registers, 4 x 2 the 16
@@ -689,10 +690,23 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   }
 }
 
-// ---- decode path (f32, at most kDecodeMaxQueries query rows, positional mask or none)
+// ---- decode path (f32, or f16 widened to f32 as rows are read: at most
+// kDecodeMaxQueries query rows, positional mask or none)
 
-// s[j] = scale * dot(q, k_j) for the n key rows of k (`dim` floats each), four keys at a time.
-HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t n,
+// f32 lanes of storage T at p: f32, or f16 converted in registers (targets with F16C).
+template <class D, class T>
+HWY_INLINE hn::Vec<D> LoadWide(D d, const T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(d, p);
+  } else {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+}
+
+// s[j] = scale * dot(q, k_j) for the n key rows of k (`dim` values each), four keys at a time.
+template <class T>
+HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, size_t n,
                              size_t dim, float scale, float* HWY_RESTRICT s) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -700,33 +714,34 @@ HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const float* HWY_RESTR
   auto sum = [&](auto v) { return hn::GetLane(hn::SumOfLanes(d, v)); };
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = k + j * dim;
+    const T* k0 = k + j * dim;
     auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
     for (size_t c = 0; c < vec_dim; c += lanes) {
       const auto qv = hn::LoadU(d, q + c);
-      a0 = hn::MulAdd(hn::LoadU(d, k0 + c), qv, a0);
-      a1 = hn::MulAdd(hn::LoadU(d, k0 + dim + c), qv, a1);
-      a2 = hn::MulAdd(hn::LoadU(d, k0 + 2 * dim + c), qv, a2);
-      a3 = hn::MulAdd(hn::LoadU(d, k0 + 3 * dim + c), qv, a3);
+      a0 = hn::MulAdd(LoadWide(d, k0 + c), qv, a0);
+      a1 = hn::MulAdd(LoadWide(d, k0 + dim + c), qv, a1);
+      a2 = hn::MulAdd(LoadWide(d, k0 + 2 * dim + c), qv, a2);
+      a3 = hn::MulAdd(LoadWide(d, k0 + 3 * dim + c), qv, a3);
     }
     float r[4] = {sum(a0), sum(a1), sum(a2), sum(a3)};
     for (size_t c = vec_dim; c < dim; ++c)
-      for (size_t u = 0; u < 4; ++u) r[u] += q[c] * k0[u * dim + c];
+      for (size_t u = 0; u < 4; ++u) r[u] += q[c] * to_f32(k0[u * dim + c]);
     for (size_t u = 0; u < 4; ++u) s[j + u] = r[u] * scale;
   }
   for (; j < n; ++j) {
-    const float* kj = k + j * dim;
+    const T* kj = k + j * dim;
     auto a = hn::Zero(d);
     for (size_t c = 0; c < vec_dim; c += lanes)
-      a = hn::MulAdd(hn::LoadU(d, kj + c), hn::LoadU(d, q + c), a);
+      a = hn::MulAdd(LoadWide(d, kj + c), hn::LoadU(d, q + c), a);
     float r = sum(a);
-    for (size_t c = vec_dim; c < dim; ++c) r += q[c] * kj[c];
+    for (size_t c = vec_dim; c < dim; ++c) r += q[c] * to_f32(kj[c]);
     s[j] = r * scale;
   }
 }
 
 // o[0, dv) = sum_j p[j] * v_j over the n value rows of v, divided by l.
-HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const float* HWY_RESTRICT v, size_t n,
+template <class T>
+HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const T* HWY_RESTRICT v, size_t n,
                              size_t dv, float l, float* HWY_RESTRICT o) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -736,11 +751,11 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const float* HWY_RESTR
     auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
     for (size_t j = 0; j < n; ++j) {
       const auto pj = hn::Set(d, p[j]);
-      const float* vj = v + j * dv + e;
-      o0 = hn::MulAdd(pj, hn::LoadU(d, vj), o0);
-      o1 = hn::MulAdd(pj, hn::LoadU(d, vj + lanes), o1);
-      o2 = hn::MulAdd(pj, hn::LoadU(d, vj + 2 * lanes), o2);
-      o3 = hn::MulAdd(pj, hn::LoadU(d, vj + 3 * lanes), o3);
+      const T* vj = v + j * dv + e;
+      o0 = hn::MulAdd(pj, LoadWide(d, vj), o0);
+      o1 = hn::MulAdd(pj, LoadWide(d, vj + lanes), o1);
+      o2 = hn::MulAdd(pj, LoadWide(d, vj + 2 * lanes), o2);
+      o3 = hn::MulAdd(pj, LoadWide(d, vj + 3 * lanes), o3);
     }
     hn::StoreU(hn::Mul(o0, inv), d, o + e);
     hn::StoreU(hn::Mul(o1, inv), d, o + e + lanes);
@@ -750,12 +765,12 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const float* HWY_RESTR
   for (; e + lanes <= dv; e += lanes) {
     auto acc = hn::Zero(d);
     for (size_t j = 0; j < n; ++j)
-      acc = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * dv + e), acc);
+      acc = hn::MulAdd(hn::Set(d, p[j]), LoadWide(d, v + j * dv + e), acc);
     hn::StoreU(hn::Mul(acc, inv), d, o + e);
   }
   for (; e < dv; ++e) {
     float acc = 0;
-    for (size_t j = 0; j < n; ++j) acc += p[j] * v[j * dv + e];
+    for (size_t j = 0; j < n; ++j) acc += p[j] * to_f32(v[j * dv + e]);
     o[e] = acc / l;
   }
 }
@@ -763,25 +778,56 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const float* HWY_RESTR
 // Items are (batch, head) pairs; each runs its sq query rows. The output rules are
 // AttentionImpl's: a row with no visible key is 0, one whose visible scores hold NaN or +inf,
 // or are all -inf, is NaN. Only visible keys are read, so masked cache slots never contribute.
-void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+// `count` values of K or V from `rows` as DecodeScores / DecodeValues read them: T itself
+// (kInRegisters), or widened into `into`.
+template <bool kInRegisters, class T>
+HWY_INLINE auto KvRows(const T* rows, size_t count, float* into) {
+  if constexpr (kInRegisters) {
+    (void)count;
+    (void)into;
+    return rows;
+  } else {
+    return ReadRows(rows, count, into);
+  }
+}
+
+// Storage type f16: the query row is widened to f32 and the output row narrowed once; K and V
+// are converted in registers as they are loaded (F16C targets) or, on older targets, their
+// visible rows widened into a per-thread buffer, never the whole cache.
+template <class T>
+void DecodeImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto dim = static_cast<size_t>(t.d), dv = static_cast<size_t>(t.dv);
   float* s = scratch<float>((static_cast<size_t>(t.sk) + lanes - 1) / lanes * lanes);
-  const float* q = io.input<float>(0);
-  const float* k = io.input<float>(1);
-  const float* v = io.input<float>(2);
-  float* out = io.output<float>(0);
+  constexpr bool wide = !std::is_same_v<T, float>;
+  constexpr bool in_registers = !wide || kF16Hardware;
+  // Widened q row, output row, then (not in registers) K and V rows of the longest range.
+  thread_local std::vector<float> buf;
+  const size_t need = dim + dv + (in_registers ? 0 : static_cast<size_t>(t.sk) * (dim + dv));
+  if (wide && buf.size() < need) buf.resize(need);
+  float *qbuf = buf.data(), *obuf = qbuf + dim, *kbuf = obuf + dv;
+  const T* q = io.input<T>(0);
+  const T* k = io.input<T>(1);
+  const T* v = io.input<T>(2);
+  T* out = io.output<T>(0);
   const int64_t group = t.heads / t.kv_heads;
   const auto inf = hn::Set(d, kInf<float>), neg_inf = hn::Neg(inf);
   for (int64_t item = begin; item < end; ++item) {
     const int64_t b = item / t.heads, h = item % t.heads, kh = h / group;
-    const float* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
-    const float* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    const T* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
+    const T* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
     const int64_t len = t.mask == MaskKind::kCausalLengths ? RowLength(t, io, b) : t.sk;
     for (int64_t i = 0; i < t.sq; ++i) {
       const int64_t row = (b * t.heads + h) * t.sq + i;
-      float* o = out + row * t.dv;
+      float* o;
+      if constexpr (wide)
+        o = obuf;
+      else
+        o = out + row * t.dv;
+      auto store = [&] {
+        if constexpr (wide) Narrow(obuf, out + row * t.dv, dv);
+      };
       // Visible keys [kb, ke): the row's position is i + len - sq (its last query at the last
       // valid key), as MaskPositions and the reference place it.
       int64_t kb = 0, ke = t.sk;
@@ -793,10 +839,13 @@ void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
       }
       if (kb >= ke) {
         std::fill(o, o + dv, 0.0f);
+        store();
         continue;
       }
       const auto n = static_cast<size_t>(ke - kb);
-      DecodeScores(q + row * t.d, kbase + kb * t.d, n, dim, static_cast<float>(t.scale), s);
+      DecodeScores(ReadRows(q + row * t.d, dim, qbuf),
+                   KvRows<in_registers>(kbase + kb * t.d, n * dim, kbuf), n, dim,
+                   static_cast<float>(t.scale), s);
       const size_t padded = (n + lanes - 1) / lanes * lanes;
       std::fill(s + n, s + padded, -kInf<float>);
       auto mx = neg_inf;
@@ -809,6 +858,7 @@ void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
       const float m = hn::GetLane(hn::MaxOfLanes(d, mx));
       if (!hn::AllFalse(d, bad) || m == -kInf<float>) {
         std::fill(o, o + dv, std::numeric_limits<float>::quiet_NaN());
+        store();
         continue;
       }
       const auto vm = hn::Set(d, m);
@@ -818,8 +868,19 @@ void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
         hn::StoreU(p, d, s + j);
         sum = hn::Add(sum, p);
       }
-      DecodeValues(s, vbase + kb * t.dv, n, dv, hn::GetLane(hn::SumOfLanes(d, sum)), o);
+      DecodeValues(s, KvRows<in_registers>(vbase + kb * t.dv, n * dv, kbuf + n * dim), n, dv,
+                   hn::GetLane(hn::SumOfLanes(d, sum)), o);
+      store();
     }
+  }
+}
+
+void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+  switch (t.dtype) {
+    case DType::f16:
+      return DecodeImpl<f16>(t, io, begin, end);
+    default:
+      return DecodeImpl<float>(t, io, begin, end);
   }
 }
 
@@ -908,8 +969,8 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   }
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
-  if (dt == DType::f32 && t.sq <= kDecodeMaxQueries && t.mask != MaskKind::kBool &&
-      t.mask != MaskKind::kBias && t.d >= 1 && t.dv >= 1) {
+  if ((dt == DType::f32 || dt == DType::f16) && t.sq <= kDecodeMaxQueries &&
+      t.mask != MaskKind::kBool && t.mask != MaskKind::kBias && t.d >= 1 && t.dv >= 1) {
     const int64_t rows = t.batch * t.heads;
     return [t, rows](const KernelIO& io) {
       parallel_for(0, rows, 1, [&](int64_t b, int64_t e) {
