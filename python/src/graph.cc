@@ -797,15 +797,20 @@ void bind_graph(py::module_& m) {
       .def(
           "quant_matmul",
           [](const GraphPtr& g, const PyValue& x, const PyValue& w, const std::string& format,
-             const std::string& act_quant) {
+             const std::string& act_quant, const std::optional<PyValue>& bias,
+             const std::string& activation) {
+            std::optional<Value> b;
+            if (bias) b = own(g, *bias);
             return PyValue{g, g->quant_matmul(own(g, x), own(g, w), quant_format_from_name(format),
-                                              act_quant)};
+                                              act_quant, b, activation)};
           },
           py::arg("x"), py::arg("w"), py::arg("format"), py::arg("act_quant") = "none",
-          "x[..., K] . dequantize(w)^T for a packed weight w u8[N, R] of N rows of K elements "
-          "in `format` (a Linear layer with ggml's [out, in] weight): [..., N] in x's dtype. "
-          "act_quant 'int8' rounds x per 32 elements to int8 first (llama.cpp's scheme, the "
-          "CPU's integer kernels); 'none' multiplies x exactly.")
+          py::arg("bias") = py::none(), py::arg("activation") = "none",
+          "activation(x[..., K] . dequantize(w)^T [+ bias]) for a packed weight w u8[N, R] of N "
+          "rows of K elements in `format` (a Linear layer with ggml's [out, in] weight): [..., N] "
+          "in x's dtype; bias (x's dtype, [N]) and activation ('none', 'relu', 'gelu', "
+          "'gelu_tanh', 'silu') are optional. act_quant 'int8' rounds x per 32 elements to int8 "
+          "first (llama.cpp's scheme, the CPU's integer kernels); 'none' multiplies x exactly.")
       .def(
           "softmax_cross_entropy",
           [](const GraphPtr& g, const PyValue& lg, const PyValue& lb) {

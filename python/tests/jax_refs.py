@@ -325,17 +325,20 @@ def round_activations_int8(x):
     return r.reshape(xf.shape).astype(np.asarray(x).dtype)
 
 
-def quant_matmul(attrs, x, w):
-    """x . dequantize(w)^T with the weights rounded to x's dtype (the op's convert), computed
-    in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST); act_quant "int8" rounds x
-    first."""
+def quant_matmul(attrs, x, w, bias=None):
+    """activation(x . dequantize(w)^T [+ bias]) with the weights rounded to x's dtype (the op's
+    convert), computed in f32 for f16 / bf16 x (x arrives in its own dtype: NO_UPCAST);
+    act_quant "int8" rounds x first."""
     x = np.asarray(x)
     if attrs.get("act_quant", "none") == "int8":
         x = round_activations_int8(x)
     wd = dequantize(attrs, w).astype(x.dtype)
     if x.dtype in (NP["f16"], NP["bf16"]):
         x, wd = x.astype(np.float32), wd.astype(np.float32)
-    return jnp.matmul(x, wd.T)
+    y = jnp.matmul(x, wd.T)
+    if bias is not None:
+        y = y + np.asarray(bias).astype(y.dtype)
+    return ACTIVATIONS[attrs.get("activation", "none")](y)
 
 
 def _spatial(attrs, name, n, fill):

@@ -27,7 +27,8 @@ def test_quant_matmul_with_a_numpy_u8_param_matches_gguf_py():
     wp = g.param("w", list(packed.shape), "u8")
     g.outputs(g.quant_matmul(x, wp, "q8_0"), g.dequantize(wp, "Q8_0", k),
               g.quant_matmul(x, wp, "q8_0", act_quant="int8"))
-    assert 'quant_matmul %x, %w {format="q8_0", k=128, act_quant="none"}' in g.to_string()
+    assert ('quant_matmul %x, %w {format="q8_0", k=128, act_quant="none", activation="none"}'
+            in g.to_string())
     exe = rlx.Session().compile(g)
     exe.set_param("w", packed)
     xv = rng.standard_normal((4, k)).astype(np.float32)
@@ -41,6 +42,29 @@ def test_quant_matmul_with_a_numpy_u8_param_matches_gguf_py():
     bound = sum(np.abs(xv[:, b:b + 32]).max(1, keepdims=True) / 254
                 * np.abs(want_wd[:, b:b + 32]).sum(1)[None, :] for b in range(0, k, 32))
     assert np.all(np.abs(np.asarray(y) - ref) <= bound * 1.001 + 1e-5)
+
+
+def test_quant_matmul_bias_and_gelu_match_numpy():
+    """bias= and activation= of quant_matmul (the epilogue the CPU kernel applies): exact x
+    against gguf-py's dequantized weights in f64, plus the bias, then the exact erf GELU."""
+    from scipy.special import erf
+    rng = np.random.default_rng(6)
+    n, k = 40, 64
+    packed = _packed_q8_0(rng.standard_normal((n, k)).astype(np.float32))
+    g = rlx.Graph("linear_gelu")
+    x = g.input("x", [3, k], "f32")
+    wp = g.param("w", list(packed.shape), "u8")
+    b = g.input("b", [n], "f32")
+    g.outputs(g.quant_matmul(x, wp, "q8_0", bias=b, activation="gelu"))
+    exe = rlx.Session().compile(g)
+    exe.set_param("w", packed)
+    xv = rng.standard_normal((3, k)).astype(np.float32)
+    bv = rng.standard_normal(n).astype(np.float32)
+    y = exe.run({"x": xv, "b": bv})  # one output: the array itself
+    wd = gguf.quants.dequantize(packed, gguf.GGMLQuantizationType.Q8_0).astype(np.float64)
+    z = xv.astype(np.float64) @ wd.T + bv
+    want = 0.5 * z * (1 + erf(z / np.sqrt(2)))
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-5, atol=1e-5)
 
 
 def test_dequantize_row_size_error_names_the_shapes():

@@ -10,12 +10,17 @@ std::optional<std::vector<BVal>> batch_dequantize(BatchContext& ctx) {
   return ctx.emit_batched({ctx.in[0].v}, ctx.node.attrs);
 }
 
-// quant_matmul with a shared weight: x [V, ..., K] gives [V, ..., N]. A per-example weight
-// (w batched: no longer rank 2) declines, and vmap batches the decomposition (a batched
-// dequantize and a dot_general with a batch dim).
+// quant_matmul with a shared weight (and bias): x [V, ..., K] gives [V, ..., N], the bias [N]
+// still broadcasting over every row. A per-example weight or bias (batched: no longer rank 2 /
+// 1) declines, and vmap batches the decomposition (a batched dequantize and a dot_general with
+// a batch dim, an add of the batched bias).
 std::optional<std::vector<BVal>> batch_quant_matmul(BatchContext& ctx) {
-  if (ctx.in[1].batched) return std::nullopt;
-  return ctx.emit_batched({ctx.in[0].v, ctx.in[1].v}, ctx.node.attrs);
+  std::vector<Value> operands{ctx.in[0].v};
+  for (size_t i = 1; i < ctx.in.size(); ++i) {
+    if (ctx.in[i].batched) return std::nullopt;
+    operands.push_back(ctx.in[i].v);
+  }
+  return ctx.emit_batched(std::move(operands), ctx.node.attrs);
 }
 
 }  // namespace

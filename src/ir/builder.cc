@@ -197,13 +197,17 @@ Value Graph::dequantize(Value w, QuantFormat format, int64_t k) {
   return emit1(OpKind::Dequantize, {w},
                {{"format", std::string(quant_format_info(format).name)}, {"k", k}});
 }
-Value Graph::quant_matmul(Value x, Value w, QuantFormat format, std::string act_quant) {
+Value Graph::quant_matmul(Value x, Value w, QuantFormat format, std::string act_quant,
+                          std::optional<Value> bias, std::string activation) {
   const Shape& xs = shape(x);
   const int64_t k = xs.rank() > 0 ? xs[xs.rank() - 1] : 0;
-  return emit1(OpKind::QuantMatMul, {x, w},
-               {{"format", std::string(quant_format_info(format).name)},
+  std::vector<Value> operands{x, w};
+  if (bias) operands.push_back(*bias);
+  AttrMap attrs{{"format", std::string(quant_format_info(format).name)},
                 {"k", k},
-                {"act_quant", std::move(act_quant)}});
+                {"act_quant", std::move(act_quant)}};
+  if (activation != "none") attrs.set("activation", std::move(activation));
+  return emit1(OpKind::QuantMatMul, operands, std::move(attrs));
 }
 Value Graph::rope(Value x, Value cos, Value sin, std::string layout) {
   return emit1(OpKind::Rope, {x, cos, sin}, {{"layout", std::move(layout)}});

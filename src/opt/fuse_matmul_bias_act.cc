@@ -1,5 +1,6 @@
 // The "fuse-matmul-bias-act" pass: matmul -> add(bias) -> optional activation becomes one
-// fused_matmul_bias_act node.
+// fused_matmul_bias_act node, and quant_matmul -> add(bias [N]) -> optional activation one
+// quant_matmul with the bias operand and the activation (the kernel's epilogue).
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -27,7 +28,9 @@ bool is_fusable_activation(OpKind op) {
 // exactly one use, the dtype is a float, and the add keeps the matmul's shape (the bias
 // broadcasts into it, never the other way). The fused node takes the name of the last node
 // of the chain; the absorbed matmul/add are left dead for dce. An add whose only use is a
-// fusable activation is fused together with that activation, not on its own.
+// fusable activation is fused together with that activation, not on its own. The same chain
+// on a quant_matmul without bias and activation fuses into the quant_matmul when the bias is
+// [N] of the result's dtype (one value per output column, the epilogue's operand).
 class FuseMatMulBiasActPass : public Pass {
  public:
   std::string_view name() const override { return "fuse-matmul-bias-act"; }
@@ -43,14 +46,22 @@ class FuseMatMulBiasActPass : public Pass {
       for (Value v : g.nodes()[i].operands)
         user[static_cast<size_t>(v.node)] = static_cast<int32_t>(i);
 
-    // Index (0 or 1) of the add operand that is a fusable matmul, or -1.
+    // Whether quant_matmul `mm` takes `bias` as its epilogue: no bias or activation yet, and
+    // bias [N] of the result's dtype.
+    auto quant_bias = [&](const Node& mm, Value bias) {
+      const TensorType& y = mm.results[0];
+      return mm.operands.size() == 2 && mm.attrs.get_string("activation") == "none" &&
+             g.type(bias) == TensorType{y.dtype, Shape{y.shape[y.shape.rank() - 1]}};
+    };
+    // Index (0 or 1) of the add operand that is a fusable matmul or quant_matmul, or -1.
     auto matmul_operand = [&](const Node& add) {
       if (add.op != OpKind::Add || !is_float(add.results[0].dtype)) return -1;
       for (int k = 0; k < 2; ++k) {
         Value m = add.operands[static_cast<size_t>(k)];
         const Node& mm = g.node(m);
-        if (mm.op == OpKind::MatMul && num_uses(m) == 1 &&
-            mm.results[0].shape == add.results[0].shape)
+        if (num_uses(m) != 1 || mm.results[0].shape != add.results[0].shape) continue;
+        if (mm.op == OpKind::MatMul || (mm.op == OpKind::QuantMatMul &&
+                                        quant_bias(mm, add.operands[static_cast<size_t>(1 - k)])))
           return k;
       }
       return -1;
@@ -84,6 +95,13 @@ class FuseMatMulBiasActPass : public Pass {
                                              : dst.node(add_dst).operands;
       const Node& mm = dst.node(add_ops[static_cast<size_t>(k)]);
       ++fused;
+      if (mm.op == OpKind::QuantMatMul) {
+        AttrMap attrs = mm.attrs;
+        attrs.set("activation", act);
+        return dst.emit(OpKind::QuantMatMul,
+                        {mm.operands[0], mm.operands[1], add_ops[static_cast<size_t>(1 - k)]},
+                        attrs, n.name);
+      }
       return dst.emit(OpKind::FusedMatMulBiasAct,
                       {mm.operands[0], mm.operands[1], add_ops[static_cast<size_t>(1 - k)]},
                       {{"activation", act}}, n.name);

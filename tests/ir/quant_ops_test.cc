@@ -187,8 +187,24 @@ TEST(QuantOps, VerifierErrorsNameOpNodeAndShapes) {
                 .find("act_quant \"int8\" rounds x per 32-element block for a block-quantized "
                       "weight; f16 weights are multiplied in float (use \"none\")"),
             std::string::npos);
+  // The bias: [N] of x's dtype, at most one; the activation one of fused_matmul_bias_act's.
+  Value b4 = g.param("b4", DType::f32, {4});
+  Value b14 = g.param("b14", DType::f32, {1, 4});
+  EXPECT_EQ(error_of([&] { g.quant_matmul(x64, w36, QuantFormat::kQ4_0, "none", b14); }),
+            "op 'quant_matmul' (node %0): the bias must be f32[4] (x's dtype, one value per "
+            "weight row), got f32[1,4]; operand types: f32[2,64], u8[4,36], f32[1,4]");
+  EXPECT_EQ(error_of([&] {
+              g.emit1(OpKind::QuantMatMul, {x64, w36, b4, b4},
+                      {{"format", std::string("q4_0")}, {"k", int64_t{64}}});
+            }),
+            "op 'quant_matmul' (node %0): takes x, the packed weight and an optional bias (2 or 3 "
+            "operands), got 4; operand types: f32[2,64], u8[4,36], f32[4], f32[4]");
+  EXPECT_NE(error_of([&] {
+              g.quant_matmul(x64, w36, QuantFormat::kQ4_0, "none", b4, "tanh");
+            }).find("attribute 'activation' is \"tanh\"; expected one of none, relu, gelu"),
+            std::string::npos);
   // The failed builder calls left the graph unchanged.
-  EXPECT_EQ(g.nodes().size(), 8u);
+  EXPECT_EQ(g.nodes().size(), 10u);
 }
 
 TEST(QuantOps, TextFormRoundTripsAndParsesFormatByName) {
@@ -199,11 +215,12 @@ TEST(QuantOps, TextFormRoundTripsAndParsesFormatByName) {
   g.set_outputs({g.quant_matmul(x, w, QuantFormat::kQ6_K), g.dequantize(e, QuantFormat::kQ8_0, 64),
                  g.quant_matmul(x, w, QuantFormat::kQ6_K, "int8")});
   const std::string text = g.to_string();
-  EXPECT_NE(
-      text.find("quant_matmul %x, %w {format=\"q6_K\", k=256, act_quant=\"none\"} : f32[5,8]"),
-      std::string::npos)
+  EXPECT_NE(text.find("quant_matmul %x, %w {format=\"q6_K\", k=256, act_quant=\"none\", "
+                      "activation=\"none\"} : f32[5,8]"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find("act_quant=\"int8\"} : f32[5,8]"), std::string::npos) << text;
+  EXPECT_NE(text.find("act_quant=\"int8\", activation=\"none\"} : f32[5,8]"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("%emb = param : u8[10,68]"), std::string::npos) << text;
   EXPECT_EQ(Graph::parse(text).to_string(), text);
   // A parsed type that disagrees with inference is located.

@@ -321,8 +321,13 @@ class Graph {
   /// the CPU backend multiply integers (src/backends/cpu/kernels/quant_matmul.h); it needs a
   /// block-quantized format (else rlx::Error). Decomposes to [the rounding +] dequantize +
   /// convert (non-f32 x) + dot_general, so the evaluator, the XLA backend and the CPU kernels
-  /// give the same values for either choice.
-  Value quant_matmul(Value x, Value w, QuantFormat format, std::string act_quant = "none");
+  /// give the same values for either choice. With `bias` (x's dtype, [N]) and `activation`
+  /// ("none", "relu", "gelu", "gelu_tanh", "silu"): activation(x . dequantize(w)^T + bias), the
+  /// epilogue fused_matmul_bias_act has (the fuse-matmul-bias-act pass folds a following bias
+  /// add and activation into a quant_matmul); the decomposition adds the bias and applies the
+  /// activation after the dot_general.
+  Value quant_matmul(Value x, Value w, QuantFormat format, std::string act_quant = "none",
+                     std::optional<Value> bias = std::nullopt, std::string activation = "none");
 
   // ---- fused forms (created by fusion passes; each decomposes to its unfused ops)
   /// activation(matmul(x, w) + bias), activation "none", "relu", "gelu", "gelu_tanh" or

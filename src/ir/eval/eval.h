@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "rlx/ir/evaluator.h"
@@ -52,5 +53,9 @@ int64_t ravel(std::span<const int64_t> index, const Shape& shape);
 /// Product of dims [begin, end) of `shape` (1 for an empty range). Kernels only run for
 /// non-empty results (see run_node), so a product of their dims cannot overflow.
 int64_t dims_product(const Shape& shape, int begin, int end);
+
+// The "activation" attribute of fused_matmul_bias_act and quant_matmul ("none", "relu", "gelu",
+// "gelu_tanh", "silu") applied to v with the scalar functions of the activation ops (fused.cc).
+double apply_activation(const std::string& act, double v);
 
 }  // namespace rlx::detail

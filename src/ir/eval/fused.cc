@@ -9,16 +9,6 @@
 namespace rlx::detail {
 namespace {
 
-// The activations of fused_matmul_bias_act: the scalar functions of the relu, gelu, gelu_tanh
-// and silu kernels.
-double activate(const std::string& act, double v) {
-  if (act == "relu") return scalar::relu(v);
-  if (act == "gelu") return scalar::gelu(v);
-  if (act == "gelu_tanh") return scalar::gelu_tanh(v);
-  if (act == "silu") return scalar::silu(v);
-  return v;  // "none"
-}
-
 // Shape of a matmul operand with numpy's 1-D promotion: x [K] -> [1, K], w [K] -> [K, 1].
 Shape as_matrix(const Shape& s, bool is_lhs) {
   if (s.rank() != 1) return s;
@@ -48,7 +38,7 @@ std::vector<Tensor> eval_matmul_bias_act(const EvalContext& ctx) {
         double acc = 0;
         for (int64_t p = 0; p < k; ++p)
           acc += x.get_f64((xb(b) * m + i) * k + p) * w.get_f64((wb(b) * k + p) * n + j);
-        out.set_f64(flat, activate(act, acc + bias.get_f64(bb(flat))));
+        out.set_f64(flat, apply_activation(act, acc + bias.get_f64(bb(flat))));
       }
   return {out};
 }
@@ -114,6 +104,15 @@ std::vector<Tensor> eval_elementwise_region(const EvalContext& ctx) {
 }
 
 }  // namespace
+
+// The scalar functions of the relu, gelu, gelu_tanh and silu kernels.
+double apply_activation(const std::string& act, double v) {
+  if (act == "relu") return scalar::relu(v);
+  if (act == "gelu") return scalar::gelu(v);
+  if (act == "gelu_tanh") return scalar::gelu_tanh(v);
+  if (act == "silu") return scalar::silu(v);
+  return v;  // "none"
+}
 
 void register_eval_fused() {
   set_eval(OpKind::FusedMatMulBiasAct, eval_matmul_bias_act);

@@ -2,6 +2,7 @@
 // (bit-equal to ggml / gguf-py) and quant_matmul as x . dequantize(w)^T accumulated in double.
 #include "rlx/ir/quant.h"
 
+#include <string>
 #include <vector>
 
 #include "eval.h"
@@ -28,7 +29,8 @@ std::vector<Tensor> eval_dequantize(const EvalContext& ctx) {
 // y[m, n] = sum_k x'[m, k] * w'[n, k], w' the dequantized weight rounded to x's dtype (the
 // decomposition's convert), x' = x or with act_quant "int8" x rounded per 32 elements in f32
 // (round_activations_int8) and back to x's dtype, as the decomposition does, in double, rounded
-// once to x's dtype.
+// once to x's dtype; with a bias operand and an activation, activation(sum + bias[n]) in double,
+// still rounded once.
 std::vector<Tensor> eval_quant_matmul(const EvalContext& ctx) {
   const Tensor& x = ctx.operands[0];
   const Tensor& w = ctx.operands[1];
@@ -46,6 +48,8 @@ std::vector<Tensor> eval_quant_matmul(const EvalContext& ctx) {
   Tensor out(x.dtype(), ctx.result_type().shape);
   const int64_t m = n == 0 ? 0 : out.numel() / n;
   const bool int8 = ctx.attrs().get_string("act_quant") == "int8";
+  const std::string& act = ctx.attrs().get_string("activation");
+  const Tensor* bias = ctx.operands.size() > 2 ? &ctx.operands[2] : nullptr;
   std::vector<double> xr(static_cast<size_t>(k));
   std::vector<float> xf(static_cast<size_t>(k));
   Tensor xt(x.dtype(), Shape{k});  // the rounded row back in x's dtype
@@ -63,7 +67,8 @@ std::vector<Tensor> eval_quant_matmul(const EvalContext& ctx) {
       double s = 0;
       const double* wj = wv.data() + j * k;
       for (int64_t i = 0; i < k; ++i) s += xr[static_cast<size_t>(i)] * wj[i];
-      out.set_f64(r * n + j, s);
+      if (bias) s += bias->get_f64(j);
+      out.set_f64(r * n + j, apply_activation(act, s));
     }
   }
   return {out};

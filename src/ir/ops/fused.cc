@@ -76,11 +76,13 @@ std::vector<TensorType> infer_elementwise_region(const InferContext& ctx) {
 
 }  // namespace
 
+AttrSpec activation_attr() {
+  return def("activation", AttrType::String, std::string("none"),
+             {"none", "relu", "gelu", "gelu_tanh", "silu"});
+}
+
 void register_fused_ops() {
-  define_op(OpKind::FusedMatMulBiasAct,
-            {def("activation", AttrType::String, std::string("none"),
-                 {"none", "relu", "gelu", "gelu_tanh", "silu"})},
-            infer_matmul_bias_act);
+  define_op(OpKind::FusedMatMulBiasAct, {activation_attr()}, infer_matmul_bias_act);
   define_op(OpKind::FusedResidualLayerNorm,
             {def("axis", AttrType::Int, int64_t{-1}), def("eps", AttrType::Float, 1e-5)},
             infer_residual_norm);

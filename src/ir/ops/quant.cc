@@ -53,8 +53,11 @@ std::vector<TensorType> infer_dequantize(const InferContext& ctx) {
   return {{DType::f32, out}};
 }
 
-// quant_matmul(x: float[..., k], w: u8[N, R]) -> x.dtype[..., N].
+// quant_matmul(x: float[..., k], w: u8[N, R] [, bias: x.dtype[N]]) -> x.dtype[..., N].
 std::vector<TensorType> infer_quant_matmul(const InferContext& ctx) {
+  if (ctx.operands.size() != 2 && ctx.operands.size() != 3)
+    ctx.fail("takes x, the packed weight and an optional bias (2 or 3 operands), got " +
+             std::to_string(ctx.operands.size()));
   const TensorType& x = ctx.operands[0];
   const TensorType& w = ctx.operands[1];
   ctx.require_op_dtype(x.dtype, "x");
@@ -75,6 +78,12 @@ std::vector<TensorType> infer_quant_matmul(const InferContext& ctx) {
              " weights are multiplied in float (use \"none\")");
   Shape out = x.shape;
   out.dims().back() = w.shape[0];
+  if (ctx.operands.size() == 3) {
+    const TensorType want{x.dtype, Shape{w.shape[0]}};
+    if (ctx.operands[2] != want)
+      ctx.fail("the bias must be " + want.to_string() +
+               " (x's dtype, one value per weight row), got " + ctx.operands[2].to_string());
+  }
   return {{x.dtype, out}};
 }
 
@@ -90,10 +99,13 @@ std::vector<AttrSpec> quant_attrs() {
 }
 
 // quant_matmul adds act_quant: "none" (x . dequantize(w)^T exactly) or "int8" (x first rounded
-// per 32 elements as round_activations_int8, what the integer kernels compute).
+// per 32 elements as round_activations_int8, what the integer kernels compute), and the
+// activation applied after the optional bias (fused_matmul_bias_act's choices: the epilogue the
+// fusion pass folds in).
 std::vector<AttrSpec> quant_matmul_attrs() {
   std::vector<AttrSpec> attrs = quant_attrs();
   attrs.push_back(def("act_quant", AttrType::String, std::string("none"), {"none", "int8"}));
+  attrs.push_back(activation_attr());
   return attrs;
 }
 

@@ -28,6 +28,9 @@ void register_random_ops();
 void register_control_flow_ops();
 void register_collective_ops();
 void register_custom_ops();
+/// The "activation" attribute of fused_matmul_bias_act and quant_matmul (fused.cc): "none"
+/// (the default), "relu", "gelu", "gelu_tanh" or "silu", applied after the bias.
+AttrSpec activation_attr();
 /// The schema of the custom op a custom_call's attributes name (custom.cc); throws naming
 /// the node for a missing or unknown name.
 const OpInfo& custom_call_schema(std::string_view node, const AttrMap& attrs);

@@ -14,13 +14,8 @@ namespace {
 
 std::vector<Value> decompose_matmul_bias_act(Graph& g, const Node& node,
                                              std::span<const Value> ops) {
-  Value y = g.add(g.matmul(ops[0], ops[1]), ops[2]);
-  const std::string& act = node.attrs.get_string("activation");
-  if (act == "relu") return {g.relu(y)};
-  if (act == "gelu") return {g.gelu(y)};
-  if (act == "gelu_tanh") return {g.gelu_tanh(y)};
-  if (act == "silu") return {g.silu(y)};
-  return {y};  // "none"
+  return {apply_activation(g, g.add(g.matmul(ops[0], ops[1]), ops[2]),
+                           node.attrs.get_string("activation"))};
 }
 
 std::vector<Value> decompose_residual_layer_norm(Graph& g, const Node& node,
@@ -43,6 +38,14 @@ std::vector<Value> decompose_elementwise_region(Graph& g, const Node& node,
 }
 
 }  // namespace
+
+Value apply_activation(Graph& g, Value y, const std::string& act) {
+  if (act == "relu") return g.relu(y);
+  if (act == "gelu") return g.gelu(y);
+  if (act == "gelu_tanh") return g.gelu_tanh(y);
+  if (act == "silu") return g.silu(y);
+  return y;  // "none"
+}
 
 void register_decompose_fused() {
   set_decomposition(OpKind::FusedMatMulBiasAct, decompose_matmul_bias_act);

@@ -30,7 +30,8 @@ Value round_activations_int8(Graph& g, Value x) {
 }
 
 // x[..., K] . dequantize(w)[N, K]^T: dot_general contracting x's last dim with dim 1 of the
-// dequantized weight gives [..., N] directly (x's free dims, then the weight's N).
+// dequantized weight gives [..., N] directly (x's free dims, then the weight's N); then the
+// bias [N] (broadcast over the rows) and the activation, when the node has them.
 std::vector<Value> decompose_quant_matmul(Graph& g, const Node& node,
                                           std::span<const Value> operands) {
   Value x = operands[0];
@@ -40,7 +41,9 @@ std::vector<Value> decompose_quant_matmul(Graph& g, const Node& node,
                      {{"format", node.attrs.get_string("format")}, {"k", node.attrs.get_int("k")}});
   if (t != DType::f32) wd = g.convert(wd, t);
   const int64_t last = g.shape(x).rank() - 1;
-  return {g.dot_general(x, wd, {}, {}, {last}, {1})};
+  Value y = g.dot_general(x, wd, {}, {}, {last}, {1});
+  if (operands.size() > 2) y = g.add(y, operands[2]);
+  return {apply_activation(g, y, node.attrs.get_string("activation"))};
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // this CPU has, against dequantize_row (bit-exact with gguf-py, tests/ir/quant_test.cc) followed by
 // a matmul in double, within the bound the int8 activation rounding allows; dequant_sgemm (the
 // op's path for many rows) within f32 error; the SIMD targets against the scalar target;
-// threads; errors.
+// threads; the bias + activation epilogue; errors.
 #include "../../../src/backends/cpu/kernels/quant_matmul.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -409,6 +410,57 @@ TEST(QuantMatmul, ExactSwitchesToDequantSgemmAtTheThreshold) {
     }
     EXPECT_NE(got, int8) << "M = " << M << ": the exact and the int8 path should round differently";
   }
+}
+
+// The epilogue (QuantEpilogue: bias + activation per block of columns, as the kernel writes
+// them) equals the product without it followed by the same vec_binary add and vec_apply
+// activation over all of y, bit for bit (the same f32 operations on the same values), on every
+// target and path: paired and tiled GEMV (M 1, 3), the int8 GEMM (M 40, on AVX2 dequant_sgemm
+// of the rounded rows), the exact path (few rows) and dequant_sgemm (M 40, exact); N = 300 is
+// 18 full VNNI panels and a short one, so the every-8-panels application and the tail both run;
+// K = 0 gives act(bias).
+TEST(QuantMatmul, EpilogueEqualsBiasAndActivationAfterTheProduct) {
+  const int64_t N = 300;
+  std::vector<float> bias(N);
+  for (int64_t n = 0; n < N; ++n) bias[size_t(n)] = float(n % 13) * 0.25f - 1.5f;
+  for (QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_K, QuantFormat::kF16}) {
+    const int64_t K = test_k(f);
+    for (int64_t M : {1, 3, 40}) {
+      const Problem p = make_problem(f, M, K, N, uint32_t(7 + M));
+      for (QuantTarget t : supported_quant_targets()) {
+        for (bool exact : {false, true}) {
+          for (std::optional<VecFn> act : {std::optional<VecFn>(), std::optional(VecFn::kGelu)}) {
+            SCOPED_TRACE(std::string(quant_format_info(f).name) + " M=" + std::to_string(M) + " " +
+                         std::string(quant_target_name(t)) + (exact ? " exact" : " int8") +
+                         (act ? " act " + std::to_string(int(*act)) : " bias only"));
+            using Product = void (*)(QuantFormat, const float*, int64_t, int64_t, const uint8_t*,
+                                     int64_t, float*, QuantTarget, const QuantEpilogue&);
+            const Product int8 = [](QuantFormat f, const float* x, int64_t M, int64_t K,
+                                    const uint8_t* w, int64_t N, float* y, QuantTarget t,
+                                    const QuantEpilogue& ep) {
+              quant_matmul(f, x, M, K, w, N, y, t, ep);
+            };
+            const Product product = exact ? Product(quant_matmul_exact) : int8;
+            std::vector<float> want(size_t(M * N)), got(want.size(), std::nanf(""));
+            product(f, p.x.data(), M, K, p.w.data(), N, want.data(), t, QuantEpilogue{});
+            for (int64_t m = 0; m < M; ++m) {
+              float* row = want.data() + m * N;
+              vec_binary(VecBinary::kAdd, row, bias.data(), row, N);
+              if (act) vec_apply(*act, row, row, N);
+            }
+            product(f, p.x.data(), M, K, p.w.data(), N, got.data(), t,
+                    QuantEpilogue{bias.data(), act});
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+          }
+        }
+      }
+    }
+  }
+  // K = 0: y = act(bias) on every row.
+  std::vector<float> y(2 * N, std::nanf(""));
+  quant_matmul(QuantFormat::kQ8_0, nullptr, 2, 0, nullptr, N, y.data(), default_quant_target(),
+               QuantEpilogue{bias.data(), VecFn::kRelu});
+  for (int64_t i = 0; i < 2 * N; ++i) ASSERT_EQ(y[size_t(i)], std::max(bias[size_t(i % N)], 0.0f));
 }
 
 TEST(QuantMatmul, Errors) {

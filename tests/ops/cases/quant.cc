@@ -3,7 +3,7 @@
 // from random bytes with bounded f16 scales), a gathered embedding table, and activations that
 // the CPU kernel's int8 rounding represents exactly (q / 256, +-127 / 256 in every 32-block), so
 // the fused kernel differs from the evaluator only by f32 summation order; and quant_matmul with
-// act_quant "int8" on random activations.
+// act_quant "int8" on random activations; and with a bias operand and an activation.
 #include "rlx/ir/quant.h"
 
 #include <algorithm>
@@ -95,6 +95,29 @@ void add_quant_cases(CaseList& cs) {
     cs.add(OpKind::QuantMatMul, name + "_act_int8")
         .sample({T(Shape{4, k}), fixed(DType::u8, {3, rb}, packed_rows(f, 3, k, seed + 600))}, int8)
         .sample({T(Shape{2, 9, k}), w}, int8)
+        .only(kAllSuites & ~kFdSuite,
+              "the int8 rounding is a step function of x: central differences jump across its "
+              "steps (autodiff differentiates the decomposition, exact almost everywhere)");
+  }
+  // The epilogue fuse-matmul-bias-act folds in: a bias [N] and an activation, on the exact and
+  // the int8 path (on CPU the kernel's QuantEpilogue; elsewhere the decomposition's add and
+  // activation).
+  for (QuantFormat f : {QuantFormat::kQ8_0, QuantFormat::kQ4_K}) {
+    const QuantFormatInfo& info = quant_format_info(f);
+    const int64_t k = case_k(info), rb = quant_row_bytes(f, k);
+    const std::string name(info.name);
+    const auto seed = static_cast<uint32_t>(info.ggml_type) + 700;
+    Operand x{Shape{2, 3, k}, std::nullopt, {}, int8_exact(6, k, seed), false};
+    Operand w = fixed(DType::u8, {5, rb}, packed_rows(f, 5, k, seed + 1));
+    w.param = true;
+    AttrMap gelu = qattrs(info, k);
+    gelu.set("activation", std::string("gelu"));
+    cs.add(OpKind::QuantMatMul, name + "_bias_gelu").sample({x, w, T(Shape{5})}, gelu);
+    AttrMap silu = qattrs(info, k);
+    silu.set("act_quant", std::string("int8"));
+    silu.set("activation", std::string("silu"));
+    cs.add(OpKind::QuantMatMul, name + "_bias_silu_act_int8")
+        .sample({T(Shape{4, k}), w, T(Shape{5})}, silu)
         .only(kAllSuites & ~kFdSuite,
               "the int8 rounding is a step function of x: central differences jump across its "
               "steps (autodiff differentiates the decomposition, exact almost everywhere)");

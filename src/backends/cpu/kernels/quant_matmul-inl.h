@@ -786,10 +786,12 @@ inline void int_tile(const uint8_t* const* wq, const float* const* wsc, const Ac
 #endif
 
 // GEMM path: output columns [t0 * kNR, t1 * kNR) of y for block format F, each panel of kNR
-// weight rows unpacked once to bytes and reused by every group of activation rows.
+// weight rows unpacked once to bytes and reused by every group of activation rows; the epilogue
+// on those columns last.
 template <class F>
 inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const uint8_t* w,
-                               int64_t N, float* y, int64_t t0, int64_t t1) {
+                               int64_t N, float* y, int64_t t0, int64_t t1,
+                               const QuantEpilogue& ep) {
   const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
   const int64_t G = K / 16, nsub = K / 32;
   thread_local std::vector<uint8_t> pq;
@@ -822,6 +824,7 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
         }
     });
   }
+  ep.apply(y, N, 0, M, t0 * kNR, std::min(N, t1 * kNR));
 }
 
 #if RLX_QM_LEVEL == 2
@@ -835,6 +838,9 @@ inline void block_format_tiles(const ActRows& act, int64_t M, int64_t K, const u
 // is the signed one exactly. Per 32 (or 16) elements: int32 sums -> f32, times the column
 // scales times the row's activation scale, plus coefficient * activation sum (unsigned formats).
 inline constexpr int kPanelCols = 16;
+// Panels between two applications of the epilogue (QuantEpilogue) in panel_gemm: 128 columns,
+// a 128-row block's 64 KiB of y.
+inline constexpr int64_t kEpiloguePanels = 8;
 
 struct Panel {
   std::vector<uint8_t> q;     // K / 4 groups x 16 columns x 4 bytes
@@ -979,7 +985,7 @@ inline constexpr int64_t kGemmRowBlockBytes = int64_t{384} << 10;
 // group, so that packing it does not wait on memory.
 template <class F>
 inline void panel_gemm(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                       float* y, int64_t t0, int64_t t1) {
+                       float* y, int64_t t0, int64_t t1, const QuantEpilogue& ep) {
   const int64_t row_bytes = K / (32 * F::kSub) * F::kBytes;
   const int64_t block_rows = std::max<int64_t>(128, kGemmRowBlockBytes / K / 4 * 4);
   thread_local Panel panel;
@@ -1006,6 +1012,12 @@ inline void panel_gemm(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
             for (int m = 0; m < MR; ++m) std::memcpy(y + (m0 + m) * N + n0, out[m], size_t(nr) * 4);
           },
           mb);
+      // The epilogue every kEpiloguePanels panels, on the row block's columns still in L2 (per
+      // panel its 16-column rows would cost a call each).
+      if ((t - t0 + 1) % kEpiloguePanels == 0 || t + 1 == t1) {
+        const int64_t first = t0 + (t - t0) / kEpiloguePanels * kEpiloguePanels;
+        ep.apply(y, N, mb, me, first * kPanelCols, n0 + nr);
+      }
     }
   }
 }
@@ -1512,7 +1524,7 @@ inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, 
 
 template <class F>
 inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                       float* y) {
+                       float* y, const QuantEpilogue& ep) {
   if constexpr (kPairedGemv<F>) {
     if (M == 1) {
       thread_local PairedAct buffers;
@@ -1520,6 +1532,7 @@ inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
       pair_activations(act, pa);
       return parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
         paired_gemv_chunk<F>(w, K, N, y, r0, r1, pa);
+        ep.apply(y, N, 0, M, r0, r1);
       });
     }
   }
@@ -1528,12 +1541,13 @@ inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
       constexpr int NR = gemv_nr<MR>();
       gemv_chunk<F, MR, NR>(w, K, N, y, m0, r0, r1, a);
     });
+    ep.apply(y, N, 0, M, r0, r1);
   });
 }
 
 template <QuantFormat kF>
-inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                       float* y) {
+inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y,
+                       const QuantEpilogue& ep) {
   const int64_t row_bytes = quant_row_bytes(kF, K);
   parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
     for (int64_t m0 = 0; m0 < M; m0 += 4) {
@@ -1556,22 +1570,26 @@ inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, i
       else
         run.template operator()<4>();
     }
+    ep.apply(y, N, 0, M, r0, r1);
   });
 }
 #endif
 
+// The int8 kernel (quant_matmul.h) on this target, epilogue `ep` applied per block of columns.
 inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                   float* y) {
+                   float* y, const QuantEpilogue& ep) {
   if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16) {
 #if RLX_QM_LEVEL >= 1
     if (M <= kGemvRows) {
-      if (f == QuantFormat::kF32) return gemv_float<QuantFormat::kF32>(x, M, K, w, N, y);
-      if (f == QuantFormat::kF16) return gemv_float<QuantFormat::kF16>(x, M, K, w, N, y);
-      return gemv_float<QuantFormat::kBF16>(x, M, K, w, N, y);
+      if (f == QuantFormat::kF32) return gemv_float<QuantFormat::kF32>(x, M, K, w, N, y, ep);
+      if (f == QuantFormat::kF16) return gemv_float<QuantFormat::kF16>(x, M, K, w, N, y, ep);
+      return gemv_float<QuantFormat::kBF16>(x, M, K, w, N, y, ep);
     }
 #endif
-    parallel_for(0, N, 16,
-                 [&](int64_t b, int64_t e) { float_format_rows(f, x, M, K, w, N, y, b, e); });
+    parallel_for(0, N, 16, [&](int64_t b, int64_t e) {
+      float_format_rows(f, x, M, K, w, N, y, b, e);
+      ep.apply(y, N, 0, M, b, e);
+    });
     return;
   }
   thread_local ActRows buffers;
@@ -1579,16 +1597,17 @@ inline void matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
   quantize_activations(x, M, K, act);
   with_block_format(f, [&]<class F>() {
 #if RLX_QM_LEVEL >= 1
-    if (M <= kGemvRows) return gemv_block<F>(act, M, K, w, N, y);
+    if (M <= kGemvRows) return gemv_block<F>(act, M, K, w, N, y, ep);
 #endif
 #if RLX_QM_LEVEL == 2
     const int64_t panels = (N + kPanelCols - 1) / kPanelCols;
     return parallel_for(0, panels, 1,
-                        [&](int64_t b, int64_t e) { panel_gemm<F>(act, M, K, w, N, y, b, e); });
+                        [&](int64_t b, int64_t e) { panel_gemm<F>(act, M, K, w, N, y, b, e, ep); });
 #endif
     const int64_t tiles = (N + kNR - 1) / kNR;
-    parallel_for(0, tiles, 8,
-                 [&](int64_t b, int64_t e) { block_format_tiles<F>(act, M, K, w, N, y, b, e); });
+    parallel_for(0, tiles, 8, [&](int64_t b, int64_t e) {
+      block_format_tiles<F>(act, M, K, w, N, y, b, e, ep);
+    });
   });
 }
 
@@ -1606,9 +1625,9 @@ inline void dequantize(QuantFormat f, const uint8_t* w, int64_t rows, int64_t K,
 // (dequant_rows) and dotted with every row of x; the float formats take matmul's float paths,
 // which are exact already.
 inline void exact_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                         int64_t N, float* y) {
+                         int64_t N, float* y, const QuantEpilogue& ep) {
   if (f == QuantFormat::kF32 || f == QuantFormat::kF16 || f == QuantFormat::kBF16)
-    return matmul(f, x, M, K, w, N, y);
+    return matmul(f, x, M, K, w, N, y, ep);
   const int64_t row_bytes = quant_row_bytes(f, K);
   parallel_for(0, N, 16, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> row;
@@ -1617,6 +1636,7 @@ inline void exact_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, co
       dequantize(f, w + n * row_bytes, 1, K, row.data());
       for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot_f32(x + m * K, row.data(), K);
     }
+    ep.apply(y, N, 0, M, b, e);
   });
 }
 

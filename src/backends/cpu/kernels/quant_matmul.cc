@@ -96,11 +96,22 @@ QuantTarget default_quant_target() {
               "' is not a target; expected scalar, avx2 or avx512vnni");
 }
 
+void QuantEpilogue::apply(float* y, int64_t N, int64_t m0, int64_t m1, int64_t n0,
+                          int64_t n1) const {
+  if (empty() || n1 <= n0) return;
+  for (int64_t m = m0; m < m1; ++m) {
+    float* row = y + m * N + n0;
+    if (bias != nullptr) vec_binary(VecBinary::kAdd, row, bias + n0, row, n1 - n0);
+    if (act) vec_apply(*act, row, row, n1 - n0);
+  }
+}
+
 namespace {
 
 // The sizes quant_matmul and dequant_sgemm accept. False when there is nothing to multiply (y is
-// then filled: zeros for K == 0).
-bool check_sizes(const char* what, QuantFormat f, int64_t M, int64_t K, int64_t N, float* y) {
+// then filled: act(bias) for K == 0).
+bool check_sizes(const char* what, QuantFormat f, int64_t M, int64_t K, int64_t N, float* y,
+                 const QuantEpilogue& ep) {
   const QuantFormatInfo& info = quant_format_info(f);
   check(M >= 0 && N >= 0 && K >= 0, std::string(what) + ": negative size (M " + std::to_string(M) +
                                         ", K " + std::to_string(K) + ", N " + std::to_string(N) +
@@ -111,6 +122,7 @@ bool check_sizes(const char* what, QuantFormat f, int64_t M, int64_t K, int64_t 
   if (M == 0 || N == 0) return false;
   if (K == 0) {
     std::fill_n(y, M * N, 0.0f);
+    ep.apply(y, N, 0, M, 0, N);
     return false;
   }
   return true;
@@ -122,10 +134,10 @@ constexpr int64_t kPanelBytes = int64_t{512} << 10;
 }  // namespace
 
 void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                   float* y, QuantTarget t) {
+                   float* y, QuantTarget t, const QuantEpilogue& ep) {
   check(quant_target_supported(t), "dequant_sgemm: target " + std::string(quant_target_name(t)) +
                                        " is not supported by this CPU");
-  if (!check_sizes("dequant_sgemm", f, M, K, N, y)) return;
+  if (!check_sizes("dequant_sgemm", f, M, K, N, y, ep)) return;
   const int64_t rb = quant_row_bytes(f, K);
   // Panels of W small enough to stay in L2 between their dequantization and the sgemm that
   // reads them, and at least two per thread so that a late worker delays little.
@@ -152,15 +164,16 @@ void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
       // valid by construction (sizes >= 1, leading dims >= row widths), the only failure
       // dnnl_sgemm reports, so its status is not checked.
       dnnl_sgemm('N', 'T', M, n, K, 1.0f, x, K, buffer.data(), K, 0.0f, y + n0, N);
+      ep.apply(y, N, 0, M, n0, n0 + n);
     }
   });
 }
 
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                  float* y, QuantTarget t) {
+                  float* y, QuantTarget t, const QuantEpilogue& ep) {
   check(quant_target_supported(t), "quant_matmul: target " + std::string(quant_target_name(t)) +
                                        " is not supported by this CPU");
-  if (!check_sizes("quant_matmul", f, M, K, N, y)) return;
+  if (!check_sizes("quant_matmul", f, M, K, N, y, ep)) return;
   if (t == QuantTarget::kAvx2 && M >= kExactSgemmRows && quant_format_info(f).block_size >= 32) {
     // Without VNNI the integer tiles run at about half the rate of oneDNN's f32 sgemm from 32
     // rows on (see kExactSgemmRows): round x as the int8 kernel would and multiply exactly.
@@ -170,35 +183,35 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
     parallel_for(0, M, 8, [&](int64_t b, int64_t e) {
       for (int64_t m = b; m < e; ++m) round_activations_int8(x + m * K, xr + m * K, K);
     });
-    return dequant_sgemm(f, xr, M, K, w, N, y, t);
+    return dequant_sgemm(f, xr, M, K, w, N, y, t, ep);
   }
   switch (t) {
     case QuantTarget::kScalar:
-      quant_scalar::matmul(f, x, M, K, w, N, y);
+      quant_scalar::matmul(f, x, M, K, w, N, y, ep);
       return;
     case QuantTarget::kAvx2:
-      quant_avx2::matmul(f, x, M, K, w, N, y);
+      quant_avx2::matmul(f, x, M, K, w, N, y, ep);
       return;
     case QuantTarget::kAvx512Vnni:
-      quant_vnni::matmul(f, x, M, K, w, N, y);
+      quant_vnni::matmul(f, x, M, K, w, N, y, ep);
       return;
   }
 }
 
 void quant_matmul_exact(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                        int64_t N, float* y, QuantTarget t) {
-  if (M >= kExactSgemmRows) return dequant_sgemm(f, x, M, K, w, N, y, t);
+                        int64_t N, float* y, QuantTarget t, const QuantEpilogue& ep) {
+  if (M >= kExactSgemmRows) return dequant_sgemm(f, x, M, K, w, N, y, t, ep);
   check(quant_target_supported(t), "quant_matmul_exact: target " +
                                        std::string(quant_target_name(t)) +
                                        " is not supported by this CPU");
-  if (!check_sizes("quant_matmul_exact", f, M, K, N, y)) return;
+  if (!check_sizes("quant_matmul_exact", f, M, K, N, y, ep)) return;
   switch (t) {
     case QuantTarget::kScalar:
-      return quant_scalar::exact_matmul(f, x, M, K, w, N, y);
+      return quant_scalar::exact_matmul(f, x, M, K, w, N, y, ep);
     case QuantTarget::kAvx2:
-      return quant_avx2::exact_matmul(f, x, M, K, w, N, y);
+      return quant_avx2::exact_matmul(f, x, M, K, w, N, y, ep);
     case QuantTarget::kAvx512Vnni:
-      return quant_vnni::exact_matmul(f, x, M, K, w, N, y);
+      return quant_vnni::exact_matmul(f, x, M, K, w, N, y, ep);
   }
 }
 

@@ -23,12 +23,27 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "rlx/ir/quant.h"
+#include "vec_math.h"
 
 namespace rlx::cpu {
+
+/// The bias and activation the quant_matmul op applies after the product (its optional bias
+/// operand and "activation" attribute): y[m, n] = act(y[m, n] + bias[n]) in f32 (vec_binary's
+/// add, vec_apply's activation: the ops the unfused add and activation run). The kernels below
+/// apply it to each block of output columns as soon as the block is complete, while it is
+/// still in cache, instead of in a pass of its own over y.
+struct QuantEpilogue {
+  const float* bias = nullptr;  ///< N values, or null: no bias
+  std::optional<VecFn> act;     ///< the activation, or none
+  bool empty() const { return bias == nullptr && !act; }
+  /// Applies to rows [m0, m1) x columns [n0, n1) of y (row-major, N columns).
+  void apply(float* y, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1) const;
+};
 
 /// Instruction-set targets of the quantized kernels (runtime dispatch on the CPU's flags).
 enum class QuantTarget : uint8_t {
@@ -54,9 +69,10 @@ QuantTarget default_quant_target();
 /// product of the dequantized weights with round_activations_int8(x) (rlx/ir/quant.h), which
 /// the AVX2 target computes literally from kExactSgemmRows rows (dequant_sgemm). Runs on the
 /// runtime's thread pool (parallel over output columns). Throws rlx::Error for negative
-/// sizes, K not a multiple of the format's block size, or a target this CPU lacks.
+/// sizes, K not a multiple of the format's block size, or a target this CPU lacks. `ep` is
+/// applied to y last (QuantEpilogue; y = act(bias) for K = 0).
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                  float* y, QuantTarget t);
+                  float* y, QuantTarget t, const QuantEpilogue& ep = {});
 /// From this many rows of x quant_matmul_exact runs dequant_sgemm; below, f32 dot products with
 /// each dequantized weight row (a panel's dequantization then costs more than the products).
 /// On the AVX2 target (no VNNI) quant_matmul too runs dequant_sgemm from here, on x rounded by
@@ -70,15 +86,16 @@ inline constexpr int64_t kExactSgemmRows = 32;
 /// 512 KiB of f32 each, so a weight is never expanded whole: weight = scale * q + offset per 16
 /// elements, ggml's values up to f32 rounding) and multiplies them by oneDNN's sgemm.
 /// No activation rounding: y is the f32 product of the dequantized weights up to summation
-/// order. Same layouts, sizes and errors as quant_matmul; runs on the runtime's thread pool.
+/// order. Same layouts, sizes, epilogue and errors as quant_matmul; runs on the runtime's
+/// thread pool.
 void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
-                   float* y, QuantTarget t);
+                   float* y, QuantTarget t, const QuantEpilogue& ep = {});
 
 /// y = x . dequant(W)^T without activation rounding (the quant_matmul op with act_quant "none"):
 /// dequant_sgemm from kExactSgemmRows rows, else f32 dot products of x's rows with each weight
-/// row dequantized on target `t`. Same layouts, sizes and errors as quant_matmul.
+/// row dequantized on target `t`. Same layouts, sizes, epilogue and errors as quant_matmul.
 void quant_matmul_exact(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
-                        int64_t N, float* y, QuantTarget t);
+                        int64_t N, float* y, QuantTarget t, const QuantEpilogue& ep = {});
 /// The int8 kernel (quant_matmul above) on default_quant_target().
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y);
