@@ -605,9 +605,8 @@ struct LlamaModel::Impl {
     check(o.act_quant == "none" || o.act_quant == "int8",
           "LlamaModel: act_quant must be \"none\" or \"int8\", got \"" + o.act_quant + "\"");
     layout.act_quant = o.act_quant;
-    check(o.cache_type == "f32" || o.cache_type == "f16",
-          "LlamaModel: cache_type must be \"f32\" or \"f16\", got \"" + o.cache_type + "\"");
     layout.cache_type = o.cache_type;
+    cache_dtype(layout, "LlamaModel");  // rejects anything but "f32" / "f16" at load
     // An f16 cache is read by attention in f16 (the kernels widen tiles as they read them):
     // always-f32 would otherwise compute it in f32 behind a converted copy of every cache.
     if (o.cache_type == "f16" && !precision.overrides.contains(OpKind::Attention))
