@@ -10,12 +10,15 @@
 //   Executable::run (best of 5 loops).
 // Times are CPU seconds of the whole process (less skewed by a shared machine than wall time);
 // run with RLX_NUM_THREADS=1 for per-core throughput.
-// Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention|gemm]
+// - encoder_attention: the attention kernel's direct path (BERT-style shapes, padding mask, head
+//   dims 32-128, f32 and bf16) called directly, in GFLOP/s.
+// Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention|encoder_attention|gemm]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -207,6 +210,55 @@ void bench_attention() {
     }
 }
 
+// Encoder attention (the kernel's direct path: no positional mask, at most 1024 keys): the kernel
+// called directly on [B, H, S, D] inputs with a [B, 1, 1, S] bool padding mask (as BERT-style
+// encoders feed it) or none, in CPU time per call and GFLOP/s of the two products.
+void bench_encoder_attention() {
+  std::printf("encoder attention, kernel called directly (CPU time per call, best of runs):\n");
+  struct Case {
+    int64_t b, h, s, d;
+    DType dt;
+    bool mask;
+  };
+  const Case cases[] = {{1, 12, 128, 32, DType::f32, true},  {4, 12, 128, 32, DType::f32, true},
+                        {4, 12, 128, 32, DType::f32, false}, {2, 12, 128, 64, DType::f32, true},
+                        {2, 8, 200, 80, DType::f32, true},   {2, 8, 128, 128, DType::f32, true},
+                        {1, 12, 512, 64, DType::f32, true},  {1, 12, 1024, 64, DType::f32, true},
+                        {4, 12, 128, 32, DType::bf16, true}};
+  Session session;
+  for (const Case& c : cases) {
+    const Shape qs{c.b, c.h, c.s, c.d}, ms{c.b, 1, 1, c.s};
+    Graph g("attention");
+    Value q = g.input("q", c.dt, qs), k = g.input("k", c.dt, qs), v = g.input("v", c.dt, qs);
+    Graph::AttentionOptions o;
+    o.mask = c.mask ? "bool" : "none";
+    std::optional<Value> m;
+    if (c.mask) m = g.input("m", DType::bool_, ms);
+    g.set_outputs({g.attention(q, k, v, o, m)});
+    TensorMap feeds{{"q", random_tensor(c.dt, qs, 1)},
+                    {"k", random_tensor(c.dt, qs, 2)},
+                    {"v", random_tensor(c.dt, qs, 3)}};
+    Tensor mask(DType::bool_, ms);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.set_i64(i, i % c.s < c.s - 9);  // padding
+    feeds.emplace("m", mask);
+    std::shared_ptr<Executable> exe = session.compile(g);
+    const Graph& cg = exe->compiled_graph();
+    const Node& node = cg.node(cg.outputs()[0]);
+    std::vector<const std::byte*> in;
+    for (Value val : node.operands) in.push_back(feeds.at(cg.node(val).name).data());
+    Tensor out(c.dt, qs);
+    std::byte* outs[] = {out.data()};
+    cpu::KernelIO io{in.data(), outs};
+    cpu::Kernel kernel = cpu::kernel_table().at(node.op).factory(cg, node);
+    const double t = seconds_per_call([&] { kernel(io); });
+    const double flops = 4.0 * static_cast<double>(c.b * c.h * c.s * c.s * c.d);
+    std::printf("  B%lld H%lld S%lld D%lld %-4s %-4s %8.3f ms cpu (%6.1f GFLOP/s)\n",
+                static_cast<long long>(c.b), static_cast<long long>(c.h),
+                static_cast<long long>(c.s), static_cast<long long>(c.d), dtype_name(c.dt).data(),
+                c.mask ? "bool" : "none", t * 1e3, flops / t / 1e9);
+  }
+}
+
 // Per-call CPU time of small GEMMs: the kernel called directly in a tight loop, and a whole
 // Executable::run (executor, feeds and the output copy included). Best of 5 loops.
 void bench_gemm() {
@@ -270,14 +322,16 @@ void bench_gemm() {
 int main(int argc, char** argv) {
   const std::string section = argc > 1 ? argv[1] : "all";
   if (argc > 2 || (section != "all" && section != "elementwise" && section != "nn" &&
-                   section != "attention" && section != "gemm")) {
-    std::fprintf(stderr, "usage: %s [all|elementwise|nn|attention|gemm]\n", argv[0]);
+                   section != "attention" && section != "encoder_attention" && section != "gemm")) {
+    std::fprintf(stderr, "usage: %s [all|elementwise|nn|attention|encoder_attention|gemm]\n",
+                 argv[0]);
     return 2;
   }
   try {
     if (section == "all" || section == "elementwise") bench_elementwise();
     if (section == "all" || section == "nn") bench_nn();
     if (section == "all" || section == "attention") bench_attention();
+    if (section == "all" || section == "encoder_attention") bench_encoder_attention();
     if (section == "all" || section == "gemm") bench_gemm();
   } catch (const Error& e) {
     std::fprintf(stderr, "rlx_bench_cpu_kernels: error: %s\n", e.what());

@@ -1,9 +1,11 @@
 // CPU backend attention kernel against the reference evaluator: every mask kind, GQA, Sq != Sk,
 // D != Dv, tiny to long sequences, every float dtype, special values and bounded memory.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
+#include "rlx/runtime/threading.h"
 
 namespace rlx {
 namespace {
@@ -105,10 +108,12 @@ Tensor mask_tensor(const std::string& kind, DType dt, const Shape& s, uint64_t s
   return m;
 }
 
-// Builds attention(q, k, v[, mask]) for `c`, runs it on the CPU and compares with the reference.
+// Builds attention(q, k, v[, mask]) for `c`, runs it on the CPU and compares with the reference;
+// with `thread_counts`, reruns it on each of them and expects the bits of the first run.
 void expect_attention_matches(const Config& c, DType dt, const MaskCase& mc, uint64_t seed,
                               std::optional<double> scale = std::nullopt,
-                              const TensorMap& overrides = {}) {
+                              const TensorMap& overrides = {},
+                              const std::vector<int>& thread_counts = {}) {
   SCOPED_TRACE(c.to_string() + " " + std::string(dtype_name(dt)) + " mask " + mc.kind +
                (mc.window ? " w" + std::to_string(mc.window) : "") +
                (mc.tensor ? " " + mc.tensor->to_string() : ""));
@@ -145,6 +150,14 @@ void expect_attention_matches(const Config& c, DType dt, const MaskCase& mc, uin
   Tensor want = evaluate(g, feeds)[0];
   Tol t = tol(dt);
   EXPECT_TRUE(all_close(got, want, t.rtol, t.atol));
+  const int threads = num_threads();
+  for (int n : thread_counts) {
+    set_num_threads(n);
+    Tensor again = exe->run(feeds)[0];
+    EXPECT_EQ(std::memcmp(again.data(), got.data(), static_cast<size_t>(got.nbytes())), 0)
+        << n << " threads";
+  }
+  set_num_threads(threads);
 }
 
 TEST(CpuAttentionKernel, MatchesReferenceForEveryMaskAndDtype) {
@@ -178,6 +191,49 @@ TEST(CpuAttentionKernel, LongSequences) {
           MaskCase{"bias", 0, Shape{1, 1, 1, 1024}}})
       expect_attention_matches({1, 1, 1, 1024, 1024, 8, 8}, dt, mc, 21);
   expect_attention_matches({1, 2, 1, 300, 1024, 8, 8}, DType::f32, {"causal"}, 25);
+}
+
+// The direct path (f32 / f16 / bf16, no positional mask, at most 1024 keys: encoders) and its
+// register tiles: head dims 32-128 (whole vectors and not), 1 to 200 keys, batch > 1 with GQA,
+// bool and bias masks with fully masked rows, and an encoder's [B, 1, 1, Sk] padding mask whose
+// trailing masked keys the kernel skips (batch row 1 masked entirely: outputs 0). On every
+// Highway target this CPU runs (forced in turn through Highway's target mock), within the f32
+// tolerance of tol() against the reference evaluator, and bitwise the same on 1, 2 and 3 threads.
+TEST(CpuAttentionKernel, DirectPathShapesEveryTargetAndThreadCount) {
+  const std::vector<Config> configs = {
+      {2, 4, 2, 70, 128, 32, 32}, {1, 2, 1, 9, 200, 64, 64},  {2, 2, 2, 5, 7, 80, 80},
+      {1, 1, 1, 65, 1, 128, 128}, {2, 2, 1, 3, 130, 128, 80},
+  };
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if (target != HWY_SCALAR && (supported & target) == 0) continue;
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    uint64_t seed = 301;
+    for (const Config& c : configs) {
+      const Shape keys{c.b, 1, 1, c.sk};
+      Tensor padding(DType::bool_, keys);
+      for (int64_t i = 0; i < padding.numel(); ++i)
+        padding.set_i64(i, i / c.sk == 0 && i % c.sk < std::max<int64_t>(c.sk - 3, 1));
+      const std::vector<std::pair<MaskCase, TensorMap>> masks = {
+          {{"none"}, {}},
+          {{"bool", 0, Shape{c.b, c.hq, c.sq, c.sk}}, {}},
+          {{"bias", 0, Shape{c.sq, c.sk}}, {}},
+          {{"bool", 0, keys}, {{"mask", padding}}}};
+      // bf16 (widened once, like f16) and the row masks on the native target only.
+      const bool native = target == (supported & HWY_AVX3 ? HWY_AVX3 : HWY_AVX2);
+      for (DType dt : {DType::f32, DType::bf16})
+        for (size_t m = 0; m < masks.size(); ++m) {
+          if (!native && (dt != DType::f32 || m == 1 || m == 2)) continue;
+          expect_attention_matches(c, dt, masks[m].first, seed, std::nullopt, masks[m].second,
+                                   {1, 2, 3});
+          seed += 4;
+        }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
 }
 
 // docs/ir.md's attention in double with masked keys skipped outright, so that inf / NaN values

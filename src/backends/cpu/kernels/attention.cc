@@ -52,6 +52,10 @@
 #include "half.h"
 #include "rlx/runtime/threading.h"
 
+// Fully unrolls a register tile's loop over its rows or vectors, so that the accumulators live in
+// registers (GCC at -O2 keeps them in a stack array otherwise; clang reads the GCC spelling).
+#define RLX_UNROLL _Pragma("GCC unroll 16")
+
 namespace rlx::cpu::attention_simd {
 
 enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kCausalLengths, kBool, kBias };
@@ -158,46 +162,56 @@ HWY_INLINE C ToCalc(T v) {
     return to_f32(v);
 }
 
-// St[j][v-th vector] for the MR keys j of K (rows of `dim`) and NV query vectors of Qt (rows of
-// `bq`): scale * sum_c K[j][c] * Qt[c][.], an MR x NV register tile.
+// C[r][t-th vector] = scale * sum_{c < kdim} A[r][c] * B[c][t-th vector] for MR rows of A (row
+// stride lda) and NV vectors of B (row stride ldb), an MR x NV register tile stored to C (row
+// stride ldc). The blocked path's scores (A = K, B = Qt) and both direct-path products.
 template <size_t MR, size_t NV, class D, class C>
-HWY_INLINE void ScoreTile(D d, const C* HWY_RESTRICT k, size_t dim, const C* HWY_RESTRICT qt,
-                          size_t bq, C scale, C* HWY_RESTRICT st) {
+HWY_INLINE void GemmTile(D d, const C* HWY_RESTRICT a, size_t lda, size_t kdim,
+                         const C* HWY_RESTRICT b, size_t ldb, C scale, C* HWY_RESTRICT c,
+                         size_t ldc) {
   const size_t lanes = hn::Lanes(d);
   hn::Vec<D> acc[MR][NV];
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::Zero(d);
-  for (size_t c = 0; c < dim; ++c) {
-    hn::Vec<D> q[NV];
-    for (size_t t = 0; t < NV; ++t) q[t] = hn::LoadU(d, qt + c * bq + t * lanes);
+  RLX_UNROLL
+  for (size_t r = 0; r < MR; ++r) RLX_UNROLL
+  for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::Zero(d);
+  for (size_t x = 0; x < kdim; ++x) {
+    hn::Vec<D> bv[NV];
+    RLX_UNROLL
+    for (size_t t = 0; t < NV; ++t) bv[t] = hn::LoadU(d, b + x * ldb + t * lanes);
+    RLX_UNROLL
     for (size_t r = 0; r < MR; ++r) {
-      const auto kv = hn::Set(d, k[r * dim + c]);
-      for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::MulAdd(kv, q[t], acc[r][t]);
+      const auto av = hn::Set(d, a[r * lda + x]);
+      RLX_UNROLL
+      for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::MulAdd(av, bv[t], acc[r][t]);
     }
   }
   const auto vs = hn::Set(d, scale);
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t t = 0; t < NV; ++t) hn::StoreU(hn::Mul(acc[r][t], vs), d, st + r * bq + t * lanes);
+  RLX_UNROLL
+  for (size_t r = 0; r < MR; ++r) RLX_UNROLL
+  for (size_t t = 0; t < NV; ++t) hn::StoreU(hn::Mul(acc[r][t], vs), d, c + r * ldc + t * lanes);
 }
 
-template <size_t MR, class D, class C>
-HWY_INLINE void ScoreRows(D d, size_t nv, const C* k, size_t dim, const C* qt, size_t bq, C scale,
-                          C* st) {
+// GemmTile over the first nv vectors of B's rows, at most NVMax at a time.
+template <size_t MR, size_t NVMax = kMaxTileVectors, class D, class C>
+HWY_INLINE void GemmRows(D d, size_t nv, const C* a, size_t lda, size_t kdim, const C* b,
+                         size_t ldb, C scale, C* c, size_t ldc) {
   const size_t lanes = hn::Lanes(d);
-  for (size_t v = 0; v < nv; v += kMaxTileVectors) {
+  for (size_t v = 0; v < nv; v += NVMax) {
     const size_t off = v * lanes;
-    switch (std::min(kMaxTileVectors, nv - v)) {
+    switch (std::min(NVMax, nv - v)) {
       case 1:
-        ScoreTile<MR, 1>(d, k, dim, qt + off, bq, scale, st + off);
+        GemmTile<MR, 1>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
         break;
       case 2:
-        ScoreTile<MR, 2>(d, k, dim, qt + off, bq, scale, st + off);
+        if constexpr (NVMax >= 2)
+          GemmTile<MR, 2>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
         break;
       case 3:
-        ScoreTile<MR, 3>(d, k, dim, qt + off, bq, scale, st + off);
+        if constexpr (NVMax >= 3)
+          GemmTile<MR, 3>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
         break;
       default:
-        ScoreTile<MR, kMaxTileVectors>(d, k, dim, qt + off, bq, scale, st + off);
+        GemmTile<MR, NVMax>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
         break;
     }
   }
@@ -208,8 +222,9 @@ template <class D, class C>
 HWY_INLINE void Scores(D d, size_t nv, const C* k, size_t nk, size_t dim, const C* qt, size_t bq,
                        C scale, C* st) {
   size_t j = 0;
-  for (; j + 4 <= nk; j += 4) ScoreRows<4>(d, nv, k + j * dim, dim, qt, bq, scale, st + j * bq);
-  for (; j < nk; ++j) ScoreRows<1>(d, nv, k + j * dim, dim, qt, bq, scale, st + j * bq);
+  for (; j + 4 <= nk; j += 4)
+    GemmRows<4>(d, nv, k + j * dim, dim, dim, qt, bq, scale, st + j * bq, bq);
+  for (; j < nk; ++j) GemmRows<1>(d, nv, k + j * dim, dim, dim, qt, bq, scale, st + j * bq, bq);
 }
 
 // Ot[e][v-th vector] += sum_j V[j][e] * Pt[j][.] for ME value dims e and NV query vectors.
@@ -599,22 +614,54 @@ HWY_INLINE bool DirectMaskRow(MaskKind kind, const float* HWY_RESTRICT mrow, flo
   return !hn::AllFalse(d, seen);
 }
 
-// The direct path for storage type T (f32, or f16 / bf16 widened to f32 once per item: the
-// item's query rows and its head's K and V, the output rounded back per item).
+// Register tiles of the direct path's products: kDirectRows rows of A by up to
+// kDirectVectors vectors of B (24 accumulators of AVX-512's 32 registers, 12 of the 16 of
+// narrower targets).
+constexpr size_t kDirectRows = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 8 : 4;
+constexpr size_t kDirectVectors = 3;
+
+// C [m, nv vectors] = scale * A [m, kdim] B [kdim, nv vectors] in register tiles, B's vector
+// columns outer so that a panel of B (kdim x kDirectVectors vectors) stays in L1 while all rows
+// of A pass over it.
+template <class D>
+HWY_INLINE void DirectGemm(D d, size_t m, size_t nv, const float* a, size_t lda, size_t kdim,
+                           const float* b, size_t ldb, float scale, float* c, size_t ldc) {
+  const size_t lanes = hn::Lanes(d);
+  for (size_t v = 0; v < nv; v += kDirectVectors) {
+    const size_t n = std::min(kDirectVectors, nv - v), off = v * lanes;
+    size_t r = 0;
+    for (; r + kDirectRows <= m; r += kDirectRows)
+      GemmRows<kDirectRows, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
+                                            c + r * ldc + off, ldc);
+    for (; r + 2 <= m; r += 2)
+      GemmRows<2, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
+                                  c + r * ldc + off, ldc);
+    for (; r < m; ++r)
+      GemmRows<1, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
+                                  c + r * ldc + off, ldc);
+  }
+}
+
+// The direct path for storage type T (f32, or f16 / bf16 widened to f32: the item's query rows,
+// its head's K and V once per (batch, head), the output rounded back per item). Per (batch,
+// head) K is packed transposed, Kt [D, ld] (zero padded to whole vectors), and V to whole
+// vectors of Dv where needed, and both stay in cache for all the head's query blocks.
 template <class T>
 void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t ld = (t.sk + lanes - 1) / lanes * lanes;  // score row stride, padded with -inf
+  const int64_t ld = (t.sk + lanes - 1) / lanes * lanes;   // score row stride, padded with -inf
+  const int64_t ldv = (t.dv + lanes - 1) / lanes * lanes;  // V and output row stride
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
   constexpr bool narrow = !std::is_same_v<T, float>;
-  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_k = narrow ? t.sk * t.d : 0;
-  const int64_t n_v = narrow ? t.sk * t.dv : 0, n_o = narrow ? kBlockQ * t.dv : 0;
-  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld + n_q + n_k + n_v + n_o));
+  const bool in_place = !narrow && ldv == t.dv;  // V read and the output written in place
+  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_v = in_place ? 0 : t.sk * ldv;
+  const int64_t n_o = in_place ? 0 : kBlockQ * ldv;
+  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld + t.d * ld + n_q + n_v + n_o));
   float* mrow = st + kBlockQ * ld;
-  float* wq = mrow + ld;
-  float* wk = wq + n_q;
-  float* wv = wk + n_k;
+  float* kt = mrow + ld;
+  float* wq = kt + t.d * ld;
+  float* wv = wq + n_q;
   float* wo = wv + n_v;
   std::fill(mrow + t.sk, mrow + ld, 0.0f);  // padding keys: visible to the mask, -inf scores
   const int64_t group = t.heads / t.kv_heads;
@@ -623,70 +670,109 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const T* v = io.input<T>(2);
   T* out = io.output<T>(0);
   DirectRow rows[kBlockQ];
+  int64_t packed = -1;  // the (batch, kv head) whose K and V kt / vb hold
+  const float* vb = nullptr;
+  bool v_finite = true;
   for (int64_t item = begin; item < end; ++item) {
     const int64_t bh = item / t.q_blocks, qb = item % t.q_blocks;
     const int64_t b = bh / t.heads, h = bh % t.heads, kh = h / group;
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
-    const float* kb =
-        ReadRows(k + (b * t.kv_heads + kh) * t.sk * t.d, static_cast<size_t>(t.sk * t.d), wk);
-    const float* vb =
-        ReadRows(v + (b * t.kv_heads + kh) * t.sk * t.dv, static_cast<size_t>(t.sk * t.dv), wv);
+    if (b * t.kv_heads + kh != packed) {
+      packed = b * t.kv_heads + kh;
+      const T* kr = k + packed * t.sk * t.d;
+      for (int64_t c = 0; c < t.d; ++c) {
+        float* row = kt + c * ld;
+        for (int64_t j = 0; j < t.sk; ++j) row[j] = ToCalc<float>(kr[j * t.d + c]);
+        std::fill(row + t.sk, row + ld, 0.0f);
+      }
+      const T* vr = v + packed * t.sk * t.dv;
+      if constexpr (!narrow) {
+        if (in_place) vb = vr;
+      }
+      if (!in_place) {
+        for (int64_t j = 0; j < t.sk; ++j) {
+          if constexpr (narrow)
+            Widen(vr + j * t.dv, wv + j * ldv, static_cast<size_t>(t.dv));
+          else
+            std::copy(vr + j * t.dv, vr + (j + 1) * t.dv, wv + j * ldv);
+          std::fill(wv + j * ldv + t.dv, wv + (j + 1) * ldv, 0.0f);
+        }
+        vb = wv;
+      }
+      v_finite = AllFinite(vb, static_cast<size_t>(t.sk * ldv));
+    }
     T* out_rows = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
     float* ob = nullptr;
     if constexpr (narrow)
       ob = wo;
     else
-      ob = out_rows;
-    if (!AllFinite(vb, static_cast<size_t>(t.sk * t.dv))) {
+      ob = in_place ? out_rows : wo;
+    if (!v_finite) {
       // Masked keys must not contribute 0 * inf: the blocked path's exact accumulation, on its
       // item of the same (query block, batch, head) (its zig-zag order inverted).
       const int64_t z = qb < (t.q_blocks + 1) / 2 ? 2 * qb : 2 * (t.q_blocks - 1 - qb) + 1;
       AttentionImpl<T>(t, io, z * t.batch * t.heads + bh, z * t.batch * t.heads + bh + 1);
       continue;
     }
+    const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
+    auto gather_mask = [&](int64_t r) {
+      const int64_t off = mask_base + (i0 + r) * t.mask_strides[2];
+      if (t.mask == MaskKind::kBool) {
+        const auto* m = reinterpret_cast<const uint8_t*>(io.in[3]) + off;
+        for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]] ? 1.0f : 0.0f;
+      } else {
+        const T* m = io.input<T>(3) + off;
+        for (int64_t j = 0; j < t.sk; ++j) mrow[j] = ToCalc<float>(m[j * t.mask_strides[3]]);
+      }
+    };
+    // Keys [0, ske) are computed. A bool mask broadcast over the query rows (an encoder's
+    // padding mask) is gathered once per item, and its trailing masked keys (padding) are
+    // skipped: their weights are exactly 0, so the sums over the rest are bitwise the same.
+    // A bias mask keeps them (NaN + -inf is NaN: a NaN score poisons its row even there).
+    int64_t ske = t.sk;
+    if (has_tensor && t.mask_strides[2] == 0) {
+      gather_mask(0);
+      if (t.mask == MaskKind::kBool)
+        while (ske > 0 && mrow[ske - 1] == 0.0f) --ske;
+    }
+    const int64_t lde = (ske + lanes - 1) / lanes * lanes;
     const float* qb_rows =
         ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d, static_cast<size_t>(nq * t.d), wq);
-    // Arguments are valid by construction (sizes >= 1, leading dims >= row widths), the only
-    // failure dnnl_sgemm reports, so its status is not checked.
-    dnnl_sgemm('N', 'T', nq, t.sk, t.d, static_cast<float>(t.scale), qb_rows, t.d, kb, t.d, 0.0f,
-               st, ld);
-    const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
+    DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(lde / lanes), qb_rows,
+               static_cast<size_t>(t.d), static_cast<size_t>(t.d), kt, static_cast<size_t>(ld),
+               static_cast<float>(t.scale), st, static_cast<size_t>(ld));
     for (int64_t r = 0; r < nq; ++r) {
       float* x = st + r * ld;
-      std::fill(x + t.sk, x + ld, -kInf<float>);
+      std::fill(x + ske, x + lde, -kInf<float>);
       bool visible = t.mask == MaskKind::kNone;  // sk >= 1 on this path
       if (has_tensor) {
-        // A mask broadcast over queries (stride 0) is gathered once per item.
-        if (r == 0 || t.mask_strides[2] != 0) {
-          const int64_t off = mask_base + (i0 + r) * t.mask_strides[2];
-          if (t.mask == MaskKind::kBool) {
-            const auto* m = reinterpret_cast<const uint8_t*>(io.in[3]) + off;
-            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]] ? 1.0f : 0.0f;
-          } else {
-            const T* m = io.input<T>(3) + off;
-            for (int64_t j = 0; j < t.sk; ++j) mrow[j] = ToCalc<float>(m[j * t.mask_strides[3]]);
-          }
-        }
-        visible = DirectMaskRow(t.mask, mrow, x, static_cast<size_t>(ld));
+        if (t.mask_strides[2] != 0) gather_mask(r);
+        visible = DirectMaskRow(t.mask, mrow, x, static_cast<size_t>(lde));
       }
-      rows[r] = DirectSoftmaxRow(x, static_cast<size_t>(ld));
+      rows[r] = DirectSoftmaxRow(x, static_cast<size_t>(lde));
       if (rows[r].empty && visible) rows[r].bad = true;  // visible scores all -inf: NaN
     }
-    dnnl_sgemm('N', 'N', nq, t.dv, t.sk, 1.0f, st, ld, vb, t.dv, 0.0f, ob, t.dv);
+    // O = P V over the keys [0, ske) (P's padding columns are exp(-inf) = 0 and are not read).
+    DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(ldv / lanes), st,
+               static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldv),
+               1.0f, ob, static_cast<size_t>(ldv));
     const auto nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
     for (int64_t r = 0; r < nq; ++r) {
-      float* o = ob + r * t.dv;
+      float* o = ob + r * ldv;
       if (rows[r].bad || rows[r].empty) {
         std::fill(o, o + t.dv, rows[r].bad ? hn::GetLane(nan) : 0.0f);
-        continue;
+      } else {
+        const auto scale = hn::Set(d, rows[r].inv_l);
+        for (int64_t e = 0; e < ldv; e += lanes)
+          hn::StoreU(hn::Mul(hn::LoadU(d, o + e), scale), d, o + e);
       }
-      const auto scale = hn::Set(d, rows[r].inv_l);
-      int64_t e = 0;
-      for (; e + lanes <= t.dv; e += lanes)
-        hn::StoreU(hn::Mul(hn::LoadU(d, o + e), scale), d, o + e);
-      for (; e < t.dv; ++e) o[e] *= rows[r].inv_l;
+      if (!in_place) {
+        if constexpr (narrow)
+          Narrow(o, out_rows + r * t.dv, static_cast<size_t>(t.dv));
+        else
+          std::copy(o, o + t.dv, out_rows + r * t.dv);
+      }
     }
-    if constexpr (narrow) Narrow(ob, out_rows, static_cast<size_t>(nq * t.dv));
   }
 }
 
