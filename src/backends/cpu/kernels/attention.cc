@@ -52,10 +52,6 @@
 #include "half.h"
 #include "rlx/runtime/threading.h"
 
-// Fully unrolls a register tile's loop over its rows or vectors, so that the accumulators live in
-// registers (GCC at -O2 keeps them in a stack array otherwise; clang reads the GCC spelling).
-#define RLX_UNROLL _Pragma("GCC unroll 16")
-
 namespace rlx::cpu::attention_simd {
 
 enum class MaskKind : uint8_t { kNone, kCausal, kSlidingWindow, kCausalLengths, kBool, kBias };
@@ -162,56 +158,103 @@ HWY_INLINE C ToCalc(T v) {
     return to_f32(v);
 }
 
-// C[r][t-th vector] = scale * sum_{c < kdim} A[r][c] * B[c][t-th vector] for MR rows of A (row
-// stride lda) and NV vectors of B (row stride ldb), an MR x NV register tile stored to C (row
-// stride ldc). The blocked path's scores (A = K, B = Qt) and both direct-path products.
+// What a register tile does to its sums before it stores them: times `scale`, or row r times
+// row_scale[r]; then (score tiles of the direct path) -inf where keep[column] == 0 (a bool mask
+// and padding keys), plus bias[column], and a running maximum per row into row_max (one vector
+// per row). Pointers address the tile's first row and column (At moves them).
+template <class C>
+struct TileOut {
+  C scale = 1;
+  const C* row_scale = nullptr;
+  const C* keep = nullptr;
+  const C* bias = nullptr;
+  C* row_max = nullptr;
+  TileOut At(size_t row, size_t col, size_t lanes) const {
+    TileOut o = *this;
+    if (row_scale) o.row_scale += row;
+    if (keep) o.keep += col;
+    if (bias) o.bias += col;
+    if (row_max) o.row_max += row * lanes;
+    return o;
+  }
+};
+
+// C[r][t-th vector] = sum_{x < kdim} A[r][x] * B[x][t-th vector] for MR rows of A (row stride
+// lda) and NV vectors of B (row stride ldb), an MR x NV register tile finished by `out` and
+// stored to C (row stride ldc). The blocked path's scores (A = K, B = Qt) and both direct-path
+// products. The loops over the tile's rows and vectors are unrolled (GCC at -O2 would keep the
+// accumulators in a stack array).
 template <size_t MR, size_t NV, class D, class C>
 HWY_INLINE void GemmTile(D d, const C* HWY_RESTRICT a, size_t lda, size_t kdim,
-                         const C* HWY_RESTRICT b, size_t ldb, C scale, C* HWY_RESTRICT c,
-                         size_t ldc) {
+                         const C* HWY_RESTRICT b, size_t ldb, const TileOut<C>& out,
+                         C* HWY_RESTRICT c, size_t ldc) {
   const size_t lanes = hn::Lanes(d);
   hn::Vec<D> acc[MR][NV];
-  RLX_UNROLL
-  for (size_t r = 0; r < MR; ++r) RLX_UNROLL
-  for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::Zero(d);
+#pragma GCC unroll 16
+  for (size_t r = 0; r < MR; ++r) {
+#pragma GCC unroll 16
+    for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::Zero(d);
+  }
   for (size_t x = 0; x < kdim; ++x) {
     hn::Vec<D> bv[NV];
-    RLX_UNROLL
+#pragma GCC unroll 16
     for (size_t t = 0; t < NV; ++t) bv[t] = hn::LoadU(d, b + x * ldb + t * lanes);
-    RLX_UNROLL
+#pragma GCC unroll 16
     for (size_t r = 0; r < MR; ++r) {
       const auto av = hn::Set(d, a[r * lda + x]);
-      RLX_UNROLL
+#pragma GCC unroll 16
       for (size_t t = 0; t < NV; ++t) acc[r][t] = hn::MulAdd(av, bv[t], acc[r][t]);
     }
   }
-  const auto vs = hn::Set(d, scale);
-  RLX_UNROLL
-  for (size_t r = 0; r < MR; ++r) RLX_UNROLL
-  for (size_t t = 0; t < NV; ++t) hn::StoreU(hn::Mul(acc[r][t], vs), d, c + r * ldc + t * lanes);
+  const auto vs = hn::Set(d, out.scale), neg_inf = hn::Set(d, -kInf<C>);
+#pragma GCC unroll 16
+  for (size_t r = 0; r < MR; ++r) {
+    const auto rs = out.row_scale ? hn::Set(d, out.row_scale[r]) : vs;
+    auto mx = neg_inf;
+    auto nan = hn::FirstN(d, 0);
+#pragma GCC unroll 16
+    for (size_t t = 0; t < NV; ++t) {
+      auto v = hn::Mul(acc[r][t], rs);
+      if (out.keep)
+        v = hn::IfThenElse(hn::Ne(hn::LoadU(d, out.keep + t * lanes), hn::Zero(d)), v, neg_inf);
+      if (out.bias) v = hn::Add(v, hn::LoadU(d, out.bias + t * lanes));
+      if (out.row_max) {
+        mx = hn::Max(mx, v);
+        nan = hn::Or(nan, hn::IsNaN(v));
+      }
+      hn::StoreU(v, d, c + r * ldc + t * lanes);
+    }
+    if (out.row_max) {  // NaN in the lanes that saw one (Max may return either operand of NaN)
+      C* m = out.row_max + r * lanes;
+      const auto old = hn::LoadU(d, m);
+      nan = hn::Or(nan, hn::IsNaN(old));
+      hn::StoreU(
+          hn::IfThenElse(nan, hn::Set(d, std::numeric_limits<C>::quiet_NaN()), hn::Max(old, mx)), d,
+          m);
+    }
+  }
 }
 
 // GemmTile over the first nv vectors of B's rows, at most NVMax at a time.
 template <size_t MR, size_t NVMax = kMaxTileVectors, class D, class C>
 HWY_INLINE void GemmRows(D d, size_t nv, const C* a, size_t lda, size_t kdim, const C* b,
-                         size_t ldb, C scale, C* c, size_t ldc) {
+                         size_t ldb, const TileOut<C>& out, C* c, size_t ldc) {
   const size_t lanes = hn::Lanes(d);
   for (size_t v = 0; v < nv; v += NVMax) {
     const size_t off = v * lanes;
+    const TileOut<C> o = out.At(0, off, lanes);
     switch (std::min(NVMax, nv - v)) {
       case 1:
-        GemmTile<MR, 1>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
+        GemmTile<MR, 1>(d, a, lda, kdim, b + off, ldb, o, c + off, ldc);
         break;
       case 2:
-        if constexpr (NVMax >= 2)
-          GemmTile<MR, 2>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
+        if constexpr (NVMax >= 2) GemmTile<MR, 2>(d, a, lda, kdim, b + off, ldb, o, c + off, ldc);
         break;
       case 3:
-        if constexpr (NVMax >= 3)
-          GemmTile<MR, 3>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
+        if constexpr (NVMax >= 3) GemmTile<MR, 3>(d, a, lda, kdim, b + off, ldb, o, c + off, ldc);
         break;
       default:
-        GemmTile<MR, NVMax>(d, a, lda, kdim, b + off, ldb, scale, c + off, ldc);
+        GemmTile<MR, NVMax>(d, a, lda, kdim, b + off, ldb, o, c + off, ldc);
         break;
     }
   }
@@ -221,10 +264,12 @@ HWY_INLINE void GemmRows(D d, size_t nv, const C* a, size_t lda, size_t kdim, co
 template <class D, class C>
 HWY_INLINE void Scores(D d, size_t nv, const C* k, size_t nk, size_t dim, const C* qt, size_t bq,
                        C scale, C* st) {
+  TileOut<C> out;
+  out.scale = scale;
   size_t j = 0;
   for (; j + 4 <= nk; j += 4)
-    GemmRows<4>(d, nv, k + j * dim, dim, dim, qt, bq, scale, st + j * bq, bq);
-  for (; j < nk; ++j) GemmRows<1>(d, nv, k + j * dim, dim, dim, qt, bq, scale, st + j * bq, bq);
+    GemmRows<4>(d, nv, k + j * dim, dim, dim, qt, bq, out, st + j * bq, bq);
+  for (; j < nk; ++j) GemmRows<1>(d, nv, k + j * dim, dim, dim, qt, bq, out, st + j * bq, bq);
 }
 
 // Ot[e][v-th vector] += sum_j V[j][e] * Pt[j][.] for ME value dims e and NV query vectors.
@@ -567,17 +612,25 @@ struct DirectRow {
 };
 
 // Replaces the masked score row x[0, n) (n a multiple of the lane count; padding and masked
-// entries -inf) by exp(x - max) in two passes: max (and NaN / +inf detection), then exp and sum.
-HWY_INLINE DirectRow DirectSoftmaxRow(float* HWY_RESTRICT x, size_t n) {
+// entries -inf) by exp(x - max). The maximum comes from row_max (lane maxima the score tiles
+// tracked, NaN in lanes that saw a NaN) or, if null, from a first pass over the row; then exp and
+// sum in one pass.
+HWY_INLINE DirectRow DirectSoftmaxRow(float* HWY_RESTRICT x, size_t n,
+                                      const float* HWY_RESTRICT row_max) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto inf = hn::Set(d, kInf<float>);
   auto mx = hn::Neg(inf);
   auto bad = hn::FirstN(d, 0);
-  for (size_t i = 0; i < n; i += lanes) {
-    const auto v = hn::LoadU(d, x + i);
-    mx = hn::Max(mx, v);
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+  if (row_max) {
+    mx = hn::LoadU(d, row_max);
+    bad = hn::Or(hn::IsNaN(mx), hn::Eq(mx, inf));
+  } else {
+    for (size_t i = 0; i < n; i += lanes) {
+      const auto v = hn::LoadU(d, x + i);
+      mx = hn::Max(mx, v);
+      bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    }
   }
   if (!hn::AllFalse(d, bad)) return {0.0f, true, false};
   const float m = hn::GetLane(hn::MaxOfLanes(d, mx));
@@ -620,24 +673,25 @@ HWY_INLINE bool DirectMaskRow(MaskKind kind, const float* HWY_RESTRICT mrow, flo
 constexpr size_t kDirectRows = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 8 : 4;
 constexpr size_t kDirectVectors = 3;
 
-// C [m, nv vectors] = scale * A [m, kdim] B [kdim, nv vectors] in register tiles, B's vector
-// columns outer so that a panel of B (kdim x kDirectVectors vectors) stays in L1 while all rows
-// of A pass over it.
+// C [m, nv vectors] = A [m, kdim] B [kdim, nv vectors] in register tiles finished by `out`, B's
+// vector columns outer so that a panel of B (kdim x kDirectVectors vectors) stays in L1 while all
+// rows of A pass over it.
 template <class D>
 HWY_INLINE void DirectGemm(D d, size_t m, size_t nv, const float* a, size_t lda, size_t kdim,
-                           const float* b, size_t ldb, float scale, float* c, size_t ldc) {
+                           const float* b, size_t ldb, const TileOut<float>& out, float* c,
+                           size_t ldc) {
   const size_t lanes = hn::Lanes(d);
   for (size_t v = 0; v < nv; v += kDirectVectors) {
     const size_t n = std::min(kDirectVectors, nv - v), off = v * lanes;
     size_t r = 0;
     for (; r + kDirectRows <= m; r += kDirectRows)
-      GemmRows<kDirectRows, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
-                                            c + r * ldc + off, ldc);
+      GemmRows<kDirectRows, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb,
+                                            out.At(r, off, lanes), c + r * ldc + off, ldc);
     for (; r + 2 <= m; r += 2)
-      GemmRows<2, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
+      GemmRows<2, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, out.At(r, off, lanes),
                                   c + r * ldc + off, ldc);
     for (; r < m; ++r)
-      GemmRows<1, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, scale,
+      GemmRows<1, kDirectVectors>(d, n, a + r * lda, lda, kdim, b + off, ldb, out.At(r, off, lanes),
                                   c + r * ldc + off, ldc);
   }
 }
@@ -655,21 +709,29 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
   constexpr bool narrow = !std::is_same_v<T, float>;
   const bool in_place = !narrow && ldv == t.dv;  // V read and the output written in place
-  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_v = in_place ? 0 : t.sk * ldv;
+  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_k = narrow ? t.sk * t.d : 0;
+  const int64_t n_v = in_place ? 0 : t.sk * ldv;
   const int64_t n_o = in_place ? 0 : kBlockQ * ldv;
-  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + ld + t.d * ld + n_q + n_v + n_o));
+  float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + 2 * ld + kBlockQ * lanes +
+                                                 t.d * ld + n_q + n_k + n_v + n_o));
   float* mrow = st + kBlockQ * ld;
-  float* kt = mrow + ld;
+  float* kpad = mrow + ld;
+  float* rmax = kpad + ld;
+  float* kt = rmax + kBlockQ * lanes;
   float* wq = kt + t.d * ld;
-  float* wv = wq + n_q;
+  float* wk = wq + n_q;
+  float* wv = wk + n_k;
   float* wo = wv + n_v;
   std::fill(mrow + t.sk, mrow + ld, 0.0f);  // padding keys: visible to the mask, -inf scores
+  std::fill(kpad, kpad + t.sk, 1.0f);       // keeps the real keys (no mask / bias masks)
+  std::fill(kpad + t.sk, kpad + ld, 0.0f);
   const int64_t group = t.heads / t.kv_heads;
   const T* q = io.input<T>(0);
   const T* k = io.input<T>(1);
   const T* v = io.input<T>(2);
   T* out = io.output<T>(0);
   DirectRow rows[kBlockQ];
+  float inv_l[kBlockQ];
   int64_t packed = -1;  // the (batch, kv head) whose K and V kt / vb hold
   const float* vb = nullptr;
   bool v_finite = true;
@@ -679,10 +741,10 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
     if (b * t.kv_heads + kh != packed) {
       packed = b * t.kv_heads + kh;
-      const T* kr = k + packed * t.sk * t.d;
+      const float* kr = ReadRows(k + packed * t.sk * t.d, static_cast<size_t>(t.sk * t.d), wk);
       for (int64_t c = 0; c < t.d; ++c) {
         float* row = kt + c * ld;
-        for (int64_t j = 0; j < t.sk; ++j) row[j] = ToCalc<float>(kr[j * t.d + c]);
+        for (int64_t j = 0; j < t.sk; ++j) row[j] = kr[j * t.d + c];
         std::fill(row + t.sk, row + ld, 0.0f);
       }
       const T* vr = v + packed * t.sk * t.dv;
@@ -738,34 +800,43 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     const int64_t lde = (ske + lanes - 1) / lanes * lanes;
     const float* qb_rows =
         ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d, static_cast<size_t>(nq * t.d), wq);
+    // S = scale Q K^T. Where the mask row is the same for all the item's query rows, the score
+    // tiles apply it (and mask the padding keys) and track each row's maximum as they store.
+    const bool fused = !has_tensor || t.mask_strides[2] == 0;
+    TileOut<float> so;
+    so.scale = static_cast<float>(t.scale);
+    if (fused) {
+      std::fill(rmax, rmax + nq * lanes, -kInf<float>);
+      so.row_max = rmax;
+      so.keep = t.mask == MaskKind::kBool ? mrow : kpad;
+      if (t.mask == MaskKind::kBias) so.bias = mrow;
+    }
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(lde / lanes), qb_rows,
-               static_cast<size_t>(t.d), static_cast<size_t>(t.d), kt, static_cast<size_t>(ld),
-               static_cast<float>(t.scale), st, static_cast<size_t>(ld));
+               static_cast<size_t>(t.d), static_cast<size_t>(t.d), kt, static_cast<size_t>(ld), so,
+               st, static_cast<size_t>(ld));
     for (int64_t r = 0; r < nq; ++r) {
       float* x = st + r * ld;
-      std::fill(x + ske, x + lde, -kInf<float>);
-      bool visible = t.mask == MaskKind::kNone;  // sk >= 1 on this path
-      if (has_tensor) {
-        if (t.mask_strides[2] != 0) gather_mask(r);
+      // sk >= 1 on this path; a bias reports nothing visible, as AttentionImpl's state does.
+      bool visible = t.mask == MaskKind::kNone || (t.mask == MaskKind::kBool && ske > 0);
+      if (!fused) {
+        std::fill(x + ske, x + lde, -kInf<float>);
+        gather_mask(r);
         visible = DirectMaskRow(t.mask, mrow, x, static_cast<size_t>(lde));
       }
-      rows[r] = DirectSoftmaxRow(x, static_cast<size_t>(lde));
+      rows[r] = DirectSoftmaxRow(x, static_cast<size_t>(lde), fused ? rmax + r * lanes : nullptr);
       if (rows[r].empty && visible) rows[r].bad = true;  // visible scores all -inf: NaN
+      inv_l[r] = rows[r].bad || rows[r].empty ? 0.0f : rows[r].inv_l;
     }
-    // O = P V over the keys [0, ske) (P's padding columns are exp(-inf) = 0 and are not read).
+    // O = P V / l over the keys [0, ske) (P's padding columns are exp(-inf) = 0, not read).
+    TileOut<float> po;
+    po.row_scale = inv_l;
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(ldv / lanes), st,
-               static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldv),
-               1.0f, ob, static_cast<size_t>(ldv));
-    const auto nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+               static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldv), po,
+               ob, static_cast<size_t>(ldv));
     for (int64_t r = 0; r < nq; ++r) {
       float* o = ob + r * ldv;
-      if (rows[r].bad || rows[r].empty) {
-        std::fill(o, o + t.dv, rows[r].bad ? hn::GetLane(nan) : 0.0f);
-      } else {
-        const auto scale = hn::Set(d, rows[r].inv_l);
-        for (int64_t e = 0; e < ldv; e += lanes)
-          hn::StoreU(hn::Mul(hn::LoadU(d, o + e), scale), d, o + e);
-      }
+      if (rows[r].bad || rows[r].empty)
+        std::fill(o, o + t.dv, rows[r].bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
       if (!in_place) {
         if constexpr (narrow)
           Narrow(o, out_rows + r * t.dv, static_cast<size_t>(t.dv));
