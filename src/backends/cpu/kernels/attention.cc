@@ -22,13 +22,17 @@
 // accumulated along Dv. It reads K and V once per row, only up to the row's last visible key.
 //
 // f32, f16 and bf16 without a positional mask and with at most kDirectMaxKeys keys (encoders such
-// as BERT) take a direct path instead (f16 / bf16 widened to f32 once per item, the output
-// rounded once): per item, S = scale Q K^T [Bq, Sk] and O = P V as two oneDNN
-// sgemm calls (packed, register-blocked JIT GEMM, several times the FLOP rate of the broadcast
-// tiles above at head dims of 32-128), with one exact two-pass softmax over each whole score
-// row in between. The whole row fits in L2 (kBlockQ x kDirectMaxKeys floats), so no online
-// rescaling is needed; items are (batch, head, query block), and threads claim them one
-// (batch, head) at a time (parallel_chunks), so a claim's items share K and V.
+// as BERT) take a direct path instead (f16 / bf16 widened to f32, the output rounded once): per
+// (batch, head) K is packed transposed, Kt [D, Sk], and V to whole vectors where needed, once for
+// all its query blocks; per item, S = scale Q K^T [Bq, Sk] and O = P V / l run on register tiles
+// (8 rows x 3 vectors on AVX-512; all scalar lanes are f32 FMA sums over the head dim or the
+// keys), with one exact two-pass softmax over each whole score row in between. Where the mask row
+// is the same for all query rows (none, or an encoder's [B, 1, 1, Sk] padding mask), the score
+// tiles apply it and track each row's maximum as they store, so the softmax is one exp pass; the
+// trailing keys such a bool mask hides are not computed at all. The whole row fits in L2 (kBlockQ
+// x kDirectMaxKeys floats), so no online rescaling is needed; items are (batch, head, query
+// block), and threads claim them one (batch, head) at a time (parallel_chunks), so a claim's
+// items share the packed K and V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -36,8 +40,6 @@
 
 #ifndef RLX_CPU_KERNELS_ATTENTION_SHARED
 #define RLX_CPU_KERNELS_ATTENTION_SHARED
-
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -808,7 +810,8 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     if (fused) {
       std::fill(rmax, rmax + nq * lanes, -kInf<float>);
       so.row_max = rmax;
-      so.keep = t.mask == MaskKind::kBool ? mrow : kpad;
+      // Padding keys (and a bool mask's hidden keys) become -inf; no keep row without either.
+      if (t.mask == MaskKind::kBool || ske != ld) so.keep = t.mask == MaskKind::kBool ? mrow : kpad;
       if (t.mask == MaskKind::kBias) so.bias = mrow;
     }
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(lde / lanes), qb_rows,
