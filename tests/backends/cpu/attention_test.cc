@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/hwy_targets.h"
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
@@ -204,12 +205,8 @@ TEST(CpuAttentionKernel, DirectPathShapesEveryTargetAndThreadCount) {
       {2, 4, 2, 70, 128, 32, 32}, {1, 2, 1, 9, 200, 64, 64},  {2, 2, 2, 5, 7, 80, 80},
       {1, 1, 1, 65, 1, 128, 128}, {2, 2, 1, 3, 130, 128, 80},
   };
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if (target != HWY_SCALAR && (supported & target) == 0) continue;
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  const int64_t native = hwy::SupportedTargets() & HWY_AVX3 ? HWY_AVX3 : HWY_AVX2;
+  testing::for_each_hwy_target([&](int64_t target) {
     uint64_t seed = 301;
     for (const Config& c : configs) {
       const Shape keys{c.b, 1, 1, c.sk};
@@ -222,18 +219,15 @@ TEST(CpuAttentionKernel, DirectPathShapesEveryTargetAndThreadCount) {
           {{"bias", 0, Shape{c.sq, c.sk}}, {}},
           {{"bool", 0, keys}, {{"mask", padding}}}};
       // bf16 (widened once, like f16) and the row masks on the native target only.
-      const bool native = target == (supported & HWY_AVX3 ? HWY_AVX3 : HWY_AVX2);
       for (DType dt : {DType::f32, DType::bf16})
         for (size_t m = 0; m < masks.size(); ++m) {
-          if (!native && (dt != DType::f32 || m == 1 || m == 2)) continue;
+          if (target != native && (dt != DType::f32 || m == 1 || m == 2)) continue;
           expect_attention_matches(c, dt, masks[m].first, seed, std::nullopt, masks[m].second,
                                    {1, 2, 3});
           seed += 4;
         }
     }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  });
 }
 
 // docs/ir.md's attention in double with masked keys skipped outright, so that inf / NaN values

@@ -4,7 +4,6 @@
 #include "../../../src/backends/cpu/kernels/vec_math.h"
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "../../../src/backends/cpu/kernels/half.h"
+#include "common/hwy_targets.h"
 
 namespace rlx::cpu {
 namespace {
@@ -388,20 +388,13 @@ TEST(VecMath, HalfConversions) { expect_half_conversions(); }
 // through Highway's target mock, then the normal choice is restored.
 TEST(VecMath, EveryCompiledTarget) {
   const std::vector<float> xs = sweep_inputs(65521, 500);
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if (target != HWY_SCALAR && (supported & target) == 0) continue;
-    SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  testing::for_each_hwy_target([&](int64_t) {
     expect_bounds(xs, false);
     expect_special_values();
     expect_f64_computed_round_once(xs);
     expect_binary_compare_select_clamp();
     expect_half_conversions();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  });
 }
 
 }  // namespace
