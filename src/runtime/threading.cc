@@ -72,18 +72,25 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls `done()` for up to `spin` (re-reading the clock every 64 polls); true when it held.
+// Polls `done()` for up to `spin`, re-reading the clock every 64 polls: with a pause
+// instruction between polls for the first kPauseSpin, then with a yield to the OS, so that a
+// thread waiting for this core (oneDNN's OpenMP team during a GEMM, another process) gets it;
+// true when done() held.
+constexpr std::chrono::microseconds kPauseSpin{10};
+
 template <class Done>
 bool spin_until(std::chrono::steady_clock::duration spin, Done done) {
   if (done()) return true;
   if (spin.count() <= 0) return false;
-  const auto deadline = std::chrono::steady_clock::now() + spin;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       cpu_relax();
       if (done()) return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited >= spin) return false;
+    if (waited >= kPauseSpin) std::this_thread::yield();
   }
 }
 
