@@ -22,22 +22,14 @@
 
 #include "rlx/ir/error.h"
 #include "rlx/runtime/threading.h"
+#include "runtime/thread_count_guard.h"
 
 namespace rlx {
 namespace {
 
 using namespace std::chrono_literals;
 
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(num_threads()) {}
-  ~ThreadCountGuard() { set_num_threads(saved_); }
-  ThreadCountGuard(const ThreadCountGuard&) = delete;
-  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
-
- private:
-  int saved_;
-};
+using testing::ThreadCountGuard;
 
 // Threads of this process (/proc/self/task entries).
 int process_threads() {
