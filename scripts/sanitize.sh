@@ -4,12 +4,13 @@
 #                                        (default: the memory-handling ones listed below)
 #   scripts/sanitize.sh tsan             TSan: the concurrency tests (clones run from many
 #                                        threads, the Session cache under concurrent compiles,
-#                                        the stress test)
+#                                        the stress test, rlx's thread pool)
 # CI (scripts/test.sh) runs `asan` on a subset that fits its time budget, and `tsan`.
 # Any report aborts its test (-fno-sanitize-recover, halt_on_error), so a finding fails the run.
-# TSan cannot see the barriers of libgomp (OpenMP, uninstrumented), so the TSan run keeps
-# intra-op parallelism at one thread: every race it reports is between the threads the tests
-# start themselves, which is what these tests are about.
+# TSan cannot see the barriers of libgomp (OpenMP, uninstrumented, which oneDNN's GEMMs use), so
+# the TSan run keeps intra-op parallelism at one thread: every race it reports is between the
+# threads the tests start themselves, which is what these tests are about. rlx's own pool is
+# instrumented (std::thread and atomics): its tests (PoolRegions) set their thread counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh asan [SUITE...] | tsan}
@@ -50,7 +51,7 @@ case "$kind" in
   tsan)
     ninja -C "$dir" rlx_runtime_tests
     RLX_NUM_THREADS=1 OMP_NUM_THREADS=1 ctest --test-dir "$dir" --output-on-failure \
-      -j"$(nproc)" --timeout 900 -R '^(ExecutableClones|Stress|SessionCache)\.'
+      -j"$(nproc)" --timeout 900 -R '^(ExecutableClones|Stress|SessionCache|PoolRegions)\.'
     ;;
   *)
     echo "scripts/sanitize.sh: unknown kind '$kind' (asan or tsan)" >&2

@@ -17,6 +17,7 @@
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
+#include "runtime/thread_count_guard.h"
 
 namespace rlx {
 namespace {
@@ -24,16 +25,7 @@ namespace {
 using testing::all_close;
 using testing::error_of;
 using testing::random_tensor;
-
-// Restores the pool size a test changed.
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(num_threads()) {}
-  ~ThreadCountGuard() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using testing::ThreadCountGuard;
 
 // A small encoder block touching the main kernel families: layer_norm, matmul + bias + gelu,
 // attention, softmax, reductions, transpose, concatenate and elementwise ops.

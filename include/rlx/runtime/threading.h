@@ -1,6 +1,7 @@
-// The runtime's one persistent thread pool. It is the OpenMP runtime's thread team, which
-// oneDNN (built with OpenMP) uses too, so rlx's kernels and library GEMMs share one set of
-// threads instead of oversubscribing the cores with two pools.
+// The runtime's persistent thread pool: num_threads() - 1 workers of rlx's own plus the calling
+// thread, which spin briefly between parallel regions and then block. oneDNN (built with
+// OpenMP) keeps OpenMP's team for the calls it makes outside rlx's regions and runs on one thread
+// inside them (docs/runtime.md "Threads").
 #pragma once
 
 #include <cstdint>
@@ -18,16 +19,22 @@ void set_num_threads(int n);
 /// Physical cores of this machine (from /sys topology; the logical CPU count if unknown).
 int physical_cores();
 
-/// Makes parallel library calls issued from the calling thread (oneDNN GEMMs, which read
-/// OpenMP's per-thread setting) use num_threads() threads. The CPU backend calls it in
+/// Makes parallel library calls issued from the calling thread outside rlx's parallel regions
+/// (oneDNN GEMMs, which read OpenMP's per-thread setting) use num_threads() threads; inside a
+/// region they use one (the pool sets OpenMP's setting to 1 on its workers, and on the caller
+/// for the region's duration). The CPU backend calls it in
 /// compile() (oneDNN sizes a primitive's parallel work when it is created) and in run().
 void bind_library_threads();
 
 /// Runs fn(begin_i, end_i) over chunks that partition [begin, end), in parallel on the pool.
 /// Chunks hold at least `grain` iterations (a range smaller than that is one chunk), so tiny
-/// loops stay on the calling thread; at most num_threads() chunks, of near-equal size. `fn` must
-/// not throw (kernels validate at compile time). Calls from inside a parallel region run serially
-/// on the calling thread.
+/// loops stay on the calling thread; at most num_threads() chunks, of near-equal size and
+/// contiguous, which the threads (the caller included) claim one at a time, so a worker that
+/// wakes late finds its chunk done by a thread that was free and delays nobody. Calls from inside
+/// a parallel region run serially on the calling thread, and so does a call made while another
+/// thread's region holds the pool. If `fn` throws, chunks not yet started are skipped and the
+/// first exception is rethrown on the caller once the running ones have finished (kernels do not
+/// throw: they validate at compile time). Throws rlx::Error when RLX_SPIN_US is invalid.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
@@ -56,13 +63,23 @@ class RangeFn {
 /// load holds the call back by at most the chunk it is running, instead of by a fixed share of
 /// the range as parallel_for's even split would. For loops whose iterations write disjoint
 /// outputs (each result is then independent of the thread count). Up to num_threads() threads;
-/// calls from inside a parallel region run serially on the calling thread.
+/// calls from inside a parallel region, or while another thread's region holds the pool, run
+/// serially on the calling thread. Exceptions as for parallel_for.
 void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn);
 
 /// Parallel regions that parallel_for and parallel_chunks have opened in this process (calls
 /// that ran serially on the calling thread are not counted, nor oneDNN's own regions): each
-/// one wakes the pool's threads and joins them, so kernels keep the count per run low
-/// (docs/runtime.md "Threads"). For tests and diagnostics.
+/// one may wake sleeping workers and waits for the chunks they claimed, so kernels keep the
+/// count per run low (docs/runtime.md "Threads"). For tests and diagnostics.
 int64_t parallel_regions();
+
+namespace detail {
+/// Test hook: while held, a pool worker that has read a newly published region stops before it
+/// claims a chunk (as a worker the OS deschedules would), so tests can check that the caller
+/// finishes the region alone and that the worker, released later, runs no chunk of it.
+void hold_pool_workers_for_testing(bool hold);
+/// Test hook: workers stopped by hold_pool_workers_for_testing right now.
+int pool_workers_held_for_testing();
+}  // namespace detail
 
 }  // namespace rlx
