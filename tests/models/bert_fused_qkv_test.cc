@@ -20,6 +20,7 @@
 #include "common/scoped_env.h"
 #include "common/test_util.h"
 #include "common/tiny_bert.h"
+#include "common/tiny_bert_config.h"
 #include "rlx/io/safetensors.h"
 #include "rlx/ir/quant.h"
 #include "rlx/models/bert.h"
@@ -30,13 +31,6 @@ namespace rlx::models {
 namespace {
 
 using rlx::testing::error_of;
-
-BertConfig tiny_config() {
-  return BertConfig::from_json(R"({"model_type": "bert", "vocab_size": 50, "hidden_size": 32,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
-      "max_position_embeddings": 16, "type_vocab_size": 2})",
-                               "tiny config");
-}
 
 constexpr int64_t kSeq = 8;
 
@@ -91,7 +85,8 @@ Tensor param_value(const std::string& name, const TensorType& type) {
   if (!is_transposed_linear_weight(name)) return random_f32(name, type.shape);
   const bool packed = type.dtype == DType::u8;
   const int64_t out = packed ? type.shape[0] : type.shape[1];
-  const int64_t in = packed ? tiny_config().hidden_size : type.shape[0];  // q8_0: only H-wide
+  const int64_t in =
+      packed ? rlx::testing::tiny_bert_config().hidden_size : type.shape[0];  // q8_0: only H-wide
   Tensor w = random_f32(name, Shape{out, in});
   if (packed) {
     Tensor q(DType::u8, type.shape);
@@ -126,13 +121,13 @@ struct Variant {
 std::shared_ptr<Executable> compile(bool fused, const Variant& v, int64_t batch) {
   std::map<std::string, QuantFormat> formats;
   if (v.q8_0)
-    for (int64_t l = 0; l < tiny_config().num_hidden_layers; ++l) {
+    for (int64_t l = 0; l < rlx::testing::tiny_bert_config().num_hidden_layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".attention.";
       for (const char* m : {"self.query", "self.key", "self.value", "self.qkv", "output.dense"})
         formats[p + m + ".weight"] = QuantFormat::kQ8_0;
     }
-  Graph g = build_bert_encoder(tiny_config(), batch, kSeq, {}, formats, v.q8_0 ? "int8" : "none",
-                               v.linear_dtype, fused);
+  Graph g = build_bert_encoder(rlx::testing::tiny_bert_config(), batch, kSeq, {}, formats,
+                               v.q8_0 ? "int8" : "none", v.linear_dtype, fused);
   CompileOptions o;
   o.precision = parse_precision_policy(v.policy);
   return Session().compile(g, o);
