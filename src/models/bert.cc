@@ -114,10 +114,14 @@ std::string bert_gguf_tensor_name(const std::string& name) {
       {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
   };
   static const std::pair<std::string_view, std::string_view> kLayer[] = {
-      {"attention.self.query", "attn_q"},        {"attention.self.key", "attn_k"},
-      {"attention.self.value", "attn_v"},        {"attention.self.qkv", "attn_qkv"},
-      {"attention.output.dense", "attn_output"}, {"attention.output.LayerNorm", "attn_output_norm"},
-      {"intermediate.dense", "ffn_up"},          {"output.dense", "ffn_down"},
+      {"attention.self.query", "attn_q"},
+      {"attention.self.key", "attn_k"},
+      {"attention.self.value", "attn_v"},
+      {"attention.self.qkv", "attn_qkv"},  // build_bert_encoder's fused_qkv
+      {"attention.output.dense", "attn_output"},
+      {"attention.output.LayerNorm", "attn_output_norm"},
+      {"intermediate.dense", "ffn_up"},
+      {"output.dense", "ffn_down"},
       {"output.LayerNorm", "layer_output_norm"},
   };
   for (const auto& [hf, gguf] : kEmbeddings)
