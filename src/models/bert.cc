@@ -117,6 +117,7 @@ std::string bert_gguf_tensor_name(const std::string& name) {
       {"attention.self.query", "attn_q"},
       {"attention.self.key", "attn_k"},
       {"attention.self.value", "attn_v"},
+      {"attention.self.qkv", "attn_qkv"},  // build_bert_encoder's fused_qkv
       {"attention.output.dense", "attn_output"},
       {"attention.output.LayerNorm", "attn_output_norm"},
       {"intermediate.dense", "ffn_up"},
@@ -200,7 +201,7 @@ bool is_transposed_linear_weight(const std::string& name) {
 Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling,
                          const std::map<std::string, QuantFormat>& weight_formats,
-                         const std::string& act_quant, DType linear_dtype) {
+                         const std::string& act_quant, DType linear_dtype, bool fused_qkv) {
   check(batch > 0 && seq > 0, "build_bert_encoder: batch and seq must be positive, got [" +
                                   std::to_string(batch) + ", " + std::to_string(seq) + "]");
   check(seq <= c.max_position_embeddings, "build_bert_encoder: seq " + std::to_string(seq) +
@@ -273,9 +274,22 @@ Graph build_bert_encoder(const BertConfig& c, int64_t batch, int64_t seq,
   };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     std::string p = "encoder.layer." + std::to_string(l) + ".";
-    Value q = split_heads(linear(x, p + "attention.self.query", H, H));
-    Value k = split_heads(linear(x, p + "attention.self.key", H, H));
-    Value v = split_heads(linear(x, p + "attention.self.value", H, H));
+    Value q, k, v;
+    if (fused_qkv) {
+      // One [B*S, H] x [H, 3H] projection; [B,S,3H] -> [B,S,3,heads,dh] -> one transpose to
+      // [3,B,heads,S,dh], whose leading-axis slices are q, k and v.
+      Value qkv = linear(x, p + "attention.self.qkv", H, 3 * H);
+      Value t = g.transpose(g.reshape(qkv, {batch, seq, 3, heads, dh}), {2, 0, 3, 1, 4});
+      auto part = [&](int64_t i) {
+        return g.reshape(g.slice(t, {i, 0, 0, 0, 0}, {i + 1, batch, heads, seq, dh}),
+                         {batch, heads, seq, dh});
+      };
+      q = part(0), k = part(1), v = part(2);
+    } else {
+      q = split_heads(linear(x, p + "attention.self.query", H, H));
+      k = split_heads(linear(x, p + "attention.self.key", H, H));
+      v = split_heads(linear(x, p + "attention.self.value", H, H));
+    }
     Value a = g.attention(q, k, v, attn, key_mask);
     a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {batch, seq, H});
     Value h = layer_norm(g.add(linear(a, p + "attention.output.dense", H, H), x),

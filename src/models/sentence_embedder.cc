@@ -127,7 +127,11 @@ struct SentenceEmbedder::Impl {
   int64_t max_length = 0, max_length_limit = 0;
   WordPieceTokenizer tokenizer;
   std::map<std::string, Tensor> weights;       // graph param name -> tensor (views or transposed)
-  std::map<std::string, QuantFormat> formats;  // quantized Linear weights' formats
+  std::map<std::string, QuantFormat> formats;  // quantized Linear weights' formats, as loaded
+  // The graph's packed params and their formats: `formats`, with a layer's query / key / value
+  // replaced by its fused qkv weight when fused_qkv.
+  std::map<std::string, QuantFormat> graph_formats;
+  bool fused_qkv = false;  // each layer's q, k and v run as one Linear (fuse_qkv)
   Session session;
   int64_t batch_multiple = 0;  // Backend::batch_multiple of the device, once known
   // Executables whose params are set. Weak, so an executable the cache evicted is not kept
@@ -172,6 +176,7 @@ struct SentenceEmbedder::Impl {
       resolve_max_length();
       load_weights();
     }
+    fuse_qkv();
   }
 
   // max_length(): the option, else sentence_bert_config.json's max_seq_length, within the
@@ -395,13 +400,72 @@ struct SentenceEmbedder::Impl {
                 "--allow-unused-weights, ignores them)");
   }
 
+  // Replaces every layer's query, key and value weights and biases by build_bert_encoder's
+  // fused qkv param (one GEMM / quant_matmul per layer): float weights [H, 3H] by columns,
+  // packed ones [3H, row bytes] by rows (block formats pack per output row), biases appended.
+  // The three are dropped, so the resident bytes stay the same. Layers whose three weights
+  // differ in format (a GGUF may mix them) leave the encoder unfused.
+  void fuse_qkv() {
+    auto prefix = [](int64_t l) {
+      return "encoder.layer." + std::to_string(l) + ".attention.self.";
+    };
+    auto format_of = [&](const std::string& name) {
+      auto it = formats.find(name);
+      return it == formats.end() ? QuantFormat::kF32 : it->second;
+    };
+    graph_formats = formats;
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      const std::string p = prefix(l);
+      const QuantFormat f = format_of(p + "query.weight");
+      if (format_of(p + "key.weight") != f || format_of(p + "value.weight") != f) return;
+    }
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      const std::string p = prefix(l);
+      for (const char* part : {"weight", "bias"}) {
+        std::vector<Tensor> qkv;
+        for (const char* which : {"query.", "key.", "value."}) {
+          const std::string name = p + which + part;
+          qkv.push_back(weights.at(name));
+          weights.erase(name);
+          graph_formats.erase(name);
+        }
+        const std::string name = p + "qkv." + part;
+        const bool packed = formats.count(p + "query." + part) > 0;
+        // [in, out] float weights append columns; packed [out, row bytes] and biases rows.
+        const bool columns = std::string(part) == "weight" && !packed;
+        weights.emplace(name, concatenated(qkv, columns ? 1 : 0));
+        if (packed) graph_formats.emplace(name, formats.at(p + "query." + part));
+      }
+    }
+    fused_qkv = true;
+  }
+
+  // `parts` (same dtype, rank, and dims but `axis`) concatenated along `axis`.
+  static Tensor concatenated(const std::vector<Tensor>& parts, int64_t axis) {
+    std::vector<int64_t> dims = parts[0].shape().dims();
+    dims[static_cast<size_t>(axis)] = 0;
+    for (const Tensor& t : parts) dims[static_cast<size_t>(axis)] += t.shape()[axis];
+    Tensor out(parts[0].dtype(), Shape(dims));
+    size_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(dims[static_cast<size_t>(d)]);
+    std::byte* dst = out.data();
+    for (size_t o = 0; o < outer; ++o)
+      for (const Tensor& t : parts) {
+        const size_t chunk = t.nbytes() / outer;
+        std::memcpy(dst, t.data() + o * chunk, chunk);
+        dst += chunk;
+      }
+    return out;
+  }
+
   std::shared_ptr<Executable> executable(int64_t batch, int64_t seq) {
     CompileCacheStats before = session.cache_stats();
     CompileOptions co;
     co.precision = precision;
-    std::shared_ptr<Executable> exe = session.compile(
-        build_bert_encoder(config, batch, seq, pooling, formats, options.act_quant, linear_dtype),
-        co);
+    std::shared_ptr<Executable> exe =
+        session.compile(build_bert_encoder(config, batch, seq, pooling, graph_formats,
+                                           options.act_quant, linear_dtype, fused_qkv),
+                        co);
     CompileCacheStats after = session.cache_stats();
     stats.compiles += after.misses - before.misses;
     stats.compile_seconds += after.compile_seconds - before.compile_seconds;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "common/tiny_bert_config.h"
 #include "rlx/models/bert.h"
 #include "rlx/runtime/session.h"
 
@@ -18,13 +19,6 @@ namespace rlx::models {
 namespace {
 
 using rlx::testing::error_of;
-
-BertConfig tiny_config() {
-  return BertConfig::from_json(R"({"model_type": "bert", "vocab_size": 50, "hidden_size": 32,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
-      "max_position_embeddings": 16, "type_vocab_size": 2})",
-                               "tiny config");
-}
 
 constexpr int64_t kBatch = 2, kSeq = 8;
 
@@ -64,7 +58,8 @@ TensorMap inputs() {
 // `weight_converts` counts the compiled graph's converts whose operand is a param.
 Tensor embed(DType linear_dtype, const std::string& policy, bool round_f32_linear,
              int* weight_converts) {
-  Graph g = build_bert_encoder(tiny_config(), kBatch, kSeq, {}, {}, "none", linear_dtype);
+  Graph g = build_bert_encoder(rlx::testing::tiny_bert_config(), kBatch, kSeq, {}, {}, "none",
+                               linear_dtype);
   CompileOptions o;
   o.precision = parse_precision_policy(policy);
   std::shared_ptr<Executable> exe = Session().compile(g, o);
@@ -116,8 +111,9 @@ TEST(BertLinearDtype, AlwaysF32ComputesInF32OnTheStoredValues) {
 }
 
 TEST(BertLinearDtype, OtherDtypesAreAnError) {
-  std::string msg =
-      error_of([] { build_bert_encoder(tiny_config(), 1, 4, {}, {}, "none", DType::i32); });
+  std::string msg = error_of([] {
+    build_bert_encoder(rlx::testing::tiny_bert_config(), 1, 4, {}, {}, "none", DType::i32);
+  });
   EXPECT_NE(msg.find("build_bert_encoder: linear_dtype must be f32, bf16 or f16, got i32"),
             std::string::npos)
       << msg;

@@ -54,7 +54,9 @@ struct BertConfig {
 /// embeddings.word_embeddings / position_embeddings / token_type_embeddings.weight ->
 /// token_embd / position_embd / token_types.weight, embeddings.LayerNorm -> token_embd_norm,
 /// and per layer N (encoder.layer.N.) attention.self.query / key / value -> blk.N.attn_q /
-/// attn_k / attn_v, attention.output.dense -> attn_output, attention.output.LayerNorm ->
+/// attn_k / attn_v, attention.self.qkv (build_bert_encoder's fused_qkv param; gguf-py's
+/// ATTN_QKV, listed for MODEL_ARCH.BERT: q, k and v rows appended) -> attn_qkv,
+/// attention.output.dense -> attn_output, attention.output.LayerNorm ->
 /// attn_output_norm, intermediate.dense -> ffn_up, output.dense -> ffn_down, output.LayerNorm
 /// -> layer_output_norm (each with its .weight / .bias suffix). Throws rlx::Error naming
 /// `name` for any other tensor.
@@ -121,6 +123,15 @@ PoolingOptions read_pooling_options(const std::string& dir);
 ///   compiled graph rounds every weight on every run); the result is identical, since AMP
 ///   would round the f32 weights to that dtype the same way (round to nearest even). Other
 ///   linear_dtype values throw rlx::Error;
+/// - `fused_qkv`: each layer declares one Linear "encoder.layer.N.attention.self.qkv" (weight
+///   [H, 3H] in linear_dtype, or u8[3H, quant_row_bytes(format, H)] when weight_formats names
+///   it; bias f32[3H]) instead of query / key / value: columns (packed rows) 0..H-1 are the
+///   query's, H..2H-1 the key's, 2H..3H-1 the value's, so one GEMM (one quant_matmul, one
+///   activation quantization) projects all three, like the packed QKV of ONNX Runtime's
+///   transformer optimizer. Its [B, S, 3H] result is reshaped to [B, S, 3, heads, dh],
+///   transposed once to [3, B, heads, S, dh] and sliced along the leading axis. The three-param
+///   form (false) is what a Hugging Face checkpoint binds by name; SentenceEmbedder builds the
+///   fused weight at load;
 /// - output `embeddings`: f32[batch, hidden_size].
 /// Post-LN BERT (Devlin et al. 2019): embeddings (word + position + token type) -> LayerNorm,
 /// then per layer self-attention -> dense -> residual + LayerNorm -> FFN (activation) ->
@@ -129,7 +140,8 @@ PoolingOptions read_pooling_options(const std::string& dir);
 Graph build_bert_encoder(const BertConfig& config, int64_t batch, int64_t seq,
                          const PoolingOptions& pooling = {},
                          const std::map<std::string, QuantFormat>& weight_formats = {},
-                         const std::string& act_quant = "none", DType linear_dtype = DType::f32);
+                         const std::string& act_quant = "none", DType linear_dtype = DType::f32,
+                         bool fused_qkv = false);
 
 /// True for the checkpoint tensors a sentence embedder never reads by design (with or without a
 /// "bert." prefix): BertModel's pooler.*, the pre-training heads cls.* (sentence-transformers

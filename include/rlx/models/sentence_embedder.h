@@ -108,6 +108,11 @@ struct EmbedderStats {
 /// Linear weights and the word embeddings in a format other than F32 stay packed (views of the
 /// mapping: quant_matmul, gather + dequantize); F32 tensors are views (Linear weights
 /// transposed once); other tensors in a non-F32 format are dequantized to f32 at load.
+///
+/// Each layer's query, key and value Linears run as one (build_bert_encoder's fused_qkv): their
+/// weights (as stored: f32, linear_dtype, quantized at load or packed from a GGUF) and biases
+/// are concatenated once at load and the three dropped, so weight_bytes() is unchanged. A GGUF
+/// whose q, k and v of a layer differ in format runs them as three.
 class SentenceEmbedder {
  public:
   /// Loads the model. Throws rlx::Error naming the file and problem for a missing, unreadable
@@ -160,9 +165,10 @@ class SentenceEmbedder {
   const std::string& model_name() const;
   /// Counters since construction.
   EmbedderStats stats() const;
-  /// The format of each packed weight (graph param name -> format): the Linear weights
+  /// The format of each packed weight (checkpoint param name -> format): the Linear weights
   /// quantized at load or read packed from a GGUF, and the word embeddings of a GGUF whose
-  /// token_embd is not F32; empty when the weights are f32.
+  /// token_embd is not F32; empty when the weights are f32. A layer's query, key and value are
+  /// listed by their own names, though they run fused (see the class comment).
   const std::map<std::string, QuantFormat>& weight_formats() const;
   /// Bytes of every weight the embedder keeps resident (packed bytes for quantized weights).
   int64_t weight_bytes() const;
