@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
+#include "rlx/runtime/threading.h"
 
 namespace rlx {
 namespace {
@@ -527,6 +529,84 @@ TEST(CpuGemm, DnnlPathCallAllocatesOnlyInsideOneDnn) {
     int64_t args = static_cast<int64_t>(c.types.size()) + 1;  // the operands and the result
     EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-2), 2 * args);
   }
+}
+
+// Threads of this process (entries of /proc/self/task).
+int64_t process_threads() {
+  int64_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// With more than one thread, a large enough 2-D oneDNN GEMM runs as a grid of single-threaded
+// chunks over rlx's pool (gemm.cc GemmGrid): one parallel region per call, no OpenMP team of
+// oneDNN's own (the process gains no threads beyond the pool), and results bitwise equal to
+// the unsplit product on one thread for every thread count, with tails in M and N, bias and
+// activation post-ops, f32 and bf16, also with clones running at once.
+TEST(CpuGemm, GridChunksMatchTheUnsplitProductBitwise) {
+  const int saved_threads = num_threads();
+  struct GridCase {
+    const char* label;
+    std::vector<TensorType> types;
+    Build build;
+  };
+  const GridCase cases[] = {
+      // 1100 rows: 3 row blocks (the last one shorter); 150 columns: 2 column blocks (80, 70).
+      {"f32 per-column bias, gelu, tails in M and N",
+       {f32_type({1100, 16}), f32_type({16, 150}), f32_type({150})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "gelu");
+       }},
+      {"f32 matmul, batch folded into M, tail in N",
+       {f32_type({2, 96, 64}), f32_type({64, 360})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); }},
+      {"f32 full [M, N] bias (post-op), relu",
+       {f32_type({200, 48}), f32_type({48, 300}), f32_type({200, 300})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "relu");
+       }},
+      {"bf16 per-column bias, silu, tail in N",
+       {{DType::bf16, {160, 64}}, {DType::bf16, {64, 330}}, {DType::bf16, {330}}},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "silu");
+       }},
+  };
+  for (const GridCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    Graph g = op_graph(c.types, c.build);
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < c.types.size(); ++i)
+      ins.push_back(random_tensor(c.types[i].dtype, c.types[i].shape, 60 + i));
+    TensorMap feeds = feeds_of(ins);
+    Tensor want = evaluate(g, feeds)[0];
+    double tol = c.types[0].dtype == DType::bf16 ? 1e-2 : 1e-5;
+    set_num_threads(1);
+    Tensor serial = run_native(g, feeds, std::string(op_name(g.node(g.outputs()[0]).op)))[0];
+    EXPECT_TRUE(testing::all_close(serial, want, tol, tol));
+    for (int n : {2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(n) + " threads");
+      set_num_threads(n);
+      Session session;
+      auto exe = session.compile(g);
+      exe->run(feeds);  // the pool's threads exist from here on
+      const int64_t threads = process_threads(), regions = parallel_regions();
+      Tensor got = exe->run(feeds)[0];
+      EXPECT_EQ(parallel_regions() - regions, 1);
+      EXPECT_LE(process_threads(), threads);
+      EXPECT_TRUE(got.bitwise_equal(serial));
+      if (n != 2 || &c != &cases[0]) continue;
+      // Clones running at once: each chunk binds an argument set of its own.
+      std::vector<Tensor> concurrent(3);
+      std::vector<std::thread> callers;
+      for (Tensor& out : concurrent)
+        callers.emplace_back([&, clone = std::shared_ptr<Executable>(exe->clone())] {
+          for (int rep = 0; rep < 3; ++rep) out = clone->run(feeds)[0];
+        });
+      for (std::thread& t : callers) t.join();
+      for (const Tensor& out : concurrent) EXPECT_TRUE(out.bitwise_equal(serial));
+    }
+  }
+  set_num_threads(saved_threads);
 }
 
 // Clones of one executable share its kernels (and oneDNN primitives) and run concurrently:
