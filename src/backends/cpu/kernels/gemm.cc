@@ -390,9 +390,12 @@ class SingleThreadedCreation {
 // one single-threaded oneDNN matmul on a block of rows of A and a block of columns of B, C and
 // the bias (strided views of the whole operands: nothing is copied). Instead of oneDNN opening
 // its own OpenMP team per GEMM, the GEMM is one region of rlx's pool, and threads claim chunks
-// one at a time, so a late thread delays the GEMM by at most one chunk. A column's K sum runs in
-// the same order as in the unsplit single-threaded matmul (brgemm accumulates k in order within
-// one thread), so results are bitwise those of the unsplit product on one thread.
+// one at a time, so a late thread delays the GEMM by at most one chunk. The grid depends on the
+// shape only, so results are bitwise the same for every thread count > 1. Against the unsplit
+// product on one thread: bitwise equal for row blocks (a chunk keeps every column, and brgemm
+// sums k in the same blocks), not always for column blocks: oneDNN picks the K blocking of a
+// chunk from its width, and the partial sums of K blocks are added (a K = 1536, N = 192 chunk
+// sums in other blocks than N = 384), so there the results differ by rounding only.
 struct GemmGrid {
   int64_t m = 0, n = 0, mb = 0, nb = 0, row_blocks = 0, col_blocks = 0;
   // Element strides that place a chunk: A's rows, B's columns, C's rows, the bias's rows and
@@ -414,14 +417,16 @@ struct GemmGrid {
 };
 
 // Grid chunks: at least this many multiply-adds in the whole problem (below it one thread's
-// GEMM takes ~50 us and a region's wake-up is a large share of it), at least kGridMinCols
-// columns per column block (narrower ones leave brgemm's 64-column register blocks partly
-// empty), row blocks only past kGridRowBlock * 2 rows, and about kGridChunksPerThread chunks
-// per thread (so a late thread's share is a small part of the GEMM).
+// GEMM takes ~50 us and a region's wake-up is a large share of it); from 2 * kGridRowBlock
+// rows, row blocks of at most kGridRowBlock rows that keep every column (MiniLM batch 32: M =
+// 4096 in 8 blocks); below, column blocks of at most kGridColBlock columns (MiniLM batch 1: N =
+// 384 in 2 blocks, 1536 in 8). Chosen by single-threaded CPU time of the chunks against the
+// unsplit matmul, AMD EPYC (Zen 4) with AVX-512: 128 x 384 x 384 with bias and gelu, 2 blocks
+// of 192 columns 1.00x, 3 of 128 1.04x, 6 of 64 1.10x; 128 x 384 x 1536, 8 blocks of 192
+// 0.94x; 4096 x 384 x 1536, 8 row blocks 1.01x, 64 blocks of 512 x 192 1.07x.
 constexpr int64_t kGridMinWork = int64_t{1} << 21;
-constexpr int64_t kGridMinCols = 64;
 constexpr int64_t kGridRowBlock = 512;
-constexpr int64_t kGridChunksPerThread = 4;
+constexpr int64_t kGridColBlock = 192;
 
 // A problem compiled to oneDNN primitives, plus the copies around them: operands packed
 // (strided views oneDNN would run through its reference implementation) or converted (f16, and
@@ -482,23 +487,22 @@ struct DnnlGemm {
   }
 
   // Plans `grid` for a 2-D matmul (after batch dims fold into M) with K > 0, the bias fused
-  // (or none) and enough work to split, when the pool has more than one thread: blocks of
-  // rows (only when M is large) and of columns, about kGridChunksPerThread chunks per
-  // thread, and a single-threaded matmul primitive per chunk shape. Leaves `grid` empty
-  // otherwise, or when oneDNN would run a chunk shape in its reference implementation.
+  // (or none) and enough work to split: blocks of rows when M is large, else of columns
+  // (kGridRowBlock, kGridColBlock), and a single-threaded matmul primitive per chunk shape.
+  // Leaves `grid` empty otherwise, or when oneDNN would run a chunk shape in its reference
+  // implementation. The grid does not depend on the thread count; it runs while
+  // num_threads() > 1 (one thread runs the unsplit `matmul`).
   void plan_grid(DType compute, DType dst) {
     const Layout& l = layout;
-    int threads = num_threads();
-    if (!matmul || threads <= 1 || !l.batch.empty() || l.k == 0) return;
+    if (!matmul || !l.batch.empty() || l.k == 0) return;
     if (mode != BiasMode::None && mode != BiasMode::Arg && mode != BiasMode::PostOp) return;
     if (l.m * l.n * l.k < kGridMinWork) return;
     auto g = std::make_shared<GemmGrid>();
     g->m = l.m;
     g->n = l.n;
-    g->row_blocks = l.m >= 2 * kGridRowBlock ? (l.m + kGridRowBlock - 1) / kGridRowBlock : 1;
-    int64_t target = kGridChunksPerThread * threads;
-    g->col_blocks = std::clamp<int64_t>((target + g->row_blocks - 1) / g->row_blocks, 1,
-                                        std::max<int64_t>(1, l.n / kGridMinCols));
+    bool rows = l.m >= 2 * kGridRowBlock;
+    g->row_blocks = rows ? (l.m + kGridRowBlock - 1) / kGridRowBlock : 1;
+    g->col_blocks = rows ? 1 : (l.n + kGridColBlock - 1) / kGridColBlock;
     if (g->row_blocks * g->col_blocks < 2) return;
     g->mb = (l.m + g->row_blocks - 1) / g->row_blocks;
     // Column blocks in multiples of 16 (a vector of f32), the last one takes the rest.
