@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "common/test_util.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
+#include "rlx/runtime/threading.h"
 
 namespace rlx {
 namespace {
@@ -527,6 +529,110 @@ TEST(CpuGemm, DnnlPathCallAllocatesOnlyInsideOneDnn) {
     int64_t args = static_cast<int64_t>(c.types.size()) + 1;  // the operands and the result
     EXPECT_EQ(steady_state_allocations(op_graph(c.types, c.build), c.types, 1e-2), 2 * args);
   }
+}
+
+// Threads of this process (entries of /proc/self/task).
+int64_t process_threads() {
+  int64_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// With more than one thread, a large enough 2-D oneDNN GEMM runs as a grid of single-threaded
+// chunks over rlx's pool (gemm.cc GemmGrid): one parallel region per call, no OpenMP team of
+// oneDNN's own (the process gains no threads beyond the pool), and results bitwise equal for
+// 2, 3 and 4 threads (the grid depends on the shape only), also with clones running at once.
+// Against the unsplit matmul (1 thread): bitwise equal for row blocks, within rounding for
+// column blocks (oneDNN picks a chunk's K blocking from its width). Tails in M and N, bias and
+// activation post-ops, f32 and bf16.
+TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
+  const int saved_threads = num_threads();
+  struct GridCase {
+    const char* label;
+    std::vector<TensorType> types;
+    Build build;
+    bool rows;  // split into row blocks (else column blocks)
+  };
+  const GridCase cases[] = {
+      // 1100 rows: 3 row blocks of 367, 367 and 366.
+      {"f32 per-column bias, gelu, row blocks with a tail",
+       {f32_type({1100, 16}), f32_type({16, 150}), f32_type({150})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "gelu");
+       },
+       true},
+      // 192 rows, 360 columns: column blocks of 192 and 168.
+      {"f32 matmul, batch folded into M, column blocks with a tail",
+       {f32_type({2, 96, 64}), f32_type({64, 360})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); },
+       false},
+      {"f32 full [M, N] bias (post-op), relu",
+       {f32_type({200, 48}), f32_type({48, 300}), f32_type({200, 300})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "relu");
+       },
+       false},
+      // The shape of MiniLM's FFN output projection (K = 1536, N = 384), fewer rows: 2 column
+      // blocks.
+      {"f32 K = 1536, per-column bias",
+       {f32_type({32, 1536}), f32_type({1536, 384}), f32_type({384})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "none");
+       },
+       false},
+      {"bf16 per-column bias, silu",
+       {{DType::bf16, {160, 64}}, {DType::bf16, {64, 330}}, {DType::bf16, {330}}},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "silu");
+       },
+       false},
+  };
+  for (const GridCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    Graph g = op_graph(c.types, c.build);
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < c.types.size(); ++i)
+      ins.push_back(random_tensor(c.types[i].dtype, c.types[i].shape, 60 + i));
+    TensorMap feeds = feeds_of(ins);
+    Tensor want = evaluate(g, feeds)[0];
+    // Sums of up to 1536 products of values in [-2, 2] (|C| ~ 100): f32 rounding, or a bf16
+    // result's (2^-9 relative).
+    bool bf16 = c.types[0].dtype == DType::bf16;
+    double tol = bf16 ? 1e-2 : 1e-5, atol = bf16 ? 0.1 : 1e-3;
+    set_num_threads(1);
+    Session session;
+    auto exe = session.compile(g);
+    EXPECT_EQ(exe->kernels().count(g.node(g.outputs()[0]).op), (KernelCounts{1, 0}));
+    Tensor serial = exe->run(feeds)[0];
+    EXPECT_TRUE(testing::all_close(serial, want, tol, atol));
+    std::optional<Tensor> split;
+    for (int n : {2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(n) + " threads");
+      set_num_threads(n);
+      exe->run(feeds);  // the pool's threads exist from here on
+      const int64_t threads = process_threads(), regions = parallel_regions();
+      Tensor got = exe->run(feeds)[0];
+      EXPECT_EQ(parallel_regions() - regions, 1);
+      EXPECT_LE(process_threads(), threads);
+      if (c.rows)
+        EXPECT_TRUE(got.bitwise_equal(serial));
+      else
+        EXPECT_TRUE(testing::all_close(got, serial, tol, atol));
+      if (!split) split = got;
+      EXPECT_TRUE(got.bitwise_equal(*split));
+      if (n != 2) continue;
+      // Clones running at once: each chunk binds an argument set of its own.
+      std::vector<Tensor> concurrent(3);
+      std::vector<std::thread> callers;
+      for (Tensor& out : concurrent)
+        callers.emplace_back([&, clone = std::shared_ptr<Executable>(exe->clone())] {
+          for (int rep = 0; rep < 3; ++rep) out = clone->run(feeds)[0];
+        });
+      for (std::thread& t : callers) t.join();
+      for (const Tensor& out : concurrent) EXPECT_TRUE(out.bitwise_equal(*split));
+    }
+  }
+  set_num_threads(saved_threads);
 }
 
 // Clones of one executable share its kernels (and oneDNN primitives) and run concurrently:
