@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "common/thread_count_guard.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
-#include "runtime/thread_count_guard.h"
 
 namespace rlx {
 namespace {

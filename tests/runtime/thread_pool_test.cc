@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_count_guard.h"
 #include "rlx/ir/error.h"
 #include "rlx/runtime/threading.h"
-#include "runtime/thread_count_guard.h"
 
 namespace rlx {
 namespace {

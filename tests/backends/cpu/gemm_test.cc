@@ -17,6 +17,7 @@
 #include "../../../src/backends/cpu/kernel.h"
 #include "alloc_count.h"
 #include "common/test_util.h"
+#include "common/thread_count_guard.h"
 #include "rlx/ir/evaluator.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
@@ -546,7 +547,7 @@ int64_t process_threads() {
 // column blocks (oneDNN picks a chunk's K blocking from its width). Tails in M and N, bias and
 // activation post-ops, f32 and bf16.
 TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
-  const int saved_threads = num_threads();
+  testing::ThreadCountGuard restore_threads;
   struct GridCase {
     const char* label;
     std::vector<TensorType> types;
@@ -632,7 +633,6 @@ TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
       for (const Tensor& out : concurrent) EXPECT_TRUE(out.bitwise_equal(*split));
     }
   }
-  set_num_threads(saved_threads);
 }
 
 // Clones of one executable share its kernels (and oneDNN primitives) and run concurrently:

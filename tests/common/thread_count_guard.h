@@ -1,4 +1,5 @@
-// Restores the pool size a test changed (rlx::set_num_threads), for the runtime's thread tests.
+// Restores the pool size a test changed (rlx::set_num_threads), also when an assertion ends
+// the test early.
 #pragma once
 
 #include "rlx/runtime/threading.h"
