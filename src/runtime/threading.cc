@@ -115,7 +115,7 @@ class Pool {
  public:
   using UnitFn = void (*)(const void* ctx, int64_t unit);
 
-  Pool() : spin_(std::chrono::microseconds(spin_us_from_env())) {
+  Pool() : spin_(std::chrono::microseconds(pool_spin_us())) {
     // A forked child has only the forking thread: it forgets the parent's workers (started
     // again at its first region) instead of joining threads that do not exist there.
     pthread_atfork(nullptr, nullptr, [] { pool().forget_workers_after_fork(); });
@@ -309,6 +309,11 @@ int physical_cores() {
     return seen.empty() ? 1 : static_cast<int>(seen.size());
   }();
   return cores;
+}
+
+int64_t pool_spin_us() {
+  static const int64_t us = spin_us_from_env();
+  return us;
 }
 
 int num_threads() {

@@ -399,6 +399,7 @@ TEST(Cli, IdleThreadsSpinBrieflyUnlessTheUserChoseAWaitPolicy) {
     ScopedEnv env;
     env.set("OMP_WAIT_POLICY", std::nullopt);
     env.set("GOMP_SPINCOUNT", std::nullopt);
+    env.set("RLX_SPIN_US", std::nullopt);
     unset = run_rlx({"devices"});
   }
   EXPECT_EQ(unset.status, 0) << unset.err;
@@ -407,6 +408,14 @@ TEST(Cli, IdleThreadsSpinBrieflyUnlessTheUserChoseAWaitPolicy) {
              "idle threads: GOMP_SPINCOUNT=77\n");
   EXPECT_HAS(run_rlx({"devices"}, "", {{"OMP_WAIT_POLICY", "active"}}).out,
              "idle threads: OMP_WAIT_POLICY=active\n");
+  // rlx's own pool: the spin before its idle threads block, and a bad value is a clear error.
+  EXPECT_HAS(unset.out, "pool spin: 100 us (RLX_SPIN_US)");
+  EXPECT_HAS(run_rlx({"devices"}, "", {{"RLX_SPIN_US", "250"}}).out,
+             "pool spin: 250 us (RLX_SPIN_US)");
+  Result bad = run_rlx({"devices"}, "", {{"RLX_SPIN_US", "fast"}});
+  EXPECT_NE(bad.status, 0);
+  EXPECT_HAS(bad.err,
+             "RLX_SPIN_US must be an integer from 0 to 1000000 (microseconds), found 'fast'");
 }
 
 TEST(Cli, CacheInfoAndClear) {

@@ -169,11 +169,14 @@ int run_embed(const EmbedArgs& a) {
 }
 
 int run_devices() {
+  const long long spin_us = pool_spin_us();  // validated before anything is printed
   for (const Device& d : available_devices()) {
     std::printf("%s", d.to_string().c_str());
     if (d.kind == DeviceKind::Cpu)
-      std::printf("\t%d threads (%d physical cores), idle threads: %s", num_threads(),
-                  physical_cores(), gomp_wait_policy().c_str());
+      std::printf(
+          "\t%d threads (%d physical cores), pool spin: %lld us (RLX_SPIN_US), oneDNN's "
+          "OpenMP idle threads: %s",
+          num_threads(), physical_cores(), spin_us, gomp_wait_policy().c_str());
     if (d.kind == DeviceKind::Pjrt) {  // the plugin RLX_PJRT_PLUGIN (or libtpu) names, if any
       std::optional<std::string> path = pjrt::plugin_path_from_env();
       if (!path) {

@@ -18,6 +18,10 @@ int num_threads();
 void set_num_threads(int n);
 /// Physical cores of this machine (from /sys topology; the logical CPU count if unknown).
 int physical_cores();
+/// Microseconds an idle pool thread (and a caller waiting for the last chunks) polls before it
+/// blocks in the kernel: RLX_SPIN_US (0 to 1000000), default 100. Read once per process.
+/// Throws rlx::Error when RLX_SPIN_US is set but is not such an integer.
+int64_t pool_spin_us();
 
 /// Makes parallel library calls issued from the calling thread outside rlx's parallel regions
 /// (oneDNN GEMMs, which read OpenMP's per-thread setting) use num_threads() threads; inside a

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "common/thread_count_guard.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
@@ -398,7 +399,7 @@ TEST(CpuReduceKernels, TopKOrdersNanAboveInfAndPositiveZeroAboveNegative) {
 // Sizes large enough for every kernel to split its work over the pool (4 threads here, whatever
 // the machine): the results must not change.
 TEST(CpuReduceKernels, ParallelSplitsAgreeWithReference) {
-  const int saved = num_threads();
+  testing::ThreadCountGuard guard;
   set_num_threads(4);
   std::mt19937_64 rng(51);
   struct Case {
@@ -425,7 +426,6 @@ TEST(CpuReduceKernels, ParallelSplitsAgreeWithReference) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(all_close(got[i], want[i], 0, 0)) << "output " << i << " axis " << axis;
   }
-  set_num_threads(saved);
 }
 
 // Clones of one executable share its kernels; top_k's per-call scratch must be per thread.

@@ -13,6 +13,7 @@
 
 #include "../../../src/backends/cpu/kernel.h"
 #include "common/test_util.h"
+#include "common/thread_count_guard.h"
 #include "rlx/runtime/session.h"
 #include "rlx/runtime/threading.h"
 
@@ -459,7 +460,7 @@ TEST(CpuShapeKernels, DynamicUpdateSliceInPlace) {
 // Sizes large enough for every kernel to split its work over the pool (4 threads here, whatever
 // the machine): the results must not change.
 TEST(CpuShapeKernels, ParallelSplitsAgreeWithReference) {
-  const int saved = num_threads();
+  testing::ThreadCountGuard guard;
   set_num_threads(4);
   std::mt19937_64 rng(15);
   const DType t = DType::f32;
@@ -525,7 +526,6 @@ TEST(CpuShapeKernels, ParallelSplitsAgreeWithReference) {
     g.set_outputs({g.iota(DType::i32, s, 1)});
     check(g, {}, "iota");
   }
-  set_num_threads(saved);
 }
 
 // Clones share kernels; scatter_add's per-call scratch (index groups) must be per thread.
