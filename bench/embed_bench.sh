@@ -13,6 +13,9 @@
 #   (rlx_bench_embed --precision) interleaved over RLX_BENCH_ROUNDS rounds (default 3), then the
 #   medians over the rounds of each shape's model-only and end-to-end times, the speed-up
 #   f32 / POLICY and POLICY's smallest cosine to the f32 embeddings of the same tokens.
+# - RLX_BENCH_ROUNDS=N (N > 1) in the default mode: N rounds of rlx then its peers, then each
+#   implementation's median over the rounds and the ratios of those medians (the peers' 2-thread
+#   batch-1 figures scatter ~20 % between single runs on small VMs).
 # - RLX_BENCH_LOAD=1: the default mode three times, idle with 1 thread, idle with
 #   RLX_NUM_THREADS (default 2) threads and with those threads while one busy process (a shell
 #   loop, not pinned, bounded by `timeout`, killed on exit) competes for the cores.
@@ -75,7 +78,8 @@ echo "libgomp: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP
 peers_failed=0
 embed_pass() {
   "$build/rlx_bench_embed" --out "$out/$1" "${@:2}"
-  python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx" || peers_failed=1
+  python3 "$root/bench/embed_peers.py" --dir "$out/$1" --onnx "$onnx" \
+    --json "$out/$1/peers.json" || peers_failed=1
 }
 
 if [ -n "$precision" ]; then
@@ -116,6 +120,30 @@ elif [ -z "$quant" ] && [ "${RLX_BENCH_LOAD:-0}" = 1 ]; then
   busy_pid=$!
   RLX_NUM_THREADS="$threads" embed_pass loaded "$@"
   stop_load
+elif [ -z "$quant" ] && [ "${RLX_BENCH_ROUNDS:-1}" -gt 1 ]; then
+  rounds="$RLX_BENCH_ROUNDS"
+  for ((r = 1; r <= rounds; ++r)); do
+    echo; echo "=== round $r of $rounds, $(uptime | sed 's/.*load/load/')"
+    embed_pass "r$r" "$@"
+  done
+  python3 - "$out" "$rounds" <<'PY'
+import json, os, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+runs = [json.load(open(os.path.join(out, f"r{r}", "peers.json"))) for r in range(1, rounds + 1)]
+names = [("rlx", "rlx"), ("ort", "ORT"), ("ortf", "ORT-fused"), ("jax", "JAX")]
+print(f"\nmedians over {rounds} rounds (each: rlx, then ORT, ORT-fused, JAX), ms; rlx/X < 1: rlx "
+      "is faster")
+print(f"{'batch':>5} {'mode':>10} " + " ".join(f"{label:>10}" for _, label in names) + " " +
+      " ".join(f"{'rlx/' + label:>13}" for _, label in names[1:]))
+for b in runs[0]:
+    for mode in runs[0][b]:
+        med = {k: statistics.median(run[b][mode][k] for run in runs)
+               for k, _ in names if k in runs[0][b][mode]}
+        print(f"{b:>5} {mode:>10} " +
+              " ".join(f"{med[k]:>10.2f}" if k in med else f"{'-':>10}" for k, _ in names) + " " +
+              " ".join(f"{med['rlx'] / med[k]:>13.2f}" if k in med else f"{'-':>13}"
+                       for k, _ in names[1:]))
+PY
 elif [ -z "$quant" ]; then
   embed_pass . "$@"
 else

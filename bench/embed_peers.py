@@ -167,6 +167,9 @@ def main():
                     "twin beside it is the ORT-fused column)")
     ap.add_argument("--budget", type=float, default=None,
                     help="timed seconds per peer and mode (default: rlx's)")
+    ap.add_argument("--json", default=None,
+                    help="also write the median ms per batch, mode and implementation here "
+                    "(embed_bench.sh's RLX_BENCH_ROUNDS summary reads it)")
     args = ap.parse_args()
 
     dirs = sorted(glob.glob(os.path.join(args.dir, "b[0-9]*")),
@@ -201,6 +204,7 @@ def main():
           " ".join(f"{'rlx/' + label:>13}" for _, label in cols) + " " +
           " ".join(f"{'|' + label + '-rlx|':>15}" for _, label in cols))
     ok = True
+    medians = {}  # batch -> mode -> implementation -> ms, for --json
     for d in dirs:
         meta, rlx = load(d)
         budget = meta["budget_s"] if args.budget is None else args.budget
@@ -228,6 +232,8 @@ def main():
             def ms(peer):
                 return res[peer][out_i + 1][0] * 1e3 if peer in res else float("nan")
 
+            medians.setdefault(str(meta["batch"]), {})[mode] = dict(
+                {"rlx": rlx_ms}, **{p: ms(p) for p, _ in cols if p in res})
             diffs = [max_diff(res[p][out_i], rlx[rlx_key]) if p in res else None
                      for p, _ in cols]
             ok = ok and all(v is None or v <= TOLERANCE for v in diffs)  # False for NaN
@@ -241,6 +247,9 @@ def main():
           f"{meta['warmup']} warm-up calls; every row holds {meta['seq']} real tokens (long "
           "texts truncated);\nrlx/X = rlx median / X's (< 1: rlx is faster); |X-rlx| = max abs "
           f"difference of the unit-length embeddings (all must be <= {TOLERANCE:g}).")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(medians, f)
     if not ok:
         print("MISMATCH: an output differs beyond the tolerance")
         sys.exit(1)
