@@ -100,8 +100,8 @@ std::shared_ptr<AsyncResult> run_async(PyExecutable& pe, const py::args& args,
 }
 
 const std::set<std::string> kCompileOptions = {
-    "precision", "dispatch",    "dce",          "fold_constants",
-    "seed",      "dump_stages", "memory_limit", "quantized_params"};
+    "precision",    "dispatch",         "dce",    "fold_constants", "seed", "dump_stages",
+    "memory_limit", "quantized_params", "profile"};
 
 // quantized_params={"w": "q8_0", "v": ("q4_K", 0)}: a format name, or (format, axis).
 std::map<std::string, QuantizedParamBinding> to_quantized_params(const py::handle& obj) {
@@ -171,6 +171,13 @@ CompileOptions options_of(const PySession& ps, const py::kwargs& kw, const std::
   }
   if (kw.contains("quantized_params"))
     o.quantized_params = to_quantized_params(kw["quantized_params"]);
+  if (kw.contains("profile")) {
+    // True: time every step (read with Executable.profile()); False: off even under RLX_PROFILE.
+    py::object v = kw["profile"];
+    if (!py::isinstance<py::bool_>(v))
+      throw Error("compile: profile must be True or False, got " + py::repr(v).cast<std::string>());
+    o.profile = v.cast<bool>() ? ProfileMode::Collect : ProfileMode::Off;
+  }
   return o;
 }
 
@@ -318,6 +325,60 @@ void bind_runtime(py::module_& m) {
                                return d;
                              })
       .def("kernel_report", [](const PyExecutable& pe) { return pe.exe->kernel_report(); })
+      .def(
+          "profile",
+          [](const PyExecutable& pe) {
+            ExecutionProfile p = pe.exe->profile();
+            py::dict d;
+            d["runs"] = p.runs;
+            d["run_seconds"] = p.run_seconds;
+            d["kernel_seconds"] = p.kernel_seconds();
+            py::list ops, nodes;
+            for (const ExecutionProfile::OpTotal& o : p.ops) {
+              py::dict e;
+              e["op"] = std::string(op_name(o.op));
+              e["calls"] = o.calls;
+              e["seconds"] = o.seconds;
+              ops.append(e);
+            }
+            for (const ExecutionProfile::NodeTotal& n : p.nodes) {
+              py::dict e;
+              e["node"] = n.node;
+              e["name"] = n.name;
+              e["op"] = std::string(op_name(n.op));
+              e["calls"] = n.calls;
+              e["seconds"] = n.seconds;
+              e["self_seconds"] = n.self_seconds;
+              e["depth"] = n.depth;
+              e["parent"] = n.parent;
+              nodes.append(e);
+            }
+            d["ops"] = ops;
+            d["nodes"] = nodes;
+            d["text"] = p.to_string();
+            return d;
+          },
+          "Step timings over this executable's runs when compiled with profile=True (or under "
+          "RLX_PROFILE=1): a dict with runs, run_seconds, kernel_seconds, ops (per op kind: op, "
+          "calls, seconds; most time first), nodes (per schedule step: node, name, op, calls, "
+          "seconds, self_seconds, depth, parent) and text (the RLX_PROFILE table). runs is 0 "
+          "when profiling is off or before the first run.")
+      .def(
+          "planned_memory",
+          [](const PyExecutable& pe) {
+            PlannedMemory m = pe.exe->planned_memory();
+            py::dict d;
+            d["arena"] = m.arena;
+            d["bodies"] = m.bodies;
+            d["params"] = m.params;
+            d["constants"] = m.constants;
+            d["outputs"] = m.outputs;
+            d["state"] = m.state;
+            d["total"] = m.total();
+            return d;
+          },
+          "Bytes the executable holds as the memory_limit check counted them: arena (activations), "
+          "bodies (control-flow scratch), params, constants, outputs (one run's), state, total.")
       .def(
           "kernels",
           [](const PyExecutable& pe) {

@@ -367,6 +367,50 @@ def test_structured_kernel_and_dispatch_reports():
     assert "softmax" not in {k["op"] for k in common.kernels()}
 
 
+def test_profile_and_planned_memory():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 8), np.float32)
+    exe = rlx.Session().compile(mlp(), profile=True)
+    exe.set_param("w", rng.standard_normal((8, 16), np.float32))
+    assert exe.profile()["runs"] == 0
+    for _ in range(3):
+        exe(x)
+    p = exe.profile()
+    assert p["runs"] == 3
+    assert 0 < p["kernel_seconds"] <= p["run_seconds"]
+    assert sum(o["seconds"] for o in p["ops"]) == pytest.approx(p["kernel_seconds"], rel=1e-9)
+    assert [o["seconds"] for o in p["ops"]] == sorted((o["seconds"] for o in p["ops"]),
+                                                      reverse=True)
+    # Every computing node ran once per run, under its op kind.
+    kernels = exe.kernels()
+    by_name = {n["name"]: n for n in p["nodes"]}
+    for k in kernels:
+        n = by_name[k["name"]]
+        assert (n["op"], n["calls"], n["depth"], n["parent"]) == (k["op"], 3, 0, -1)
+        assert n["self_seconds"] == n["seconds"] >= 0
+    calls = {o["op"]: o["calls"] for o in p["ops"]}
+    for op in {k["op"] for k in kernels}:
+        assert calls[op] == 3 * sum(k["op"] == op for k in kernels)
+    assert p["text"].startswith("rlx profile")
+    # profile=False: off, also where RLX_PROFILE would turn it on.
+    off = rlx.Session().compile(mlp(), profile=False)
+    off.set_param("w", np.zeros((8, 16), np.float32))
+    off(x)
+    assert off.profile()["runs"] == 0 and off.profile()["ops"] == []
+    with pytest.raises(rlx.Error, match=r"compile: profile must be True or False, got 'yes'"):
+        rlx.Session().compile(mlp(), profile="yes")
+
+    m = exe.planned_memory()
+    assert set(m) == {"arena", "bodies", "params", "constants", "outputs", "state", "total"}
+    assert (m["params"], m["outputs"], m["state"], m["bodies"]) == (8 * 16 * 4, 4 * 16 * 4, 0, 0)
+    assert m["arena"] >= 0 and m["constants"] >= 0
+    assert m["total"] == sum(v for k, v in m.items() if k != "total")
+    # The memory-limit check counts the same total.
+    with pytest.raises(rlx.Error, match="memory"):
+        rlx.Session().compile(mlp(), memory_limit=m["total"] - 1)
+    rlx.Session().compile(mlp(), memory_limit=m["total"])
+
+
 def test_session_cache_and_precision():
     s = rlx.Session(precision="auto-mixed-bf16")
     g = mlp()
