@@ -11,6 +11,8 @@
 // loaded by other processes a 1-thread run measures its own work (time descheduled does not
 // count; cache and memory contention still do). Meant for 1 thread: with more, the threads' times
 // add up.
+#include <dnnl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -116,6 +118,16 @@ struct Timing {
 };
 
 // Whether RLX_BENCH_CPU_TIME=1 asks for process CPU time instead of wall time.
+// Multiply-adds x 2 of one model-only run: the Linear layers (Q, K, V, output, FFN up and
+// down) and attention's two batched products; the rest (norms, softmax, GELU, pooling) is O(size)
+// and not counted, as in GEMM-peak comparisons.
+double model_gflop(const models::BertConfig& c, int64_t batch, int64_t seq) {
+  const double m = double(batch) * double(seq), h = double(c.hidden_size);
+  const double linear = 2 * m * (4 * h * h + 2 * h * double(c.intermediate_size));
+  const double attention = 2 * 2 * double(batch) * double(seq) * double(seq) * h;
+  return double(c.num_hidden_layers) * (linear + attention) * 1e-9;
+}
+
 bool cpu_time_clock() {
   const char* env = std::getenv("RLX_BENCH_CPU_TIME");
   return env != nullptr && std::string(env) == "1";
@@ -191,7 +203,7 @@ double load_average() {
   return load;
 }
 
-void bench_shape(const Options& o, int64_t batch) {
+double bench_shape(const Options& o, int64_t batch) {  // model-only GFLOP/s
   models::EmbedderOptions eo;
   eo.batch_size = batch;
   eo.max_length = o.seq;
@@ -223,12 +235,16 @@ void bench_shape(const Options& o, int64_t batch) {
   const Timing model = time_runs(o, [&] { embedder.embed(tokens); });
   const Timing e2e = time_runs(o, [&] { embedder.encode(texts); });
   const Timing tokenize = time_runs(o, [&] { tok.encode_batch(texts, o.seq); });
-  std::printf("%6lld %5lld %16.3f %16.3f %14.3f %6d %12.7f\n", static_cast<long long>(batch),
+  const double gflop = model_gflop(
+      models::BertConfig::from_json_file((fs::path(o.model_dir) / "config.json").string()), batch,
+      o.seq);
+  const double gflops = gflop / (model.median_ms * 1e-3);
+  std::printf("%6lld %5lld %16.3f %16.3f %14.3f %6d %12.7f %9.1f\n", static_cast<long long>(batch),
               static_cast<long long>(o.seq), model.median_ms, e2e.median_ms, tokenize.median_ms,
-              std::min(model.runs, e2e.runs), cosine);
+              std::min(model.runs, e2e.runs), cosine, gflops);
   std::fflush(stdout);
 
-  if (o.out_dir.empty()) return;
+  if (o.out_dir.empty()) return gflops;
   const fs::path dir = fs::path(o.out_dir) / ("b" + std::to_string(batch));
   fs::create_directories(dir);
   write_safetensors((dir / "rlx.safetensors").string(),
@@ -255,8 +271,29 @@ void bench_shape(const Options& o, int64_t batch) {
                          {"texts", texts},
                          {"rlx_model", timing(model)},
                          {"rlx_e2e", timing(e2e)},
-                         {"rlx_tokenize", timing(tokenize)}};
+                         {"rlx_tokenize", timing(tokenize)},
+                         {"model_gflop", gflop}};
   write_file_atomically((dir / "meta.json").string(), meta.dump(1) + "\n");
+  return gflops;
+}
+
+// The best median GFLOP/s of oneDNN's f32 sgemm on square n x n matrices, n 256 to 2048, on the
+// bench's threads; `at` gets that n.
+double best_sgemm_gflops(const Options& o, int64_t& at) {
+  double best = 0;
+  Options probe = o;
+  probe.budget_s = std::min(o.budget_s, 1.0);
+  probe.min_runs = 3;
+  bind_library_threads();
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+    const Timing t = time_runs(probe, [&] {
+      dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    });
+    const double g = 2.0 * double(n) * double(n) * double(n) / (t.median_ms * 1e-3) * 1e-9;
+    if (g > best) best = g, at = n;
+  }
+  return best;
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -327,15 +364,26 @@ int main(int argc, char** argv) {
         o.model_dir.c_str(), o.quantize.empty() ? "f32" : o.quantize.c_str(), o.act_quant.c_str(),
         to_string(o.precision).c_str(), num_threads(), load_average(),
         std::thread::hardware_concurrency());
-    std::printf("%6s %5s %16s %16s %14s %6s %12s\n", "batch", "seq", "model-only ms",
-                "end-to-end ms", "tokenize ms", "runs", "min cos f32");
-    for (int64_t b : o.batches) bench_shape(o, b);
+    std::printf("%6s %5s %16s %16s %14s %6s %12s %9s\n", "batch", "seq", "model-only ms",
+                "end-to-end ms", "tokenize ms", "runs", "min cos f32", "GFLOP/s");
+    std::vector<double> gflops;
+    for (int64_t b : o.batches) gflops.push_back(bench_shape(o, b));
     std::printf(
         "median (%s) of the timed runs after %d warm-up calls; every row holds %lld real "
         "tokens (long texts truncated); min cos f32: smallest cosine of an embedding to the same "
         "model's always-f32 embedding (1 under always-f32)\n",
         cpu_time_clock() ? "process CPU time, RLX_BENCH_CPU_TIME=1" : "wall time", o.warmup,
         static_cast<long long>(o.seq));
+    if (o.quantize.empty() && o.precision == PrecisionPolicy{} && !cpu_time_clock()) {
+      int64_t at = 0;
+      const double peak = best_sgemm_gflops(o, at);
+      std::printf("best oneDNN dnnl_sgemm in this run: %.1f GFLOP/s (square n = %lld, %d threads);",
+                  peak, static_cast<long long>(at), num_threads());
+      for (size_t i = 0; i < o.batches.size(); ++i)
+        std::printf(" batch %lld at %.0f %%", static_cast<long long>(o.batches[i]),
+                    100 * gflops[i] / peak);
+      std::printf(" of it\n");
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rlx_bench_embed: %s\n", e.what());
     return 1;
