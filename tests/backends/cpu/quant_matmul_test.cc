@@ -361,6 +361,45 @@ TEST(QuantMatmul, Int8KernelEqualsRoundedActivationsTimesDequantizedWeights) {
   }
 }
 
+// The paired GEMV (Q4_0 / Q4_1, M = 1) at the extremes of its integer sums: x's blocks constant
+// (every q = +-127: the largest activation block sums, which Q4_0's zero point subtracts 8 times
+// from the integer dots) against weight nibbles all 0, all 15 or alternating, f16 scales and mins
+// of both signs, for K with whole groups and a tail (576), an odd tail (416) and only a tail
+// (192); within f32 error of the rounded activations times the dequantized weights.
+TEST(QuantMatmul, PairedGemvIntegerSumsAtTheirExtremes) {
+  for (QuantFormat f : {QuantFormat::kQ4_0, QuantFormat::kQ4_1}) {
+    for (int64_t K : {576, 416, 192}) {
+      const int64_t N = 7, rb = quant_row_bytes(f, K), bb = rb / (K / 32);
+      Problem p{1,
+                K,
+                N,
+                std::vector<float>(size_t(K)),
+                std::vector<float>(size_t(N * K)),
+                std::vector<uint8_t>(size_t(N * rb))};
+      for (int64_t k = 0; k < K; ++k) p.x[size_t(k)] = (k / 32) % 3 == 1 ? -3.0f : 2.5f;
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t b = 0; b < K / 32; ++b) {
+          uint8_t* blk = p.w.data() + n * rb + b * bb;
+          const uint16_t d = f16_from_float((n + b) % 2 == 0 ? 0.75f : -1.25f).bits;
+          const uint16_t m = f16_from_float(n % 3 == 0 ? -2.0f : 0.5f).bits;
+          std::memcpy(blk, &d, 2);
+          if (bb == 20) std::memcpy(blk + 2, &m, 2);
+          const uint8_t nib = n % 3 == 0 ? 0x00 : n % 3 == 1 ? 0xFF : 0xF0;
+          std::memset(blk + bb - 16, nib, 16);
+        }
+        dequantize_row(f, p.w.data() + n * rb, p.wd.data() + n * K, K);
+      }
+      std::vector<float> xr = p.x;
+      round_activations_int8(xr.data(), xr.data(), K);
+      for (QuantTarget t : supported_quant_targets()) {
+        SCOPED_TRACE(std::string(quant_format_info(f).name) + " K=" + std::to_string(K) + " " +
+                     std::string(quant_target_name(t)));
+        expect_f32_product(p, xr, run(f, p, t));
+      }
+    }
+  }
+}
+
 // Non-finite and tiny activations under int8 rounding, as round_activations_int8 defines them:
 // a row with a NaN or an Inf gives NaN in every output (never finite garbage), a row whose
 // blocks are all below the smallest normal scale rounds to 0, and the other rows are unaffected;

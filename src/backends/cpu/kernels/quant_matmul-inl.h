@@ -210,6 +210,9 @@ struct FmtQ45 {
   static constexpr bool kHighX16 = !kFifth;
   // Q4_0 / Q4_1 run the paired GEMV for one activation row (paired_gemv_chunk).
   static constexpr bool kPairedGemv = !kFifth;
+  // Without a min the zero point is an integer: the paired GEMV subtracts kZero times the
+  // activation block sums from the integer dots (exact) instead of adding f32 offset terms.
+  static constexpr bool kIntZero = !kMin;
   static __m256i gemv_sub(const uint8_t* b, int s) {
     if constexpr (kFifth) return sub(b, s);
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
@@ -1086,6 +1089,10 @@ template <class F>
 inline constexpr bool kPairedGemv = requires {
   requires F::kPairedGemv;
 };
+template <class F>
+inline constexpr bool kIntZero = requires {
+  requires F::kIntZero;
+};
 
 // The paired GEMV (Q4_0 / Q4_1, one activation row): the weight nibbles of two blocks A, B
 // side by side in one vector ([A's 16 bytes | B's 16 bytes], low nibbles, then high nibbles:
@@ -1101,12 +1108,14 @@ inline constexpr bool kPairedGemv = requires {
 // PairedAct is act's row 0 rearranged for it: per whole group, per pair p (blocks 2p, 2p + 1 of
 // the group): A's bytes 0..15, B's 0..15, A's 16..31, B's 16..31, and the group's d and s32 in
 // the lane order above; per tail group t the 64 bytes of blocks 2t, 2t + 1 of the tail (tq) and
-// their d and s32 in lanes 0..3 and 4..7 (td, ts); zeros past K.
+// their d and s32 in lanes 0..3 and 4..7 (td, ts); zeros past K. zs and tz: the integer sums
+// of the blocks' q in the lanes of s32 and ts (the formats with kIntZero).
 inline constexpr int kPairedRows = 4;
 struct PairedAct {
   int tail = 0;  // L
   std::vector<int8_t> q, tq;
   std::vector<float> d, s32, td, ts;
+  std::vector<int32_t> zs, tz;
 };
 // The 32 activation bytes q of a block as block j (0..7) of the group at group_q (256 bytes).
 inline void put_paired(const int8_t* q, int64_t j, int8_t* group_q) {
@@ -1120,20 +1129,26 @@ inline void pair_activations(const ActRows& act, PairedAct& out) {
   out.q.resize(size_t(whole * 32));
   out.d.resize(size_t(whole));
   out.s32.resize(size_t(whole));
+  out.zs.resize(size_t(whole));
+  // the block's sum of q (u8_bias = -128 * sum q)
+  auto qsum = [&](int64_t b) { return -act.u8_bias[size_t(b)] / 128; };
   for (int64_t b = 0; b < whole; ++b) {
     const int64_t j = b % 8, lane = b - j + (j % 2 == 0 ? j / 2 : 4 + j / 2);
     out.d[size_t(lane)] = act.d[size_t(b)];
     out.s32[size_t(lane)] = act.s32[size_t(b)];
+    out.zs[size_t(lane)] = qsum(b);
     put_paired(act.q.data() + 32 * b, j, out.q.data() + (b - j) * 32);
   }
   const int64_t tail_groups = (out.tail + 1) / 2;
   out.tq.assign(size_t(64 * tail_groups), 0);
   for (auto* v : {&out.td, &out.ts}) v->assign(size_t(8 * tail_groups), 0.0f);
+  out.tz.assign(size_t(8 * tail_groups), 0);
   for (int64_t j = 0; j < out.tail; ++j) {
     const int64_t b = whole + j, t = j / 2;
     for (int l = 0; l < 4; ++l) {
       out.td[size_t(8 * t + 4 * (j % 2) + l)] = act.d[size_t(b)];
       out.ts[size_t(8 * t + 4 * (j % 2) + l)] = act.s32[size_t(b)];
+      out.tz[size_t(8 * t + 4 * (j % 2) + l)] = qsum(b);
     }
     put_paired(act.q.data() + 32 * b, j % 2, out.tq.data() + 64 * t);
   }
@@ -1191,8 +1206,9 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
   const int64_t row_bytes = K / 32 * F::kBytes, tile_bytes = NR * row_bytes;
   const int64_t whole = K / 32 / 8, groups = whole + (a.tail + 1) / 2;
   // Per group, double-buffered: cs[n], weight scale x activation scale of each block of row n;
-  // off[n], the row's zero point / min terms (coefficients x activation sums). A tail group
-  // has one of each, for the 4 rows' blocks (n = 0).
+  // off[n], the row's zero point / min terms (coefficients x activation sums; unused with
+  // kIntZero). A tail group has one of each, for the 4 rows' blocks (n = 0).
+  constexpr bool kInt = kIntZero<F>;
   alignas(32) float cs[2][NR][8];
   __m256 off[2][NR];
   auto tile_rows = [&](int64_t n0, const uint8_t** wr) __attribute__((always_inline)) {
@@ -1210,7 +1226,7 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
         __m256 sc, cf;
         F::template group_scales<true>(wr[n] + gi * kGroupBytes, 8, &sc, &cf);
         _mm256_store_ps(cs[buf][n], _mm256_mul_ps(sc, ad));
-        off[buf][n] = _mm256_mul_ps(cf, s);
+        if constexpr (!kInt) off[buf][n] = _mm256_mul_ps(cf, s);
       }
       return;
     }
@@ -1225,7 +1241,8 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
     __m256 d, m;
     f16_pairs_at(p, d, m);
     _mm256_store_ps(cs[buf][0], _mm256_mul_ps(d, _mm256_loadu_ps(a.td.data() + 8 * t)));
-    off[buf][0] = _mm256_mul_ps(F::coefs(d, m), _mm256_loadu_ps(a.ts.data() + 8 * t));
+    if constexpr (!kInt)
+      off[buf][0] = _mm256_mul_ps(F::coefs(d, m), _mm256_loadu_ps(a.ts.data() + 8 * t));
   };
   // The nibbles of blocks A (at qa) and B (at qb) dotted with the pair's activations lo, hi.
   auto dot = [&](const uint8_t* qa, const uint8_t* qb, __m256i lo, __m256i hi)
@@ -1240,6 +1257,20 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
   };
   auto act = [&](const int8_t* q) __attribute__((always_inline)) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  };
+  // kIntZero: the zero point's share of 8 blocks' dots, kZero x the activation sums at z
+  auto zero_dots = [&](const int32_t* z) __attribute__((always_inline)) {
+    return _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(z)),
+                              _mm256_set1_epi32(int(F::kZero)));
+  };
+  // The integer sums of 8 blocks (less the zero point's, with kIntZero) accumulated into acc,
+  // scaled by the scale products at c, plus the offsets at o (without kIntZero).
+  auto accumulate = [&](__m256 acc, __m256i sums, __m256i zero, const float* c, const __m256* o)
+      __attribute__((always_inline)) {
+    if constexpr (kInt) sums = _mm256_sub_epi32(sums, zero);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_load_ps(c), acc);
+    if constexpr (!kInt) acc = _mm256_add_ps(acc, *o);
+    return acc;
   };
   const uint8_t *wr[NR], *next[NR];
   tile_rows(r0, wr);
@@ -1267,11 +1298,11 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
         __m256i q01[NR];
         RLX_QM_UNROLL
         for (int n = 0; n < NR; ++n) q01[n] = fold32(pair(0, n), pair(1, n));
+        const __m256i zero = kInt ? zero_dots(a.zs.data() + 8 * gi) : __m256i{};
         RLX_QM_UNROLL
         for (int n = 0; n < NR; ++n) {
           const __m256i sums = fold64(q01[n], fold32(pair(2, n), pair(3, n)));
-          acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_load_ps(cs[buf][n]), acc[n]);
-          acc[n] = _mm256_add_ps(acc[n], off[buf][n]);
+          acc[n] = accumulate(acc[n], sums, zero, cs[buf][n], &off[buf][n]);
         }
       } else {  // pair p: blocks 2t, 2t + 1 of row p's tail (B's activations zero past it)
         const int64_t t = gi - whole, at = (8 * whole + 2 * t) * F::kBytes + F::kQs;
@@ -1281,8 +1312,8 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
         RLX_QM_UNROLL
         for (int n = 0; n < NR; ++n) d[n] = dot(wr[n] + at, wr[n] + b_at, lo, hi);
         const __m256i sums = fold64(fold32(d[0], d[1]), fold32(d[2], d[3]));
-        tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_load_ps(cs[buf][0]), tail);
-        tail = _mm256_add_ps(tail, off[buf][0]);
+        const __m256i zero = kInt ? zero_dots(a.tz.data() + 8 * t) : __m256i{};
+        tail = accumulate(tail, sums, zero, cs[buf][0], &off[buf][0]);
       }
     }
     // row n's sums: lane n of hsum4_ps, lanes n and 4 + n of tail

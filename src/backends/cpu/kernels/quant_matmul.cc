@@ -108,17 +108,26 @@ void QuantEpilogue::apply(float* y, int64_t N, int64_t m0, int64_t m1, int64_t n
 
 namespace {
 
+// Throws unless this CPU runs target t. (The checks here build their messages only on failure:
+// a decode step's GEMVs take tens of microseconds, of which a message's allocations and
+// formatting per call would be a visible share.)
+void check_target(const char* what, QuantTarget t) {
+  if (!quant_target_supported(t))
+    throw Error(std::string(what) + ": target " + std::string(quant_target_name(t)) +
+                " is not supported by this CPU");
+}
+
 // The sizes quant_matmul and dequant_sgemm accept. False when there is nothing to multiply (y is
 // then filled: act(bias) for K == 0).
 bool check_sizes(const char* what, QuantFormat f, int64_t M, int64_t K, int64_t N, float* y,
                  const QuantEpilogue& ep) {
   const QuantFormatInfo& info = quant_format_info(f);
-  check(M >= 0 && N >= 0 && K >= 0, std::string(what) + ": negative size (M " + std::to_string(M) +
-                                        ", K " + std::to_string(K) + ", N " + std::to_string(N) +
-                                        ")");
-  check(K % info.block_size == 0 && (info.block_size == 1 || K % 32 == 0),
-        std::string(what) + ": K = " + std::to_string(K) + " is not a multiple of the " +
-            std::string(info.name) + " block size " + std::to_string(info.block_size));
+  if (!(M >= 0 && N >= 0 && K >= 0))
+    throw Error(std::string(what) + ": negative size (M " + std::to_string(M) + ", K " +
+                std::to_string(K) + ", N " + std::to_string(N) + ")");
+  if (!(K % info.block_size == 0 && (info.block_size == 1 || K % 32 == 0)))
+    throw Error(std::string(what) + ": K = " + std::to_string(K) + " is not a multiple of the " +
+                std::string(info.name) + " block size " + std::to_string(info.block_size));
   if (M == 0 || N == 0) return false;
   if (K == 0) {
     std::fill_n(y, M * N, 0.0f);
@@ -135,8 +144,7 @@ constexpr int64_t kPanelBytes = int64_t{512} << 10;
 
 void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                    float* y, QuantTarget t, const QuantEpilogue& ep) {
-  check(quant_target_supported(t), "dequant_sgemm: target " + std::string(quant_target_name(t)) +
-                                       " is not supported by this CPU");
+  check_target("dequant_sgemm", t);
   if (!check_sizes("dequant_sgemm", f, M, K, N, y, ep)) return;
   const int64_t rb = quant_row_bytes(f, K);
   // Panels of W small enough to stay in L2 between their dequantization and the sgemm that
@@ -171,8 +179,7 @@ void dequant_sgemm(QuantFormat f, const float* x, int64_t M, int64_t K, const ui
 
 void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N,
                   float* y, QuantTarget t, const QuantEpilogue& ep) {
-  check(quant_target_supported(t), "quant_matmul: target " + std::string(quant_target_name(t)) +
-                                       " is not supported by this CPU");
+  check_target("quant_matmul", t);
   if (!check_sizes("quant_matmul", f, M, K, N, y, ep)) return;
   if (t == QuantTarget::kAvx2 && M >= kExactSgemmRows && quant_format_info(f).block_size >= 32) {
     // Without VNNI the integer tiles run at about half the rate of oneDNN's f32 sgemm from 32
@@ -201,9 +208,7 @@ void quant_matmul(QuantFormat f, const float* x, int64_t M, int64_t K, const uin
 void quant_matmul_exact(QuantFormat f, const float* x, int64_t M, int64_t K, const uint8_t* w,
                         int64_t N, float* y, QuantTarget t, const QuantEpilogue& ep) {
   if (M >= kExactSgemmRows) return dequant_sgemm(f, x, M, K, w, N, y, t, ep);
-  check(quant_target_supported(t), "quant_matmul_exact: target " +
-                                       std::string(quant_target_name(t)) +
-                                       " is not supported by this CPU");
+  check_target("quant_matmul_exact", t);
   if (!check_sizes("quant_matmul_exact", f, M, K, N, y, ep)) return;
   switch (t) {
     case QuantTarget::kScalar:

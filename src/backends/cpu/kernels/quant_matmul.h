@@ -10,16 +10,17 @@
 // targets expand every 32-weight sub-block in a register, one integer dot and one FMA per
 // sub-block and activation row, with the scales, scale products and offset terms of 8
 // sub-blocks computed as vectors one group ahead (on VNNI, Q4_0 / Q4_1 with M = 1 dot two
-// blocks per vector and fold 8 blocks' integer sums into one vector before the FMA;
-// quant_matmul-inl.h; docs/runtime.md has the details and bench/quant_bench.cc the figures); with
-// more rows (GEMM), and on the scalar target, each weight panel (a few rows of W) is unpacked once
-// to bytes with one f32 scale and offset coefficient per 16 elements and reused by every activation
-// row (on VNNI by every row of a block of rows that stays in L2, the panel packed once per block).
-// F32 / F16 / BF16 weights skip the int8 step (f32 FMA dot products). Every format runs on
-// every target; the scalar target computes the same sums in plain C++ and is what the SIMD targets
-// are tested against. The op itself (quant_matmul_auto) takes dequant_sgemm instead from
-// kDequantGemmRows rows on: the activations are then not rounded to 8 bits (MiniLM Q8_0 keeps
-// cosine >= 0.999 against f32 only so), and on AVX2 oneDNN's f32 GEMM outruns the int8 tiles there.
+// blocks per vector and fold 8 blocks' integer sums into one vector before the FMA, Q4_0's zero
+// point subtracted there as 8 x the activation blocks' integer sums; quant_matmul-inl.h;
+// docs/runtime.md has the details and bench/quant_bench.cc the figures); with more rows (GEMM), and
+// on the scalar target, each weight panel (a few rows of W) is unpacked once to bytes with one f32
+// scale and offset coefficient per 16 elements and reused by every activation row (on VNNI by every
+// row of a block of rows that stays in L2, the panel packed once per block). F32 / F16 / BF16
+// weights skip the int8 step (f32 FMA dot products). Every format runs on every target; the scalar
+// target computes the same sums in plain C++ and is what the SIMD targets are tested against. The
+// op itself (quant_matmul_auto) takes dequant_sgemm instead from kDequantGemmRows rows on: the
+// activations are then not rounded to 8 bits (MiniLM Q8_0 keeps cosine >= 0.999 against f32 only
+// so), and on AVX2 oneDNN's f32 GEMM outruns the int8 tiles there.
 #pragma once
 
 #include <cstdint>
