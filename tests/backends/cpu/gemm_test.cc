@@ -594,10 +594,10 @@ TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
          return g.fused_matmul_bias_act(v[0], v[1], v[2], "gelu");
        },
        false},
-      // Wide: 1100 rows and 2100 columns split both ways, 2 row blocks of 550 by 2 column
+      // Wide: 1025 rows and 2100 columns split both ways, row blocks of 513 and 512 by column
       // blocks of 1056 and 1044.
       {"f32 wide 2-D grid with tails, per-column bias",
-       {f32_type({1100, 8}), f32_type({8, 2100}), f32_type({2100})},
+       {f32_type({1025, 2}), f32_type({2, 2100}), f32_type({2100})},
        [](Graph& g, const std::vector<Value>& v) {
          return g.fused_matmul_bias_act(v[0], v[1], v[2], "none");
        },
