@@ -555,7 +555,7 @@ TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
     bool rows;  // split into row blocks (else column blocks)
   };
   const GridCase cases[] = {
-      // 1100 rows: 3 row blocks of 367, 367 and 366.
+      // 1100 rows: 3 row blocks of at most 512 made 4 of 275 (an even count).
       {"f32 per-column bias, gelu, row blocks with a tail",
        {f32_type({1100, 16}), f32_type({16, 150}), f32_type({150})},
        [](Graph& g, const std::vector<Value>& v) {
@@ -577,6 +577,27 @@ TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
       // blocks.
       {"f32 K = 1536, per-column bias",
        {f32_type({32, 1536}), f32_type({1536, 384}), f32_type({384})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "none");
+       },
+       false},
+      // 520 columns: 3 blocks of at most 192 made 4 (144, 144, 144 and a tail of 88), the
+      // count of the 512 x 512 sgemm's grid (was 3).
+      {"f32 odd column count made even, tail",
+       {f32_type({96, 64}), f32_type({64, 520})},
+       [](Graph& g, const std::vector<Value>& v) { return g.matmul(v[0], v[1]); },
+       false},
+      // GELU applied per column chunk (4 blocks of 160, 160, 160 and 120).
+      {"f32 per-column bias, gelu, column blocks with a tail",
+       {f32_type({64, 64}), f32_type({64, 600}), f32_type({600})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "gelu");
+       },
+       false},
+      // Wide: 1025 rows and 2100 columns split both ways, row blocks of 513 and 512 by column
+      // blocks of 1056 and 1044.
+      {"f32 wide 2-D grid with tails, per-column bias",
+       {f32_type({1025, 2}), f32_type({2, 2100}), f32_type({2100})},
        [](Graph& g, const std::vector<Value>& v) {
          return g.fused_matmul_bias_act(v[0], v[1], v[2], "none");
        },

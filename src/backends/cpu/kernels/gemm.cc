@@ -393,9 +393,10 @@ class SingleThreadedCreation {
 // one at a time, so a late thread delays the GEMM by at most one chunk. The grid depends on the
 // shape only, so results are bitwise the same for every thread count > 1. Against the unsplit
 // product on one thread: bitwise equal for row blocks (a chunk keeps every column, and brgemm
-// sums k in the same blocks), not always for column blocks: oneDNN picks the K blocking of a
-// chunk from its width, and the partial sums of K blocks are added (a K = 1536, N = 192 chunk
-// sums in other blocks than N = 384), so there the results differ by rounding only.
+// sums k in the same blocks), not always for column blocks (also those of a wide 2-D grid):
+// oneDNN picks the K blocking of a chunk from its width, and the partial sums of K blocks are
+// added (a K = 1536, N = 192 chunk sums in other blocks than N = 384), so there the results
+// differ by rounding only.
 struct GemmGrid {
   int64_t m = 0, n = 0, mb = 0, nb = 0, row_blocks = 0, col_blocks = 0;
   // Element strides that place a chunk: A's rows, B's columns, C's rows, the bias's rows and
@@ -424,9 +425,30 @@ struct GemmGrid {
 // unsplit matmul, AMD EPYC (Zen 4) with AVX-512: 128 x 384 x 384 with bias and gelu, 2 blocks
 // of 192 columns 1.00x, 3 of 128 1.04x, 6 of 64 1.10x; 128 x 384 x 1536, 8 blocks of 192
 // 0.94x; 4096 x 384 x 1536, 8 row blocks 1.01x, 64 blocks of 512 x 192 1.07x.
+// Wide problems (row blocks and more than kGridWideCols columns) split both ways, into blocks of
+// at most kGridWideRowBlock rows and kGridWideCols columns: a row block that keeps N = 4096
+// columns runs oneDNN's brgemm, which packs all of B per chunk, while a column block (B strided)
+// runs its jit sgemm; chunks of 1024 x K x 4096 at 1 thread (CPU time, median of 3, same CPU,
+// load ~6): 512 rows, every column (brgemm) 89 GFLOP/s, blocks of 512 x 2048 101, of 1024 x 2048
+// 106 (K = 2048: 97, 99, 107). The number of chunks is made even where a block can be narrowed
+// (it was 3 for 512 x 512 x 512, which kept one of 2 threads idle for a third of the GEMM).
 constexpr int64_t kGridMinWork = int64_t{1} << 21;
 constexpr int64_t kGridRowBlock = 512;
 constexpr int64_t kGridColBlock = 192;
+constexpr int64_t kGridWideRowBlock = 1024;
+constexpr int64_t kGridWideCols = 2048;
+
+// Blocks of at most `block` (rounded up to a multiple of `align`) that cover `size`, their count
+// made even when it is odd and above 1 and a narrower block gives an even count; returns the
+// block size (the last block takes the rest).
+int64_t even_blocks(int64_t size, int64_t block, int64_t align) {
+  auto round_up = [align](int64_t v) { return (v + align - 1) / align * align; };
+  int64_t count = (size + block - 1) / block;
+  int64_t b = round_up((size + count - 1) / count);
+  for (int64_t c = count; c > 1 && c <= count + 2 && ((size + b - 1) / b) % 2 != 0; ++c)
+    if (int64_t nb = round_up((size + c) / (c + 1)); ((size + nb - 1) / nb) % 2 == 0) b = nb;
+  return b;
+}
 
 // A problem compiled to oneDNN primitives, plus the copies around them: operands packed
 // (strided views oneDNN would run through its reference implementation) or converted (f16, and
@@ -487,8 +509,9 @@ struct DnnlGemm {
   }
 
   // Plans `grid` for a 2-D matmul (after batch dims fold into M) with K > 0, the bias fused
-  // (or none) and enough work to split: blocks of rows when M is large, else of columns
-  // (kGridRowBlock, kGridColBlock), and a single-threaded matmul primitive per chunk shape.
+  // (or none) and enough work to split: blocks of rows when M is large (of rows and columns
+  // when N is wide too), else of columns (kGridRowBlock, kGridColBlock, kGridWideRowBlock,
+  // kGridWideCols; even_blocks), and a single-threaded matmul primitive per chunk shape.
   // Leaves `grid` empty otherwise, or when oneDNN would run a chunk shape in its reference
   // implementation. The grid does not depend on the thread count; it runs while
   // num_threads() > 1 (one thread runs the unsplit `matmul`).
@@ -500,14 +523,16 @@ struct DnnlGemm {
     auto g = std::make_shared<GemmGrid>();
     g->m = l.m;
     g->n = l.n;
-    bool rows = l.m >= 2 * kGridRowBlock;
-    g->row_blocks = rows ? (l.m + kGridRowBlock - 1) / kGridRowBlock : 1;
-    g->col_blocks = rows ? 1 : (l.n + kGridColBlock - 1) / kGridColBlock;
-    if (g->row_blocks * g->col_blocks < 2) return;
-    g->mb = (l.m + g->row_blocks - 1) / g->row_blocks;
-    // Column blocks in multiples of 16 (a vector of f32), the last one takes the rest.
-    g->nb = ((l.n + g->col_blocks - 1) / g->col_blocks + 15) / 16 * 16;
+    bool rows = l.m >= 2 * kGridRowBlock, wide = rows && l.n > kGridWideCols;
+    // Column blocks in multiples of 16 (a vector of f32), the last one takes the rest; rows
+    // split only in row mode, columns in column mode and when wide.
+    g->mb = !rows ? l.m : even_blocks(l.m, wide ? kGridWideRowBlock : kGridRowBlock, 1);
+    g->nb = wide   ? even_blocks(l.n, kGridWideCols, 16)
+            : rows ? l.n
+                   : even_blocks(l.n, kGridColBlock, 16);
+    g->row_blocks = (l.m + g->mb - 1) / g->mb;
     g->col_blocks = (l.n + g->nb - 1) / g->nb;
+    if (g->row_blocks * g->col_blocks < 2) return;
     g->a_row = l.a.row.stride;
     g->b_col = l.b.col.stride;
     g->c_row = l.c.row.stride;
