@@ -743,10 +743,16 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const int64_t ldv = (t.dv + lanes - 1) / lanes * lanes;  // V and output row stride
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
   constexpr bool narrow = !std::is_same_v<T, float>;
-  const bool in_place = !narrow && ldv == t.dv;  // V read and the output written in place
-  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_k = narrow ? t.sk * t.d : 0;
-  const int64_t n_v = in_place ? 0 : t.sk * ldv;
-  const int64_t n_o = in_place ? 0 : kBlockQ * ldv;
+  // Q, K and V rows are read in place where they are contiguous f32 rows, else copied (widened)
+  // row by row into wq / wk / wv first: the products' panels of strided rows (packed QKV: rows
+  // (Hq+2Hkv)D apart) would contend for a few L1 sets. The output is written in place, strided
+  // or not, where its rows are whole vectors.
+  const bool out_in_place = !narrow && ldv == t.dv;
+  const bool v_in_place = out_in_place && t.lv.ss == t.dv;
+  const int64_t n_q = narrow || t.lq.ss != t.d ? kBlockQ * t.d : 0;
+  const int64_t n_k = narrow || t.lk.ss != t.d ? t.sk * t.d : 0;
+  const int64_t n_v = v_in_place ? 0 : t.sk * ldv;
+  const int64_t n_o = out_in_place ? 0 : kBlockQ * ldv;
   float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + 2 * ld + kBlockQ * lanes +
                                                  t.d * ld + n_q + n_k + n_v + n_o));
   float* mrow = st + kBlockQ * ld;
@@ -765,10 +771,7 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const T* k = io.input<T>(t.k_in);
   const T* v = io.input<T>(t.v_in);
   T* out = io.output<T>(0);
-  // Row strides of the Q rows and V rows the products read, and of the output rows they write.
-  const int64_t ldq = narrow ? t.d : t.lq.ss;
-  const int64_t ldo = in_place ? t.lo.ss : ldv;
-  const int64_t ldvb = in_place ? t.lv.ss : ldv;
+  const int64_t ldo = out_in_place ? t.lo.ss : ldv;  // row stride of the rows P V writes
   DirectRow rows[kBlockQ];
   float inv_l[kBlockQ];
   int64_t packed = -1;  // the (batch, kv head) whose K and V kt / vb hold
@@ -780,25 +783,18 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
     if (b * t.kv_heads + kh != packed) {
       packed = b * t.kv_heads + kh;
-      // K rows in place (f32) or widened into wk; then transposed into Kt.
-      const T* krows = k + t.lk.at(b, kh, 0);
-      const int64_t ldk = narrow ? t.d : t.lk.ss;
-      const float* kr = nullptr;
-      if constexpr (narrow)
-        kr = ReadStridedRows(krows, static_cast<size_t>(t.sk), static_cast<size_t>(t.d),
-                             static_cast<size_t>(t.lk.ss), wk);
-      else
-        kr = krows;
+      const float* kr = ReadStridedRows(k + t.lk.at(b, kh, 0), static_cast<size_t>(t.sk),
+                                        static_cast<size_t>(t.d), static_cast<size_t>(t.lk.ss), wk);
       for (int64_t c = 0; c < t.d; ++c) {
         float* row = kt + c * ld;
-        for (int64_t j = 0; j < t.sk; ++j) row[j] = kr[j * ldk + c];
+        for (int64_t j = 0; j < t.sk; ++j) row[j] = kr[j * t.d + c];
         std::fill(row + t.sk, row + ld, 0.0f);
       }
       const T* vr = v + t.lv.at(b, kh, 0);
       if constexpr (!narrow) {
-        if (in_place) vb = vr;
+        if (v_in_place) vb = vr;
       }
-      if (!in_place) {
+      if (!v_in_place) {
         for (int64_t j = 0; j < t.sk; ++j) {
           if constexpr (narrow)
             Widen(vr + j * t.lv.ss, wv + j * ldv, static_cast<size_t>(t.dv));
@@ -808,20 +804,14 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
         }
         vb = wv;
       }
-      if (ldvb == ldv) {
-        v_finite = AllFinite(vb, static_cast<size_t>(t.sk * ldv));
-      } else {
-        v_finite = true;
-        for (int64_t j = 0; j < t.sk && v_finite; ++j)
-          v_finite = AllFinite(vb + j * ldvb, static_cast<size_t>(t.dv));
-      }
+      v_finite = AllFinite(vb, static_cast<size_t>(t.sk * ldv));
     }
     T* out_rows = out + t.lo.at(b, h, i0);
     float* ob = nullptr;
     if constexpr (narrow)
       ob = wo;
     else
-      ob = in_place ? out_rows : wo;
+      ob = out_in_place ? out_rows : wo;
     if (!v_finite) {
       // Masked keys must not contribute 0 * inf: the blocked path's exact accumulation, on its
       // item of the same (query block, batch, head) (its zig-zag order inverted).
@@ -851,12 +841,9 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
         while (ske > 0 && mrow[ske - 1] == 0.0f) --ske;
     }
     const int64_t lde = (ske + lanes - 1) / lanes * lanes;
-    const float* qb_rows = nullptr;
-    if constexpr (narrow)
-      qb_rows = ReadStridedRows(q + t.lq.at(b, h, i0), static_cast<size_t>(nq),
-                                static_cast<size_t>(t.d), static_cast<size_t>(t.lq.ss), wq);
-    else
-      qb_rows = q + t.lq.at(b, h, i0);
+    const float* qb_rows =
+        ReadStridedRows(q + t.lq.at(b, h, i0), static_cast<size_t>(nq), static_cast<size_t>(t.d),
+                        static_cast<size_t>(t.lq.ss), wq);
     // S = scale Q K^T. Where the mask row is the same for all the item's query rows, the score
     // tiles apply it (and mask the padding keys) and track each row's maximum as they store.
     const bool fused = !has_tensor || t.mask_strides[2] == 0;
@@ -870,7 +857,7 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
       if (t.mask == MaskKind::kBias) so.bias = mrow;
     }
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(lde / lanes), qb_rows,
-               static_cast<size_t>(ldq), static_cast<size_t>(t.d), kt, static_cast<size_t>(ld), so,
+               static_cast<size_t>(t.d), static_cast<size_t>(t.d), kt, static_cast<size_t>(ld), so,
                st, static_cast<size_t>(ld));
     for (int64_t r = 0; r < nq; ++r) {
       float* x = st + r * ld;
@@ -889,13 +876,13 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     TileOut<float> po;
     po.row_scale = inv_l;
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(ldv / lanes), st,
-               static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldvb), po,
+               static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldv), po,
                ob, static_cast<size_t>(ldo));
     for (int64_t r = 0; r < nq; ++r) {
       float* o = ob + r * ldo;
       if (rows[r].bad || rows[r].empty)
         std::fill(o, o + t.dv, rows[r].bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
-      if (!in_place) {
+      if (!out_in_place) {
         if constexpr (narrow)
           Narrow(o, out_rows + r * t.lo.ss, static_cast<size_t>(t.dv));
         else
