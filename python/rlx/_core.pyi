@@ -209,6 +209,9 @@ class Graph:
     def attention(self, q: Value, k: Value, v: Value, mask: str = "none",
                   scale: float | None = None, window: int = 0,
                   mask_tensor: Value | None = None) -> Value: ...
+    def packed_qkv_attention(self, qkv: Value, heads: int, kv_heads: int = 0,
+                             mask: str = "none", scale: float | None = None, window: int = 0,
+                             mask_tensor: Value | None = None) -> Value: ...
     def rope(self, x: Value, cos: Value, sin: Value, layout: str = "neox") -> Value: ...
     def conv(self, x: Value, w: Value, strides: Sequence[int] = ..., pad_low: Sequence[int] = ...,
              pad_high: Sequence[int] = ..., dilation: Sequence[int] = ...,

@@ -702,6 +702,20 @@ void bind_graph(py::module_& m) {
           py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask") = "none",
           py::arg("scale") = py::none(), py::arg("window") = 0, py::arg("mask_tensor") = py::none())
       .def(
+          "packed_qkv_attention",
+          [](const GraphPtr& g, const PyValue& qkv, int64_t heads, int64_t kv_heads,
+             std::string mask, std::optional<double> scale, int64_t window,
+             std::optional<PyValue> mask_tensor) {
+            Graph::AttentionOptions o{std::move(mask), scale, window};
+            std::optional<Value> mt;
+            if (mask_tensor) mt = own(g, *mask_tensor);
+            return PyValue{g, g->packed_qkv_attention(own(g, qkv), heads, kv_heads, o, mt)};
+          },
+          py::arg("qkv"), py::arg("heads"), py::arg("kv_heads") = 0, py::arg("mask") = "none",
+          py::arg("scale") = py::none(), py::arg("window") = 0, py::arg("mask_tensor") = py::none(),
+          "Attention from a packed projection qkv [B,S,(heads+2*kv_heads)*D] (columns q | k | v) "
+          "to [B,S,heads*D]; kv_heads 0 means heads; masks as attention's.")
+      .def(
           "rope",
           [](const GraphPtr& g, const PyValue& x, const PyValue& c, const PyValue& s,
              std::string layout) {

@@ -65,6 +65,7 @@ TOL_SCALE = {
     "fused_matmul_bias_act": 5.0,
     "conv": 5.0,
     "attention": 5.0,
+    "packed_qkv_attention": 5.0,
     "reduce_sum": 5.0,
     "reduce_mean": 5.0,
     "reduce_prod": 5.0,

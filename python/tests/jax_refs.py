@@ -283,6 +283,18 @@ def attention(attrs, q, k, v, m=None):
     return jnp.einsum("bhqk,bhkd->bhqd", p / jnp.where(den == 0, 1, den), v)
 
 
+def packed_qkv_attention(attrs, qkv, m=None):
+    """attention on the column blocks q | k | v of qkv [B,S,(Hq+2Hkv)D] as [B,heads,S,D],
+    returned token-major [B,S,Hq D]."""
+    hq = attrs["heads"]
+    hkv = attrs.get("kv_heads", hq)
+    b, s, w = qkv.shape
+    d = w // (hq + 2 * hkv)
+    x = jnp.asarray(qkv).reshape(b, s, hq + 2 * hkv, d).transpose(0, 2, 1, 3)
+    a = attention(attrs, x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:], m)
+    return a.transpose(0, 2, 1, 3).reshape(b, s, hq * d)
+
+
 def rope(attrs, x, c, s):
     half = c.shape[-1]
     rot, rest = x[..., :2 * half], x[..., 2 * half:]
@@ -465,7 +477,8 @@ REFS = {
     # neural-network ops
     "softmax": lambda a, x: jax.nn.softmax(x, axis=a["axis"]),
     "log_softmax": lambda a, x: jax.nn.log_softmax(x, axis=a["axis"]),
-    "layer_norm": layer_norm, "rms_norm": rms_norm, "attention": attention, "rope": rope,
+    "layer_norm": layer_norm, "rms_norm": rms_norm, "attention": attention,
+    "packed_qkv_attention": packed_qkv_attention, "rope": rope,
     "conv": conv, "max_pool": pool("max"), "avg_pool": pool("avg"),
     "top_k": top_k, "softmax_cross_entropy": softmax_cross_entropy,
     # quantized weights

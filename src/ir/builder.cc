@@ -193,6 +193,15 @@ Value Graph::attention(Value q, Value k, Value v, const AttentionOptions& o,
   if (mask_tensor) operands.push_back(*mask_tensor);
   return emit1(OpKind::Attention, std::move(operands), std::move(a));
 }
+Value Graph::packed_qkv_attention(Value qkv, int64_t heads, int64_t kv_heads,
+                                  const AttentionOptions& o, std::optional<Value> mask_tensor) {
+  AttrMap a{{"heads", heads}, {"mask", o.mask}, {"window", o.window}};
+  if (kv_heads != 0) a.set("kv_heads", kv_heads);
+  if (o.scale) a.set("scale", *o.scale);
+  std::vector<Value> operands{qkv};
+  if (mask_tensor) operands.push_back(*mask_tensor);
+  return emit1(OpKind::PackedQkvAttention, std::move(operands), std::move(a));
+}
 Value Graph::dequantize(Value w, QuantFormat format, int64_t k) {
   return emit1(OpKind::Dequantize, {w},
                {{"format", std::string(quant_format_info(format).name)}, {"k", k}});

@@ -37,6 +37,7 @@ std::array<AmpOpClass, kNumOps> build_class_table() {
       {OpKind::DotGeneral, AmpOpClass::LowPrecision},
       {OpKind::Conv, AmpOpClass::LowPrecision},
       {OpKind::Attention, AmpOpClass::LowPrecision},
+      {OpKind::PackedQkvAttention, AmpOpClass::LowPrecision},
       {OpKind::FusedMatMulBiasAct, AmpOpClass::LowPrecision},
       {OpKind::Softmax, AmpOpClass::Sensitive},
       {OpKind::LogSoftmax, AmpOpClass::Sensitive},
@@ -243,7 +244,10 @@ class AmpRewriter {
 
   // Operand i of `node` is an additive attention bias (mask "bias").
   static bool is_attention_bias(const Node& node, size_t i) {
-    return node.op == OpKind::Attention && i == 3 && node.attrs.get_string("mask") == "bias";
+    const size_t at = node.op == OpKind::Attention            ? 3
+                      : node.op == OpKind::PackedQkvAttention ? 1
+                                                              : 0;
+    return at != 0 && i == at && node.attrs.get_string("mask") == "bias";
   }
 
   // convert(v, to) for an additive attention bias: a finite value beyond `to`'s largest finite

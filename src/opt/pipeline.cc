@@ -82,6 +82,9 @@ PipelineResult run_standard_pipeline(const Graph& g, const PipelineOptions& o) {
   }
   if (claims(OpKind::QuantMatMul)) pm.add(create_fuse_quant_matmul_pass());
   if (claims(OpKind::Attention)) pm.add(create_fuse_attention_pass());
+  // Backends without a native packed_qkv_attention (XLA) keep the transposes, which they fuse.
+  if (claims(OpKind::Attention) && claims(OpKind::PackedQkvAttention))
+    pm.add(create_fuse_packed_attention_pass());
   if (claims(OpKind::FusedMatMulBiasAct)) pm.add(create_fuse_matmul_bias_act_pass());
   // The pass creates both residual kinds, so the backend must claim both.
   if (claims(OpKind::FusedResidualLayerNorm) && claims(OpKind::FusedResidualRmsNorm))

@@ -1388,6 +1388,40 @@ def gen_fused():
          frrms(-2, 1e-5), {"axis": -2, "eps": 1e-5})
 
     gen_region()
+    gen_packed_qkv_attention()
+
+
+def packed_qkv_attention_ref(heads, kv_heads, mask, scale=None):
+    """attention_ref on the column blocks q | k | v of qkv [B,S,(Hq+2Hkv)D] split into heads
+    [B,heads,S,D], its result token-major [B,S,Hq D]."""
+    att = attention_ref(mask, scale)
+
+    def f(qkv, m=None):
+        b, s, w = qkv.shape
+        d = w // (heads + 2 * kv_heads)
+        x = qkv.reshape(b, s, heads + 2 * kv_heads, d).transpose(0, 2, 1, 3)
+        a = att(x[:, :heads], x[:, heads:heads + kv_heads], x[:, heads + kv_heads:], m)
+        return a.transpose(0, 2, 1, 3).reshape(b, s, heads * d)
+    return f
+
+
+def gen_packed_qkv_attention():
+    """packed_qkv_attention: BERT's padding mask (row 1 with 2 padded keys), GQA with causal and
+    a scale, and the low-precision dtypes (appended last in the fused section, so the other
+    cases keep their data)."""
+    m = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool).reshape(2, 1, 1, 5)
+    case("packed_qkv_attention/f32/bool", "packed_qkv_attention",
+         [("f32", rand("f32", (2, 5, 3 * 2 * 8))), ("bool", m)],
+         packed_qkv_attention_ref(2, 2, "bool"), {"heads": 2, "mask": "bool", "window": 0})
+    case("packed_qkv_attention/f32/gqa_causal", "packed_qkv_attention",
+         [("f32", rand("f32", (1, 4, (4 + 2 * 2) * 4)))],
+         packed_qkv_attention_ref(4, 2, "causal", 0.5),
+         {"heads": 4, "kv_heads": 2, "mask": "causal", "scale": 0.5, "window": 0})
+    for dt in ["f64", "f16", "bf16"]:
+        r, a = lowp(dt)
+        case(f"packed_qkv_attention/{dt}/none", "packed_qkv_attention",
+             [(dt, rand(dt, (1, 3, 3 * 2 * 4)))], packed_qkv_attention_ref(2, 2, "none"),
+             {"heads": 2, "mask": "none", "window": 0}, rtol=r, atol=a, note=LOWP_NOTE if r else None)
 
 
 def region_case(name, args, body_lines, body_outs, fn, note=None):

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "../common/test_util.h"
 #include "rlx/ir/error.h"
+#include "rlx/ir/evaluator.h"
 #include "rlx/ir/graph.h"
 
 namespace rlx {
@@ -149,6 +151,74 @@ TEST(FusedMatMulBiasAct, Errors) {
       << e;
   e = error_of([&] { g.fused_matmul_bias_act(x, w, b5, "tanh"); });
   EXPECT_NE(e.find("expected one of none, relu, gelu, gelu_tanh, silu"), std::string::npos) << e;
+}
+
+// packed_qkv_attention: the output type, values equal to attention on the column blocks
+// transposed (both through the reference evaluator, GQA and a bool mask), and every error
+// naming the op and node.
+TEST(PackedQkvAttention, EqualsAttentionOnTheColumnBlocks) {
+  const int64_t b = 2, s = 5, hq = 4, hkv = 2, d = 3;
+  Graph g;
+  Value qkv = g.input("qkv", DType::f64, {b, s, (hq + 2 * hkv) * d});
+  Value m = g.input("m", DType::bool_, {b, 1, 1, s});
+  Graph::AttentionOptions o{"bool", 0.7, 0};
+  Value packed = g.packed_qkv_attention(qkv, hq, hkv, o, m);
+  EXPECT_EQ(g.type(packed).to_string(), "f64[2,5,12]");
+  auto heads = [&](int64_t c0, int64_t n) {
+    return g.transpose(g.reshape(g.slice(qkv, {0, 0, c0 * d}, {b, s, (c0 + n) * d}), {b, s, n, d}),
+                       {0, 2, 1, 3});
+  };
+  Value a = g.attention(heads(0, hq), heads(hq, hkv), heads(hq + hkv, hkv), o, m);
+  g.set_outputs({packed, g.reshape(g.transpose(a, {0, 2, 1, 3}), {b, s, hq * d})});
+  Tensor mask(DType::bool_, {b, 1, 1, s});
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.set_i64(i, i % s != 3 && i < 8);
+  auto r =
+      evaluate(g, {{"qkv", random_tensor(DType::f64, {b, s, (hq + 2 * hkv) * d}, 5)}, {"m", mask}});
+  EXPECT_TRUE(all_close(r[0], r[1], 0, 0));
+}
+
+TEST(PackedQkvAttention, Errors) {
+  Graph g;
+  Graph::AttentionOptions none;
+  Value x = g.input("x", DType::f32, {2, 3, 24});
+  auto expect = [&](const std::function<void()>& f, const std::string& what) {
+    std::string e = error_of(f);
+    EXPECT_NE(e.find("packed_qkv_attention"), std::string::npos) << e;
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  expect(
+      [&] {
+        g.packed_qkv_attention(g.input("r2", DType::f32, {3, 24}), 2, 0, none);
+      },
+      "qkv [B,S,(Hq+2*Hkv)*D] must have rank 3, got [3,24]");
+  expect(
+      [&] {
+        g.packed_qkv_attention(g.input("i", DType::i32, {2, 3, 24}), 2, 0, none);
+      },
+      "qkv must be a float type");
+  expect([&] { g.packed_qkv_attention(x, 5, 0, none); },
+         "qkv width 24 of [2,3,24] must be (heads + 2 * kv_heads) * D = 15 * D");
+  expect([&] { g.packed_qkv_attention(x, 3, 2, none); },
+         "heads = 3 and kv_heads = 2 must be >= 1 with heads a multiple of kv_heads");
+  expect([&] { g.packed_qkv_attention(x, 0, 0, none); }, "heads = 0 and kv_heads = 0");
+  Graph::AttentionOptions masked{"bool", std::nullopt, 0};
+  expect([&] { g.packed_qkv_attention(x, 2, 0, masked); },
+         "mask \"bool\" needs a 2nd operand (the mask tensor), got 1 operands");
+  expect(
+      [&] {
+        g.packed_qkv_attention(x, 2, 0, none, g.input("m", DType::bool_, {2, 1, 1, 3}));
+      },
+      "mask \"none\" takes no mask operand");
+  expect(
+      [&] {
+        g.packed_qkv_attention(x, 2, 0, masked, g.input("m4", DType::bool_, {2, 1, 1, 4}));
+      },
+      "mask shape [2,1,1,4] does not broadcast to the scores shape [B,Hq,Sq,Sk] = [2,2,3,3]");
+  expect(
+      [&] {
+        g.packed_qkv_attention(x, 2, 0, masked, g.input("mf", DType::f32, {2, 1, 1, 3}));
+      },
+      "the mask tensor of mask \"bool\" must be bool");
 }
 
 TEST(FusedResidualLayerNorm, HandValues) {

@@ -172,6 +172,19 @@ TEST(BertFusedQkv, Q8_0WithInt8ActivationsIsBitEqual) {
   expect_same({DType::f32, "always-f32", true}, 0);
 }
 
+TEST(BertFusedQkv, CpuRunsPackedAttentionWithoutTransposes) {
+  // The fuse-packed-attention pass turns each layer's reshape / transpose / slices / attention /
+  // transpose chain into one packed_qkv_attention: no transpose runs (f32 and under AMP).
+  for (const Variant& v : {Variant{}, Variant{DType::bf16, "auto-mixed-bf16", false}}) {
+    SCOPED_TRACE(v.policy);
+    std::shared_ptr<Executable> exe = compile(true, v, 2);
+    EXPECT_EQ(exe->kernels().count(OpKind::PackedQkvAttention), (KernelCounts{2, 0}))
+        << exe->kernel_report();
+    EXPECT_EQ(exe->kernels().count(OpKind::Attention), (KernelCounts{0, 0}));
+    EXPECT_EQ(exe->kernels().count(OpKind::Transpose), (KernelCounts{0, 0}));
+  }
+}
+
 TEST(BertFusedQkv, QKVOrderMatters) {
   // Guards the comparison above: a graph whose q and k are swapped (the fused weight's first
   // two thirds exchanged) computes other embeddings.

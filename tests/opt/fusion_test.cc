@@ -38,6 +38,7 @@ const std::vector<PassCase>& cases() {
       {"fuse-matmul-bias-act", create_fuse_matmul_bias_act_pass},
       {"fuse-residual-norm", create_fuse_residual_norm_pass},
       {"fuse-attention", create_fuse_attention_pass},
+      {"fuse-packed-attention", create_fuse_packed_attention_pass},
       {"mark-elementwise-regions", create_mark_elementwise_regions_pass},
   };
   return all;

@@ -92,6 +92,7 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
   if (name == "fuse-matmul-bias-act") return create_fuse_matmul_bias_act_pass();
   if (name == "fuse-residual-norm") return create_fuse_residual_norm_pass();
   if (name == "fuse-attention") return create_fuse_attention_pass();
+  if (name == "fuse-packed-attention") return create_fuse_packed_attention_pass();
   if (name == "mark-elementwise-regions") return create_mark_elementwise_regions_pass();
   if (name == "decompose") return create_decompose_pass();
   if (name == "unfuse")
@@ -100,6 +101,7 @@ std::unique_ptr<Pass> make_pass(const std::string& name) {
               "' (known: dce, cse, fold-constants, simplify, hoist-loop-invariants, "
               "legalize-broadcast, "
               "fuse-quant-matmul, fuse-matmul-bias-act, fuse-residual-norm, fuse-attention, "
+              "fuse-packed-attention, "
               "mark-elementwise-regions, decompose, unfuse)");
 }
 

@@ -276,6 +276,16 @@ class Graph {
   /// "bool", float for "bias") broadcasts to [B,Hq,Sq,Sk].
   Value attention(Value q, Value k, Value v, const AttentionOptions& options,
                   std::optional<Value> mask_tensor = std::nullopt);
+  /// Self-attention straight from a packed QKV projection: qkv [B,S,(Hq+2*Hkv)*D] holds per
+  /// token the columns q | k | v (Hq, Hkv, Hkv heads of D, the layout of one Linear [H, 3H]);
+  /// the result is token-major [B,S,Hq*D]. Equals reshape(transpose(attention(q, k, v), {0,2,
+  /// 1,3}), [B,S,Hq*D]) with q/k/v the three column blocks as [B,heads,S,D] (its decomposition);
+  /// `kv_heads` 0 means Hq. The mask is attention's over [B,Hq,S,S]. The fuse-packed-attention
+  /// pass creates it on CPU (ONNX Runtime's com.microsoft Attention reads the packed QKV too).
+  /// Errors: rank != 3, a width not (Hq+2*Hkv)*D, Hq not a multiple of Hkv, attention's masks.
+  Value packed_qkv_attention(Value qkv, int64_t heads, int64_t kv_heads,
+                             const AttentionOptions& options,
+                             std::optional<Value> mask_tensor = std::nullopt);
   /// Rotary embedding of x [..., S, D] with tables cos/sin [S, R/2] (numpy-broadcastable to
   /// x[..., S, R/2]); layout "neox" rotates pairs (i, i + R/2), "gptj" pairs (2i, 2i + 1);
   /// dims >= R pass through (partial rotary). Su et al., RoFormer (2021).

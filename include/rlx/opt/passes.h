@@ -86,6 +86,15 @@ std::unique_ptr<Pass> create_fuse_residual_norm_pass();
 /// pinned semantics) where the unfused softmax gave NaN; every other row is unchanged.
 std::unique_ptr<Pass> create_fuse_attention_pass();
 
+/// "fuse-packed-attention": reshape(transpose(attention(q, k, v[, mask]), [0,2,1,3]),
+/// [B,S,Hq*D]) whose q, k, v [B,heads,S,D] are the column blocks q | k | v of one packed
+/// projection qkv [B,S,(Hq+2Hkv)*D] split into heads (build_bert_encoder's fused_qkv reshape to
+/// [B,S,3,H,D] + transpose [2,0,3,1,4] + leading-axis slices; or three column slices each
+/// reshaped and transposed; or packed_qkv_attention's own decomposition) becomes one
+/// packed_qkv_attention(qkv[, mask]) with attention's mask attributes. Fires only when every
+/// intermediate has no other use. Results are unchanged (the same attention, in place).
+std::unique_ptr<Pass> create_fuse_packed_attention_pass();
+
 /// "mark-elementwise-regions": maximal chains of elementwise ops (two or more) become one
 /// elementwise_region node each.
 std::unique_ptr<Pass> create_mark_elementwise_regions_pass();

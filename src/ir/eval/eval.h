@@ -22,6 +22,11 @@ struct EvalContext {
 /// Computes the results of one node; result dtypes/shapes must equal node.results.
 using EvalFn = std::vector<Tensor> (*)(const EvalContext& ctx);
 
+/// attention's reference (eval/nn.cc): q [B,Hq,Sq,D], k [B,Hkv,Sk,D], v [B,Hkv,Sk,Dv], the
+/// mask tensor (or null) and attention's attributes -> [B,Hq,Sq,Dv] in q's dtype, computed in f64.
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                           const AttrMap& attrs);
+
 /// Registers `fn` for `op` (called from the register_eval_*() functions).
 void set_eval(OpKind op, EvalFn fn);
 

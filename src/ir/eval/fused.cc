@@ -95,6 +95,36 @@ std::vector<Tensor> eval_residual_rms_norm(const EvalContext& ctx) {
   });
 }
 
+// The three column blocks of qkv as [B, heads, S, D] tensors, attention's reference on them,
+// and its result written token-major [B, S, Hq D] (copies only: values stay exact).
+std::vector<Tensor> eval_packed_qkv_attention(const EvalContext& ctx) {
+  const Tensor& qkv = ctx.operands[0];
+  const int64_t hq = ctx.attrs().get_int("heads");
+  const int64_t hkv = ctx.attrs().has("kv_heads") ? ctx.attrs().get_int("kv_heads") : hq;
+  const int64_t nb = qkv.shape()[0], s = qkv.shape()[1], width = qkv.shape()[2];
+  const int64_t d = width / (hq + 2 * hkv);
+  auto split = [&](int64_t heads, int64_t col0) {
+    Tensor t(qkv.dtype(), Shape{nb, heads, s, d});
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t c = 0; c < d; ++c)
+            t.set_f64(((b * heads + h) * s + i) * d + c,
+                      qkv.get_f64((b * s + i) * width + col0 + h * d + c));
+    return t;
+  };
+  const Tensor* mask = ctx.operands.size() == 2 ? &ctx.operands[1] : nullptr;
+  Tensor a = attention_reference(split(hq, 0), split(hkv, hq * d), split(hkv, (hq + hkv) * d), mask,
+                                 ctx.attrs());
+  Tensor out(qkv.dtype(), Shape{nb, s, hq * d});
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t c = 0; c < d; ++c)
+          out.set_f64((b * s + i) * hq * d + h * d + c, a.get_f64(((b * hq + h) * s + i) * d + c));
+  return {out};
+}
+
 std::vector<Tensor> eval_elementwise_region(const EvalContext& ctx) {
   const Graph& body = ctx.attrs().get_graph("body");
   TensorMap feeds;
@@ -118,6 +148,7 @@ void register_eval_fused() {
   set_eval(OpKind::FusedMatMulBiasAct, eval_matmul_bias_act);
   set_eval(OpKind::FusedResidualLayerNorm, eval_residual_layer_norm);
   set_eval(OpKind::FusedResidualRmsNorm, eval_residual_rms_norm);
+  set_eval(OpKind::PackedQkvAttention, eval_packed_qkv_attention);
   set_eval(OpKind::ElementwiseRegion, eval_elementwise_region);
 }
 

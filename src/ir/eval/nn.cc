@@ -75,18 +75,19 @@ std::vector<Tensor> eval_norm(const EvalContext& ctx) {
   return {out};
 }
 
-std::vector<Tensor> eval_attention(const EvalContext& ctx) {
-  const Tensor &q = ctx.operands[0], &k = ctx.operands[1], &v = ctx.operands[2];
-  const std::string& kind = ctx.attrs().get_string("mask");
-  const Tensor* mask = ctx.operands.size() == 4 ? &ctx.operands[3] : nullptr;
+}  // namespace
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                           const AttrMap& attrs) {
+  const std::string& kind = attrs.get_string("mask");
   int64_t nb = q.shape()[0], hq = q.shape()[1], sq = q.shape()[2], d = q.shape()[3];
   int64_t hkv = k.shape()[1], sk = k.shape()[2], dv = v.shape()[3];
   int64_t group = hq / hkv;
   // A window >= Sk sees every key up to the query's position, so it is clamped to Sk: same
   // mask, and pos - window cannot overflow for a huge window.
-  int64_t window = std::min(ctx.attrs().get_int("window"), sk);
-  double scale = ctx.attrs().has("scale") ? ctx.attrs().get_float("scale")
-                                          : 1.0 / std::sqrt(static_cast<double>(d));
+  int64_t window = std::min(attrs.get_int("window"), sk);
+  double scale =
+      attrs.has("scale") ? attrs.get_float("scale") : 1.0 / std::sqrt(static_cast<double>(d));
   Shape scores{nb, hq, sq, sk};
   std::optional<BroadcastIndexer> mask_index;
   if (mask && kind != "causal_lengths") mask_index.emplace(mask->shape(), scores);
@@ -146,7 +147,15 @@ std::vector<Tensor> eval_attention(const EvalContext& ctx) {
       }
     }
   }
-  return {out};
+  return out;
+}
+
+namespace {
+
+std::vector<Tensor> eval_attention(const EvalContext& ctx) {
+  const Tensor* mask = ctx.operands.size() == 4 ? &ctx.operands[3] : nullptr;
+  return {
+      attention_reference(ctx.operands[0], ctx.operands[1], ctx.operands[2], mask, ctx.attrs())};
 }
 
 std::vector<Tensor> eval_rope(const EvalContext& ctx) {

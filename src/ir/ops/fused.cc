@@ -1,4 +1,5 @@
-// Fused ops (fused_matmul_bias_act, fused_residual_{layer,rms}_norm, elementwise_region):
+// Fused ops (fused_matmul_bias_act, fused_residual_{layer,rms}_norm, packed_qkv_attention,
+// elementwise_region):
 // attribute schemas and shape/dtype inference. Their builders are in src/ir/builder.cc.
 #include <algorithm>
 #include <cmath>
@@ -47,6 +48,29 @@ std::vector<TensorType> infer_residual_norm(const InferContext& ctx) {
   return {x, x};
 }
 
+// qkv [B, S, (Hq + 2 Hkv) D] -> [B, S, Hq D]; heads = Hq, kv_heads = Hkv (default Hq), D from
+// the width; the mask as attention's over the scores [B, Hq, S, S].
+std::vector<TensorType> infer_packed_qkv_attention(const InferContext& ctx) {
+  check_attention_operands(ctx, 1, "qkv");
+  const TensorType& qkv = ctx.operands[0];
+  ctx.require_op_dtype(qkv.dtype, "qkv");
+  if (qkv.shape.rank() != 3)
+    ctx.fail("qkv [B,S,(Hq+2*Hkv)*D] must have rank 3, got " + qkv.shape.to_string());
+  const int64_t hq = ctx.attrs.get_int("heads");
+  const int64_t hkv = ctx.attrs.has("kv_heads") ? ctx.attrs.get_int("kv_heads") : hq;
+  if (hq < 1 || hkv < 1 || hq % hkv != 0)
+    ctx.fail("heads = " + std::to_string(hq) + " and kv_heads = " + std::to_string(hkv) +
+             " must be >= 1 with heads a multiple of kv_heads");
+  const int64_t width = qkv.shape[2], parts = hq + 2 * hkv;
+  if (width % parts != 0 || width == 0)
+    ctx.fail("qkv width " + std::to_string(width) + " of " + qkv.shape.to_string() +
+             " must be (heads + 2 * kv_heads) * D = " + std::to_string(parts) +
+             " * D with head dim D >= 1");
+  const int64_t b = qkv.shape[0], s = qkv.shape[1], dim = width / parts;
+  check_attention_mask(ctx, 1, qkv.dtype, Shape{b, hq, s, s});
+  return {{qkv.dtype, Shape{b, s, hq * dim}}};
+}
+
 std::vector<TensorType> infer_elementwise_region(const InferContext& ctx) {
   const Graph& body = ctx.attrs.get_graph("body");
   std::vector<int32_t> ins = body.inputs();
@@ -89,6 +113,9 @@ void register_fused_ops() {
   define_op(OpKind::FusedResidualRmsNorm,
             {def("axis", AttrType::Int, int64_t{-1}), def("eps", AttrType::Float, 1e-6)},
             infer_residual_norm);
+  std::vector<AttrSpec> attn = attention_mask_attrs();
+  attn.insert(attn.begin(), {req("heads", AttrType::Int), opt("kv_heads", AttrType::Int)});
+  define_op(OpKind::PackedQkvAttention, std::move(attn), infer_packed_qkv_attention);
   define_op(OpKind::ElementwiseRegion, {req("body", AttrType::Graph)}, infer_elementwise_region);
 }
 

@@ -48,16 +48,7 @@ std::vector<TensorType> infer_norm(const InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_attention(const InferContext& ctx) {
-  const std::string& mask = ctx.attrs.get_string("mask");
-  bool wants_operand = mask == "bool" || mask == "bias" || mask == "causal_lengths";
-  size_t n = ctx.operands.size();
-  if (n != 3 && n != 4)
-    ctx.fail("expected 3 or 4 operands (q, k, v[, mask]), got " + std::to_string(n));
-  if (wants_operand && n != 4)
-    ctx.fail("mask \"" + mask + "\" needs a 4th operand (the mask tensor), got " +
-             std::to_string(n) + " operands");
-  if (!wants_operand && n != 3)
-    ctx.fail("mask \"" + mask + "\" takes no mask operand, got " + std::to_string(n) + " operands");
+  check_attention_operands(ctx, 3, "q, k, v");
   const TensorType& q = ctx.operands[0];
   const TensorType& k = ctx.operands[1];
   const TensorType& v = ctx.operands[2];
@@ -82,33 +73,7 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
   if (qs[1] % ks[1] != 0)
     ctx.fail("query heads Hq = " + std::to_string(qs[1]) +
              " must be a multiple of kv heads Hkv = " + std::to_string(ks[1]));
-  int64_t window = ctx.attrs.get_int("window");
-  if (mask == "sliding_window" && window < 1)
-    ctx.fail("mask \"sliding_window\" needs window >= 1, got " + std::to_string(window));
-  if (mask != "sliding_window" && window != 0)
-    ctx.fail("window is only meaningful with mask \"sliding_window\"; got window = " +
-             std::to_string(window) + " with mask \"" + mask + "\"");
-  if (wants_operand) {
-    const TensorType& m = ctx.operands[3];
-    if (mask == "causal_lengths") {
-      require_dtype(ctx, m.dtype, is_integer(m.dtype), "an integer dtype",
-                    "the lengths of mask \"causal_lengths\"");
-      if (m.shape != Shape{qs[0]})
-        ctx.fail("the lengths of mask \"causal_lengths\" must have shape [B] = " +
-                 Shape{qs[0]}.to_string() + ", got " + m.shape.to_string());
-      return {{q.dtype, Shape{qs[0], qs[1], qs[2], vs[3]}}};
-    }
-    if (mask == "bool")
-      require_dtype(ctx, m.dtype, is_bool(m.dtype), "bool", "the mask tensor of mask \"bool\"");
-    else if (m.dtype != q.dtype)
-      ctx.fail("the bias tensor of mask \"bias\" must have q's dtype " + dname(q.dtype) + ", got " +
-               dname(m.dtype));
-    Shape scores{qs[0], qs[1], qs[2], ks[2]};
-    auto b = broadcast_shapes(m.shape, scores);
-    if (!b || *b != scores)
-      ctx.fail("mask shape " + m.shape.to_string() +
-               " does not broadcast to the scores shape [B,Hq,Sq,Sk] = " + scores.to_string());
-  }
+  check_attention_mask(ctx, 3, q.dtype, Shape{qs[0], qs[1], qs[2], ks[2]});
   return {{q.dtype, Shape{qs[0], qs[1], qs[2], vs[3]}}};
 }
 
@@ -163,6 +128,55 @@ std::vector<TensorType> infer_softmax_cross_entropy(const InferContext& ctx) {
 
 }  // namespace
 
+void check_attention_operands(const InferContext& ctx, size_t data, const char* names) {
+  const std::string& mask = ctx.attrs.get_string("mask");
+  bool wants_operand = mask == "bool" || mask == "bias" || mask == "causal_lengths";
+  size_t n = ctx.operands.size();
+  if (n != data && n != data + 1)
+    ctx.fail("expected " + std::to_string(data) + " or " + std::to_string(data + 1) +
+             " operands (" + names + "[, mask]), got " + std::to_string(n));
+  if (wants_operand && n != data + 1)
+    ctx.fail("mask \"" + mask + "\" needs a " + (data == 1 ? "2nd" : "4th") +
+             " operand (the mask tensor), got " + std::to_string(n) + " operands");
+  if (!wants_operand && n != data)
+    ctx.fail("mask \"" + mask + "\" takes no mask operand, got " + std::to_string(n) + " operands");
+}
+
+void check_attention_mask(const InferContext& ctx, size_t at, DType dtype, const Shape& scores) {
+  const std::string& mask = ctx.attrs.get_string("mask");
+  int64_t window = ctx.attrs.get_int("window");
+  if (mask == "sliding_window" && window < 1)
+    ctx.fail("mask \"sliding_window\" needs window >= 1, got " + std::to_string(window));
+  if (mask != "sliding_window" && window != 0)
+    ctx.fail("window is only meaningful with mask \"sliding_window\"; got window = " +
+             std::to_string(window) + " with mask \"" + mask + "\"");
+  if (at >= ctx.operands.size()) return;
+  const TensorType& m = ctx.operands[at];
+  if (mask == "causal_lengths") {
+    require_dtype(ctx, m.dtype, is_integer(m.dtype), "an integer dtype",
+                  "the lengths of mask \"causal_lengths\"");
+    if (m.shape != Shape{scores[0]})
+      ctx.fail("the lengths of mask \"causal_lengths\" must have shape [B] = " +
+               Shape{scores[0]}.to_string() + ", got " + m.shape.to_string());
+    return;
+  }
+  if (mask == "bool")
+    require_dtype(ctx, m.dtype, is_bool(m.dtype), "bool", "the mask tensor of mask \"bool\"");
+  else if (m.dtype != dtype)
+    ctx.fail("the bias tensor of mask \"bias\" must have q's dtype " + dname(dtype) + ", got " +
+             dname(m.dtype));
+  auto b = broadcast_shapes(m.shape, scores);
+  if (!b || *b != scores)
+    ctx.fail("mask shape " + m.shape.to_string() +
+             " does not broadcast to the scores shape [B,Hq,Sq,Sk] = " + scores.to_string());
+}
+
+std::vector<AttrSpec> attention_mask_attrs() {
+  return {def("mask", AttrType::String, std::string("none"),
+              {"none", "causal", "sliding_window", "causal_lengths", "bool", "bias"}),
+          opt("scale", AttrType::Float), def("window", AttrType::Int, int64_t{0})};
+}
+
 void register_nn_ops() {
   define_op(OpKind::Softmax, {def("axis", AttrType::Int, int64_t{-1})}, infer_softmax);
   define_op(OpKind::LogSoftmax, {def("axis", AttrType::Int, int64_t{-1})}, infer_softmax);
@@ -172,11 +186,7 @@ void register_nn_ops() {
   define_op(OpKind::RmsNorm,
             {def("axis", AttrType::Int, int64_t{-1}), def("eps", AttrType::Float, 1e-6)},
             infer_norm);
-  define_op(OpKind::Attention,
-            {def("mask", AttrType::String, std::string("none"),
-                 {"none", "causal", "sliding_window", "causal_lengths", "bool", "bias"}),
-             opt("scale", AttrType::Float), def("window", AttrType::Int, int64_t{0})},
-            infer_attention);
+  define_op(OpKind::Attention, attention_mask_attrs(), infer_attention);
   define_op(OpKind::Rope, {def("layout", AttrType::String, std::string("neox"), {"neox", "gptj"})},
             infer_rope);
   define_op(OpKind::SoftmaxCrossEntropy, {}, infer_softmax_cross_entropy);

@@ -31,6 +31,16 @@ void register_custom_ops();
 /// The "activation" attribute of fused_matmul_bias_act and quant_matmul (fused.cc): "none"
 /// (the default), "relu", "gelu", "gelu_tanh" or "silu", applied after the bias.
 AttrSpec activation_attr();
+/// attention's mask attributes (nn.cc): "mask" (none / causal / sliding_window / causal_lengths /
+/// bool / bias), optional "scale" and "window"; shared by attention and packed_qkv_attention.
+std::vector<AttrSpec> attention_mask_attrs();
+/// Fails unless the operand count is `data` data operands (named `names`) plus the mask tensor
+/// exactly when the "mask" attribute needs one (bool, bias, causal_lengths).
+void check_attention_operands(const InferContext& ctx, size_t data, const char* names);
+/// attention's mask rules: the "window" attribute, and operand `at` (if present) as the mask
+/// tensor: integer lengths [B] (causal_lengths), bool (bool) or `dtype` (bias) broadcasting to
+/// `scores` [B,Hq,Sq,Sk].
+void check_attention_mask(const InferContext& ctx, size_t at, DType dtype, const Shape& scores);
 /// The schema of the custom op a custom_call's attributes name (custom.cc); throws naming
 /// the node for a missing or unknown name.
 const OpInfo& custom_call_schema(std::string_view node, const AttrMap& attrs);

@@ -1,5 +1,5 @@
-// Op cases of the fused family: fused_matmul_bias_act (every activation), the residual norms
-// and elementwise_region.
+// Op cases of the fused family: fused_matmul_bias_act (every activation), the residual norms,
+// packed_qkv_attention (masks, GQA) and elementwise_region.
 #include "common.h"
 
 namespace rlx::testing {
@@ -49,6 +49,34 @@ void add_fused_cases(CaseList& cs) {
       .only(kSizedSuites, kSizedWhy);
   cs.add(OpKind::FusedResidualRmsNorm, "sized")
       .sample({T({3, 1031}), T({3, 1031}), T({1031})}, norm(-1, 1e-6))
+      .only(kSizedSuites, kSizedWhy);
+
+  // qkv [B,S,(Hq+2Hkv)D]: heads 2 of D 4 (width 24), GQA 4 over 2 of D 4 (width 32).
+  auto packed = [](int64_t heads, int64_t kv_heads, const std::string& kind, int64_t window = 0) {
+    AttrMap a{{"heads", heads}, {"mask", kind}, {"window", window}};
+    if (kv_heads != heads) a.set("kv_heads", kv_heads);
+    return a;
+  };
+  const Values u = range(-1, 1);
+  cs.add(OpKind::PackedQkvAttention, "none").sample({T({2, 3, 24}, u)}, packed(2, 2, "none"));
+  cs.add(OpKind::PackedQkvAttention, "gqa_causal")
+      .sample({T({1, 5, 32}, u)}, packed(4, 2, "causal"));
+  cs.add(OpKind::PackedQkvAttention, "bool")
+      .sample({T({2, 4, 24}, u), fixed(DType::bool_, {2, 1, 1, 4}, {1, 1, 0, 1, 1, 0, 0, 0})},
+              packed(2, 2, "bool"));
+  AttrMap scaled = packed(2, 2, "bias");
+  scaled.set("scale", 0.7);
+  cs.add(OpKind::PackedQkvAttention, "bias").sample({T({1, 3, 24}, u), T({1, 1, 3, 3}, u)}, scaled);
+  cs.add(OpKind::PackedQkvAttention, "sized")
+      .sample({T({2, 33, 3 * 2 * 32}, u), fixed(DType::bool_, {2, 1, 1, 33},
+                                                [] {
+                                                  std::vector<double> m(66, 1);
+                                                  for (int j = 29; j < 33; ++j)
+                                                    m[33 + j] = 0;  // row 1: 4 padding keys
+                                                  return m;
+                                                }())},
+              packed(2, 2, "bool"))
+      .sample({T({1, 9, 8 * 16}, u)}, packed(4, 2, "sliding_window", 3))
       .only(kSizedSuites, kSizedWhy);
 
   auto region = [](Shape a, Shape b) {

@@ -1,7 +1,13 @@
-// Native CPU kernel of the attention op: FlashAttention-style (Dao et al., 2022) blocked
-// attention with an online softmax, for f32, f16, bf16 (computed in f32) and f64, every mask kind
-// and GQA. Highway SIMD code compiled for every x86 target and picked at run time (this file is
-// re-included once per target by foreach_target.h).
+// Native CPU kernels of attention and packed_qkv_attention: FlashAttention-style (Dao et al.,
+// 2022) blocked attention with an online softmax, for f32, f16, bf16 (computed in f32) and f64,
+// every mask kind and GQA. Highway SIMD code compiled for every x86 target and picked at run time
+// (this file is re-included once per target by foreach_target.h).
+//
+// Every path reads q, k, v rows and writes output rows through a RowLayout (row s of head h of
+// batch b at off + b sb + h sh + s ss): attention's contiguous [B,H,S,D], or
+// packed_qkv_attention's column blocks of the packed projection [B,S,(Hq+2Hkv)D], read in place,
+// and its token-major output [B,S,Hq D]: no transposes around the op. The two ops run the same
+// arithmetic, so their results are bitwise equal.
 //
 // Work is split into (batch, query head, block of kBlockQ query rows) items. An item keeps the
 // transposed query block Qt [D, Bq] and output accumulator Ot [Dv, Bq] in per-thread scratch and
@@ -68,6 +74,15 @@ inline constexpr int64_t kDirectMaxKeys = 1024;
 /// query rows are mostly real rows.
 inline constexpr int64_t kDecodeMaxQueries = 4;
 
+/// Where the rows of one operand live: row `s` of head `h` of batch `b` starts at element
+/// off + b * sb + h * sh + s * ss of its buffer. attention's [B,H,S,D] is {0, H*S*D, S*D, D};
+/// packed_qkv_attention's q / k / v are column blocks of the [B,S,W] projection (ss = W, sh = D)
+/// and its output is token-major [B,S,Hq*D].
+struct RowLayout {
+  int64_t off = 0, sb = 0, sh = 0, ss = 0;
+  int64_t at(int64_t b, int64_t h, int64_t s) const { return off + b * sb + h * sh + s * ss; }
+};
+
 /// Shapes and attributes of one attention node; items are (query block, batch, head) triples.
 struct AttentionTask {
   DType dtype;
@@ -79,6 +94,8 @@ struct AttentionTask {
       mask_strides[4];  // element strides of the mask tensor over [B, Hq, Sq, Sk]; 0 = broadcast
   DType lengths_dtype;  // causal_lengths: the integer dtype of the lengths operand
   int64_t q_blocks;
+  RowLayout lq, lk, lv, lo;                    // rows of q, k, v and the output
+  int q_in = 0, k_in = 1, v_in = 2, m_in = 3;  // operand indices of q, k, v and the mask
 };
 
 /// Per-thread scratch of at least n elements of C (clones of one executable run concurrently
@@ -97,16 +114,16 @@ inline int64_t RowLength(const AttentionTask& t, const KernelIO& io, int64_t b) 
   int64_t len = 0;
   switch (t.lengths_dtype) {
     case DType::i8:
-      len = reinterpret_cast<const int8_t*>(io.in[3])[b];
+      len = reinterpret_cast<const int8_t*>(io.in[t.m_in])[b];
       break;
     case DType::u8:
-      len = reinterpret_cast<const uint8_t*>(io.in[3])[b];
+      len = reinterpret_cast<const uint8_t*>(io.in[t.m_in])[b];
       break;
     case DType::i32:
-      len = reinterpret_cast<const int32_t*>(io.in[3])[b];
+      len = reinterpret_cast<const int32_t*>(io.in[t.m_in])[b];
       break;
     default:
-      len = reinterpret_cast<const int64_t*>(io.in[3])[b];
+      len = reinterpret_cast<const int64_t*>(io.in[t.m_in])[b];
       break;
   }
   return std::clamp<int64_t>(len, 0, t.sk + t.sq);
@@ -150,6 +167,21 @@ HWY_INLINE const Calc<T>* ReadRows(const T* src, size_t n, Calc<T>* buf) {
     Widen(src, buf, n);
     return buf;
   }
+}
+
+// n rows of `width` values, `stride` apart, as contiguous Calc<T> rows: in place where they are
+// contiguous and of the compute type, else copied (widened) into buf [n, width].
+template <class T>
+HWY_INLINE const Calc<T>* ReadStridedRows(const T* src, size_t n, size_t width, size_t stride,
+                                          Calc<T>* buf) {
+  if (stride == width) return ReadRows(src, n * width, buf);
+  for (size_t r = 0; r < n; ++r) {
+    if constexpr (std::is_same_v<T, Calc<T>>)
+      std::copy(src + r * stride, src + r * stride + width, buf + r * width);
+    else
+      Widen(src + r * stride, buf + r * width, width);
+  }
+  return buf;
 }
 
 template <class C, class T>
@@ -445,9 +477,9 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   using C = Calc<T>;
   const hn::ScalableTag<C> d;
   const size_t lanes = hn::Lanes(d);
-  const T* q = io.input<T>(0);
-  const T* k = io.input<T>(1);
-  const T* v = io.input<T>(2);
+  const T* q = io.input<T>(t.q_in);
+  const T* k = io.input<T>(t.k_in);
+  const T* v = io.input<T>(t.v_in);
   const auto dim = static_cast<size_t>(t.d), dv = static_cast<size_t>(t.dv);
   const size_t bq = (static_cast<size_t>(std::min(kBlockQ, t.sq)) + lanes - 1) / lanes * lanes;
   const size_t nv = bq / lanes;
@@ -458,7 +490,7 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   // the visibility of a block's scores (blocks whose V holds inf / NaN only).
   const size_t n_qt = dim * bq, n_st = bk * bq, n_ot = dv * bq, n_state = 4 * bq;
   const size_t n_mt = has_tensor ? bk * bq : 0;
-  const size_t n_kv = narrow ? bk * (dim + dv) : 0;
+  const size_t n_kv = narrow || t.lk.ss != t.d || t.lv.ss != t.dv ? bk * (dim + dv) : 0;
   const size_t n_row = std::max({dim, dv, bk});
   C* qt = scratch<C>(n_qt + n_st + n_ot + n_state + n_mt + n_kv + n_row + n_st);
   C* st = qt + n_qt;
@@ -466,7 +498,7 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
   const RowState<C> s{ot + n_ot, ot + n_ot + bq, ot + n_ot + 2 * bq, ot + n_ot + 3 * bq};
   C* mt = s.m + n_state;
   C* kbuf = mt + n_mt;
-  C* vbuf = kbuf + (narrow ? bk * dim : 0);
+  C* vbuf = kbuf + (n_kv != 0 ? bk * dim : 0);
   C* row = kbuf + n_kv;
   C* keep = row + n_row;
   const int64_t group = t.heads / t.kv_heads;
@@ -491,9 +523,8 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
 
     // Qt [dim, bq] with zero padding lanes.
     std::fill(qt, qt + n_qt, C(0));
-    const T* qrows = q + ((b * t.heads + h) * t.sq + i0) * t.d;
     for (size_t r = 0; r < nq; ++r) {
-      const C* src = ReadRows(qrows + r * dim, dim, row);
+      const C* src = ReadRows(q + t.lq.at(b, h, i0 + static_cast<int64_t>(r)), dim, row);
       for (size_t c = 0; c < dim; ++c) qt[c * bq + r] = src[c];
     }
     std::fill(ot, ot + n_ot, C(0));
@@ -522,13 +553,15 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
     int64_t kbegin = 0, kend = t.sk;
     if (positional) kend = std::clamp<int64_t>(pos_last + 1, 0, t.sk);
     if (window > 0) kbegin = std::clamp<int64_t>(pos0 - window + 1, 0, t.sk);
-    const T* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
-    const T* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    const T* kbase = k + t.lk.at(b, kh, 0);
+    const T* vbase = v + t.lv.at(b, kh, 0);
     const int64_t mask_base = b * t.mask_strides[0] + h * t.mask_strides[1];
     for (int64_t j0 = kbegin; j0 < kend; j0 += kBlockK) {
       const auto nk = static_cast<size_t>(std::min(kBlockK, kend - j0));
-      const C* kb = ReadRows(kbase + j0 * t.d, nk * dim, kbuf);
-      const C* vb = ReadRows(vbase + j0 * t.dv, nk * dv, vbuf);
+      const C* kb =
+          ReadStridedRows(kbase + j0 * t.lk.ss, nk, dim, static_cast<size_t>(t.lk.ss), kbuf);
+      const C* vb =
+          ReadStridedRows(vbase + j0 * t.lv.ss, nk, dv, static_cast<size_t>(t.lv.ss), vbuf);
       Scores(d, nv, kb, nk, dim, qt, bq, scale, st);
       // Positional masks only touch blocks that some row sees only in part.
       const int64_t j_last = j0 + static_cast<int64_t>(nk) - 1;
@@ -536,10 +569,10 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
         MaskPositions(d, nv, nk, bq, j0, pos0, window, st);
       if (has_tensor) {
         if (t.mask == MaskKind::kBool)
-          GatherMask(reinterpret_cast<const uint8_t*>(io.in[3]), t.mask_strides, mask_base, i0, nq,
-                     j0, nk, bq, mt, row);
+          GatherMask(reinterpret_cast<const uint8_t*>(io.in[t.m_in]), t.mask_strides, mask_base, i0,
+                     nq, j0, nk, bq, mt, row);
         else
-          GatherMask(io.input<T>(3), t.mask_strides, mask_base, i0, nq, j0, nk, bq, mt, row);
+          GatherMask(io.input<T>(t.m_in), t.mask_strides, mask_base, i0, nq, j0, nk, bq, mt, row);
         const auto neg_inf = hn::Set(d, -kInf<C>), zero = hn::Zero(d);
         for (size_t w = 0; w < nv; ++w) {
           const size_t off = w * lanes;
@@ -592,13 +625,13 @@ void AttentionImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, in
         hn::StoreU(hn::IfThenElse(bad, nan, hn::IfThenElse(empty, fill, o)), d, ot + e * bq + off);
       }
     }
-    T* out = io.output<T>(0) + ((b * t.heads + h) * t.sq + i0) * t.dv;
     for (size_t r = 0; r < nq; ++r) {
+      T* out = io.output<T>(0) + t.lo.at(b, h, i0 + static_cast<int64_t>(r));
       if constexpr (std::is_same_v<T, C>) {
-        for (size_t e = 0; e < dv; ++e) out[r * dv + e] = ot[e * bq + r];
+        for (size_t e = 0; e < dv; ++e) out[e] = ot[e * bq + r];
       } else {
         for (size_t e = 0; e < dv; ++e) row[e] = ot[e * bq + r];
-        Narrow(row, out + r * dv, dv);
+        Narrow(row, out, dv);
       }
     }
   }
@@ -710,10 +743,16 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const int64_t ldv = (t.dv + lanes - 1) / lanes * lanes;  // V and output row stride
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
   constexpr bool narrow = !std::is_same_v<T, float>;
-  const bool in_place = !narrow && ldv == t.dv;  // V read and the output written in place
-  const int64_t n_q = narrow ? kBlockQ * t.d : 0, n_k = narrow ? t.sk * t.d : 0;
-  const int64_t n_v = in_place ? 0 : t.sk * ldv;
-  const int64_t n_o = in_place ? 0 : kBlockQ * ldv;
+  // Q, K and V rows are read in place where they are contiguous f32 rows, else copied (widened)
+  // row by row into wq / wk / wv first: the products' panels of strided rows (packed QKV: rows
+  // (Hq+2Hkv)D apart) would contend for a few L1 sets. The output is written in place, strided
+  // or not, where its rows are whole vectors.
+  const bool out_in_place = !narrow && ldv == t.dv;
+  const bool v_in_place = out_in_place && t.lv.ss == t.dv;
+  const int64_t n_q = narrow || t.lq.ss != t.d ? kBlockQ * t.d : 0;
+  const int64_t n_k = narrow || t.lk.ss != t.d ? t.sk * t.d : 0;
+  const int64_t n_v = v_in_place ? 0 : t.sk * ldv;
+  const int64_t n_o = out_in_place ? 0 : kBlockQ * ldv;
   float* st = scratch<float>(static_cast<size_t>(kBlockQ * ld + 2 * ld + kBlockQ * lanes +
                                                  t.d * ld + n_q + n_k + n_v + n_o));
   float* mrow = st + kBlockQ * ld;
@@ -728,10 +767,11 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   std::fill(kpad, kpad + t.sk, 1.0f);       // keeps the real keys (no mask / bias masks)
   std::fill(kpad + t.sk, kpad + ld, 0.0f);
   const int64_t group = t.heads / t.kv_heads;
-  const T* q = io.input<T>(0);
-  const T* k = io.input<T>(1);
-  const T* v = io.input<T>(2);
+  const T* q = io.input<T>(t.q_in);
+  const T* k = io.input<T>(t.k_in);
+  const T* v = io.input<T>(t.v_in);
   T* out = io.output<T>(0);
+  const int64_t ldo = out_in_place ? t.lo.ss : ldv;  // row stride of the rows P V writes
   DirectRow rows[kBlockQ];
   float inv_l[kBlockQ];
   int64_t packed = -1;  // the (batch, kv head) whose K and V kt / vb hold
@@ -743,34 +783,35 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     const int64_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, t.sq - i0);
     if (b * t.kv_heads + kh != packed) {
       packed = b * t.kv_heads + kh;
-      const float* kr = ReadRows(k + packed * t.sk * t.d, static_cast<size_t>(t.sk * t.d), wk);
+      const float* kr = ReadStridedRows(k + t.lk.at(b, kh, 0), static_cast<size_t>(t.sk),
+                                        static_cast<size_t>(t.d), static_cast<size_t>(t.lk.ss), wk);
       for (int64_t c = 0; c < t.d; ++c) {
         float* row = kt + c * ld;
         for (int64_t j = 0; j < t.sk; ++j) row[j] = kr[j * t.d + c];
         std::fill(row + t.sk, row + ld, 0.0f);
       }
-      const T* vr = v + packed * t.sk * t.dv;
+      const T* vr = v + t.lv.at(b, kh, 0);
       if constexpr (!narrow) {
-        if (in_place) vb = vr;
+        if (v_in_place) vb = vr;
       }
-      if (!in_place) {
+      if (!v_in_place) {
         for (int64_t j = 0; j < t.sk; ++j) {
           if constexpr (narrow)
-            Widen(vr + j * t.dv, wv + j * ldv, static_cast<size_t>(t.dv));
+            Widen(vr + j * t.lv.ss, wv + j * ldv, static_cast<size_t>(t.dv));
           else
-            std::copy(vr + j * t.dv, vr + (j + 1) * t.dv, wv + j * ldv);
+            std::copy(vr + j * t.lv.ss, vr + j * t.lv.ss + t.dv, wv + j * ldv);
           std::fill(wv + j * ldv + t.dv, wv + (j + 1) * ldv, 0.0f);
         }
         vb = wv;
       }
       v_finite = AllFinite(vb, static_cast<size_t>(t.sk * ldv));
     }
-    T* out_rows = out + ((b * t.heads + h) * t.sq + i0) * t.dv;
+    T* out_rows = out + t.lo.at(b, h, i0);
     float* ob = nullptr;
     if constexpr (narrow)
       ob = wo;
     else
-      ob = in_place ? out_rows : wo;
+      ob = out_in_place ? out_rows : wo;
     if (!v_finite) {
       // Masked keys must not contribute 0 * inf: the blocked path's exact accumulation, on its
       // item of the same (query block, batch, head) (its zig-zag order inverted).
@@ -782,10 +823,10 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     auto gather_mask = [&](int64_t r) {
       const int64_t off = mask_base + (i0 + r) * t.mask_strides[2];
       if (t.mask == MaskKind::kBool) {
-        const auto* m = reinterpret_cast<const uint8_t*>(io.in[3]) + off;
+        const auto* m = reinterpret_cast<const uint8_t*>(io.in[t.m_in]) + off;
         for (int64_t j = 0; j < t.sk; ++j) mrow[j] = m[j * t.mask_strides[3]] ? 1.0f : 0.0f;
       } else {
-        const T* m = io.input<T>(3) + off;
+        const T* m = io.input<T>(t.m_in) + off;
         for (int64_t j = 0; j < t.sk; ++j) mrow[j] = ToCalc<float>(m[j * t.mask_strides[3]]);
       }
     };
@@ -801,7 +842,8 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     }
     const int64_t lde = (ske + lanes - 1) / lanes * lanes;
     const float* qb_rows =
-        ReadRows(q + ((b * t.heads + h) * t.sq + i0) * t.d, static_cast<size_t>(nq * t.d), wq);
+        ReadStridedRows(q + t.lq.at(b, h, i0), static_cast<size_t>(nq), static_cast<size_t>(t.d),
+                        static_cast<size_t>(t.lq.ss), wq);
     // S = scale Q K^T. Where the mask row is the same for all the item's query rows, the score
     // tiles apply it (and mask the padding keys) and track each row's maximum as they store.
     const bool fused = !has_tensor || t.mask_strides[2] == 0;
@@ -835,16 +877,16 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     po.row_scale = inv_l;
     DirectGemm(d, static_cast<size_t>(nq), static_cast<size_t>(ldv / lanes), st,
                static_cast<size_t>(ld), static_cast<size_t>(ske), vb, static_cast<size_t>(ldv), po,
-               ob, static_cast<size_t>(ldv));
+               ob, static_cast<size_t>(ldo));
     for (int64_t r = 0; r < nq; ++r) {
-      float* o = ob + r * ldv;
+      float* o = ob + r * ldo;
       if (rows[r].bad || rows[r].empty)
         std::fill(o, o + t.dv, rows[r].bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
-      if (!in_place) {
+      if (!out_in_place) {
         if constexpr (narrow)
-          Narrow(o, out_rows + r * t.dv, static_cast<size_t>(t.dv));
+          Narrow(o, out_rows + r * t.lo.ss, static_cast<size_t>(t.dv));
         else
-          std::copy(o, o + t.dv, out_rows + r * t.dv);
+          std::copy(o, o + t.dv, out_rows + r * t.lo.ss);
       }
     }
   }
@@ -864,32 +906,33 @@ HWY_INLINE hn::Vec<D> LoadWide(D d, const T* HWY_RESTRICT p) {
   }
 }
 
-// s[j] = scale * dot(q, k_j) for the n key rows of k (`dim` values each), four keys at a time.
+// s[j] = scale * dot(q, k_j) for the n key rows of k (`dim` values each, rows ldk apart), four
+// keys at a time.
 template <class T>
 HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, size_t n,
-                             size_t dim, float scale, float* HWY_RESTRICT s) {
+                             size_t dim, size_t ldk, float scale, float* HWY_RESTRICT s) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const size_t vec_dim = dim / lanes * lanes;
   auto sum = [&](auto v) { return hn::GetLane(hn::SumOfLanes(d, v)); };
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const T* k0 = k + j * dim;
+    const T* k0 = k + j * ldk;
     auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
     for (size_t c = 0; c < vec_dim; c += lanes) {
       const auto qv = hn::LoadU(d, q + c);
       a0 = hn::MulAdd(LoadWide(d, k0 + c), qv, a0);
-      a1 = hn::MulAdd(LoadWide(d, k0 + dim + c), qv, a1);
-      a2 = hn::MulAdd(LoadWide(d, k0 + 2 * dim + c), qv, a2);
-      a3 = hn::MulAdd(LoadWide(d, k0 + 3 * dim + c), qv, a3);
+      a1 = hn::MulAdd(LoadWide(d, k0 + ldk + c), qv, a1);
+      a2 = hn::MulAdd(LoadWide(d, k0 + 2 * ldk + c), qv, a2);
+      a3 = hn::MulAdd(LoadWide(d, k0 + 3 * ldk + c), qv, a3);
     }
     float r[4] = {sum(a0), sum(a1), sum(a2), sum(a3)};
     for (size_t c = vec_dim; c < dim; ++c)
-      for (size_t u = 0; u < 4; ++u) r[u] += q[c] * to_f32(k0[u * dim + c]);
+      for (size_t u = 0; u < 4; ++u) r[u] += q[c] * to_f32(k0[u * ldk + c]);
     for (size_t u = 0; u < 4; ++u) s[j + u] = r[u] * scale;
   }
   for (; j < n; ++j) {
-    const T* kj = k + j * dim;
+    const T* kj = k + j * ldk;
     auto a = hn::Zero(d);
     for (size_t c = 0; c < vec_dim; c += lanes)
       a = hn::MulAdd(LoadWide(d, kj + c), hn::LoadU(d, q + c), a);
@@ -899,10 +942,10 @@ HWY_INLINE void DecodeScores(const float* HWY_RESTRICT q, const T* HWY_RESTRICT 
   }
 }
 
-// o[0, dv) = sum_j p[j] * v_j over the n value rows of v, divided by l.
+// o[0, dv) = sum_j p[j] * v_j over the n value rows of v (rows ldv apart), divided by l.
 template <class T>
 HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const T* HWY_RESTRICT v, size_t n,
-                             size_t dv, float l, float* HWY_RESTRICT o) {
+                             size_t dv, size_t ldv, float l, float* HWY_RESTRICT o) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto inv = hn::Set(d, 1.0f / l);
@@ -911,7 +954,7 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const T* HWY_RESTRICT 
     auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
     for (size_t j = 0; j < n; ++j) {
       const auto pj = hn::Set(d, p[j]);
-      const T* vj = v + j * dv + e;
+      const T* vj = v + j * ldv + e;
       o0 = hn::MulAdd(pj, LoadWide(d, vj), o0);
       o1 = hn::MulAdd(pj, LoadWide(d, vj + lanes), o1);
       o2 = hn::MulAdd(pj, LoadWide(d, vj + 2 * lanes), o2);
@@ -925,12 +968,12 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const T* HWY_RESTRICT 
   for (; e + lanes <= dv; e += lanes) {
     auto acc = hn::Zero(d);
     for (size_t j = 0; j < n; ++j)
-      acc = hn::MulAdd(hn::Set(d, p[j]), LoadWide(d, v + j * dv + e), acc);
+      acc = hn::MulAdd(hn::Set(d, p[j]), LoadWide(d, v + j * ldv + e), acc);
     hn::StoreU(hn::Mul(acc, inv), d, o + e);
   }
   for (; e < dv; ++e) {
     float acc = 0;
-    for (size_t j = 0; j < n; ++j) acc += p[j] * to_f32(v[j * dv + e]);
+    for (size_t j = 0; j < n; ++j) acc += p[j] * to_f32(v[j * ldv + e]);
     o[e] = acc / l;
   }
 }
@@ -938,16 +981,21 @@ HWY_INLINE void DecodeValues(const float* HWY_RESTRICT p, const T* HWY_RESTRICT 
 // Items are (batch, head) pairs; each runs its sq query rows. The output rules are
 // AttentionImpl's: a row with no visible key is 0, one whose visible scores hold NaN or +inf,
 // or are all -inf, is NaN. Only visible keys are read, so masked cache slots never contribute.
-// `count` values of K or V from `rows` as DecodeScores / DecodeValues read them: T itself
-// (kInRegisters), or widened into `into`.
+// n rows of K or V (`width` values, `stride` apart) as DecodeScores / DecodeValues read them:
+// T itself (kInRegisters, rows `stride` apart), or widened into `into` (rows `width` apart);
+// *ld is set to the row stride of the result.
 template <bool kInRegisters, class T>
-HWY_INLINE auto KvRows(const T* rows, size_t count, float* into) {
+HWY_INLINE auto KvRows(const T* rows, size_t n, size_t width, size_t stride, float* into,
+                       size_t* ld) {
   if constexpr (kInRegisters) {
-    (void)count;
+    (void)n;
+    (void)width;
     (void)into;
+    *ld = stride;
     return rows;
   } else {
-    return ReadRows(rows, count, into);
+    *ld = width;
+    return ReadStridedRows(rows, n, width, stride, into);
   }
 }
 
@@ -967,26 +1015,26 @@ void DecodeImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const size_t need = dim + dv + (in_registers ? 0 : static_cast<size_t>(t.sk) * (dim + dv));
   if (wide && buf.size() < need) buf.resize(need);
   float *qbuf = buf.data(), *obuf = qbuf + dim, *kbuf = obuf + dv;
-  const T* q = io.input<T>(0);
-  const T* k = io.input<T>(1);
-  const T* v = io.input<T>(2);
+  const T* q = io.input<T>(t.q_in);
+  const T* k = io.input<T>(t.k_in);
+  const T* v = io.input<T>(t.v_in);
   T* out = io.output<T>(0);
   const int64_t group = t.heads / t.kv_heads;
   const auto inf = hn::Set(d, kInf<float>), neg_inf = hn::Neg(inf);
   for (int64_t item = begin; item < end; ++item) {
     const int64_t b = item / t.heads, h = item % t.heads, kh = h / group;
-    const T* kbase = k + (b * t.kv_heads + kh) * t.sk * t.d;
-    const T* vbase = v + (b * t.kv_heads + kh) * t.sk * t.dv;
+    const T* kbase = k + t.lk.at(b, kh, 0);
+    const T* vbase = v + t.lv.at(b, kh, 0);
     const int64_t len = t.mask == MaskKind::kCausalLengths ? RowLength(t, io, b) : t.sk;
     for (int64_t i = 0; i < t.sq; ++i) {
-      const int64_t row = (b * t.heads + h) * t.sq + i;
+      T* orow = out + t.lo.at(b, h, i);
       float* o;
       if constexpr (wide)
         o = obuf;
       else
-        o = out + row * t.dv;
+        o = orow;
       auto store = [&] {
-        if constexpr (wide) Narrow(obuf, out + row * t.dv, dv);
+        if constexpr (wide) Narrow(obuf, orow, dv);
       };
       // Visible keys [kb, ke): the row's position is i + len - sq (its last query at the last
       // valid key), as MaskPositions and the reference place it.
@@ -1003,8 +1051,10 @@ void DecodeImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
         continue;
       }
       const auto n = static_cast<size_t>(ke - kb);
-      DecodeScores(ReadRows(q + row * t.d, dim, qbuf),
-                   KvRows<in_registers>(kbase + kb * t.d, n * dim, kbuf), n, dim,
+      size_t ldk = 0, ldv = 0;
+      const auto* krows = KvRows<in_registers>(kbase + kb * t.lk.ss, n, dim,
+                                               static_cast<size_t>(t.lk.ss), kbuf, &ldk);
+      DecodeScores(ReadRows(q + t.lq.at(b, h, i), dim, qbuf), krows, n, dim, ldk,
                    static_cast<float>(t.scale), s);
       const size_t padded = (n + lanes - 1) / lanes * lanes;
       std::fill(s + n, s + padded, -kInf<float>);
@@ -1028,8 +1078,9 @@ void DecodeImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
         hn::StoreU(p, d, s + j);
         sum = hn::Add(sum, p);
       }
-      DecodeValues(s, KvRows<in_registers>(vbase + kb * t.dv, n * dv, kbuf + n * dim), n, dv,
-                   hn::GetLane(hn::SumOfLanes(d, sum)), o);
+      const auto* vrows = KvRows<in_registers>(vbase + kb * t.lv.ss, n, dv,
+                                               static_cast<size_t>(t.lv.ss), kbuf + n * dim, &ldv);
+      DecodeValues(s, vrows, n, dv, ldv, hn::GetLane(hn::SumOfLanes(d, sum)), o);
       store();
     }
   }
@@ -1087,23 +1138,9 @@ HWY_EXPORT(DecodeRange);
 
 namespace {
 
-Kernel attention_factory(const Graph& g, const Node& node) {
-  const TensorType& qt = g.type(node.operands[0]);
-  const DType dt = qt.dtype;
-  if (dt != DType::f32 && dt != DType::f64 && dt != DType::f16 && dt != DType::bf16) return {};
-  for (size_t i = 1; i < 3; ++i)
-    if (g.type(node.operands[i]).dtype != dt) return {};
-  const Shape& ks = g.type(node.operands[1]).shape;
-  const Shape& vs = g.type(node.operands[2]).shape;
-  AttentionTask t{};
-  t.dtype = dt;
-  t.batch = qt.shape[0];
-  t.heads = qt.shape[1];
-  t.sq = qt.shape[2];
-  t.d = qt.shape[3];
-  t.kv_heads = ks[1];
-  t.sk = ks[2];
-  t.dv = vs[3];
+// The mask attributes of `node` (attention or packed_qkv_attention) into t, the mask tensor
+// being operand t.m_in; t's shapes must be set. False where positions would not compare exactly.
+bool read_mask(const Graph& g, const Node& node, AttentionTask& t) {
   t.scale = node.attrs.has("scale") ? node.attrs.get_float("scale")
                                     : 1.0 / std::sqrt(static_cast<double>(t.d));
   const std::string& kind = node.attrs.get_string("mask");
@@ -1115,11 +1152,12 @@ Kernel attention_factory(const Graph& g, const Node& node) {
                                       : MaskKind::kNone;
   t.window = std::min(node.attrs.get_int("window"), t.sk);
   // Positions are compared in the compute type's lanes: exact for integers below 2^24 in f32.
-  if (dt != DType::f64 && t.sq + t.sk + t.window >= (int64_t{1} << 24)) return {};
+  if (t.dtype != DType::f64 && t.sq + t.sk + t.window >= (int64_t{1} << 24)) return false;
+  const auto m_in = static_cast<size_t>(t.m_in);
   if (t.mask == MaskKind::kCausalLengths) {
-    t.lengths_dtype = g.type(node.operands[3]).dtype;
-  } else if (node.operands.size() == 4) {
-    const Shape& ms = g.type(node.operands[3]).shape;
+    t.lengths_dtype = g.type(node.operands[m_in]).dtype;
+  } else if (node.operands.size() == m_in + 1) {
+    const Shape& ms = g.type(node.operands[m_in]).shape;
     int64_t stride = 1;
     for (int i = 3, j = ms.rank() - 1; i >= 0; --i, --j) {
       const int64_t size = j >= 0 ? ms[j] : 1;
@@ -1127,6 +1165,12 @@ Kernel attention_factory(const Graph& g, const Node& node) {
       stride *= size;
     }
   }
+  return true;
+}
+
+// The kernel of task t: the decode, direct or blocked path (file comment).
+Kernel make_kernel(AttentionTask t) {
+  const DType dt = t.dtype;
   t.q_blocks = (t.sq + kBlockQ - 1) / kBlockQ;
   const int64_t items = t.q_blocks * t.batch * t.heads;
   if ((dt == DType::f32 || dt == DType::f16) && t.sq <= kDecodeMaxQueries &&
@@ -1156,13 +1200,69 @@ Kernel attention_factory(const Graph& g, const Node& node) {
   };
 }
 
+bool kernel_dtype(DType dt) {
+  return dt == DType::f32 || dt == DType::f64 || dt == DType::f16 || dt == DType::bf16;
+}
+
+// attention: q [B,Hq,Sq,D], k [B,Hkv,Sk,D], v [B,Hkv,Sk,Dv] and the output contiguous.
+Kernel attention_factory(const Graph& g, const Node& node) {
+  const TensorType& qt = g.type(node.operands[0]);
+  const DType dt = qt.dtype;
+  if (!kernel_dtype(dt)) return {};
+  for (size_t i = 1; i < 3; ++i)
+    if (g.type(node.operands[i]).dtype != dt) return {};
+  const Shape& ks = g.type(node.operands[1]).shape;
+  const Shape& vs = g.type(node.operands[2]).shape;
+  AttentionTask t{};
+  t.dtype = dt;
+  t.batch = qt.shape[0];
+  t.heads = qt.shape[1];
+  t.sq = qt.shape[2];
+  t.d = qt.shape[3];
+  t.kv_heads = ks[1];
+  t.sk = ks[2];
+  t.dv = vs[3];
+  t.q_in = 0, t.k_in = 1, t.v_in = 2, t.m_in = 3;
+  t.lq = {0, t.heads * t.sq * t.d, t.sq * t.d, t.d};
+  t.lk = {0, t.kv_heads * t.sk * t.d, t.sk * t.d, t.d};
+  t.lv = {0, t.kv_heads * t.sk * t.dv, t.sk * t.dv, t.dv};
+  t.lo = {0, t.heads * t.sq * t.dv, t.sq * t.dv, t.dv};
+  if (!read_mask(g, node, t)) return {};
+  return make_kernel(t);
+}
+
+// packed_qkv_attention: q, k and v are the column blocks of qkv [B,S,(Hq+2Hkv)D] (rows of one
+// token W = (Hq+2Hkv)D apart, heads D apart), read in place; the output is [B,S,Hq D].
+Kernel packed_qkv_attention_factory(const Graph& g, const Node& node) {
+  const TensorType& xt = g.type(node.operands[0]);
+  if (!kernel_dtype(xt.dtype)) return {};
+  AttentionTask t{};
+  t.dtype = xt.dtype;
+  t.heads = node.attrs.get_int("heads");
+  t.kv_heads = node.attrs.has("kv_heads") ? node.attrs.get_int("kv_heads") : t.heads;
+  const int64_t w = xt.shape[2];
+  t.batch = xt.shape[0];
+  t.sq = t.sk = xt.shape[1];
+  t.d = t.dv = w / (t.heads + 2 * t.kv_heads);
+  t.q_in = t.k_in = t.v_in = 0;
+  t.m_in = 1;
+  t.lq = {0, t.sq * w, t.d, w};
+  t.lk = {t.heads * t.d, t.sq * w, t.d, w};
+  t.lv = {(t.heads + t.kv_heads) * t.d, t.sq * w, t.d, w};
+  t.lo = {0, t.sq * t.heads * t.d, t.d, t.heads * t.d};
+  if (!read_mask(g, node, t)) return {};
+  return make_kernel(t);
+}
+
 }  // namespace
 }  // namespace attention_simd
 
 void register_attention_kernels() {
-  register_native(OpKind::Attention, attention_simd::attention_factory,
-                  "query + key positions (sq + sk + window) reach 2^24 outside f64, where "
-                  "positions no longer compare exactly in f32 lanes");
+  const char* why =
+      "query + key positions (sq + sk + window) reach 2^24 outside f64, where positions no "
+      "longer compare exactly in f32 lanes";
+  register_native(OpKind::Attention, attention_simd::attention_factory, why);
+  register_native(OpKind::PackedQkvAttention, attention_simd::packed_qkv_attention_factory, why);
 }
 
 }  // namespace rlx::cpu
