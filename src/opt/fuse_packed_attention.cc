@@ -101,8 +101,7 @@ class FusePackedAttentionPass : public Pass {
 
     bool changed = false;
     auto fuse = [&](RewriteContext& ctx, const Node& n,
-                    std::span<const Value> operands) -> std::optional<std::vector<Value>> {
-      (void)operands;
+                    std::span<const Value>) -> std::optional<std::vector<Value>> {
       // n = reshape(transpose(attention(q, k, v[, mask]), [0,2,1,3]), [B,S,Hq D]).
       if (n.op != OpKind::Reshape) return std::nullopt;
       Value tr = n.operands[0];

@@ -5,9 +5,10 @@
 //
 // Every path reads q, k, v rows and writes output rows through a RowLayout (row s of head h of
 // batch b at off + b sb + h sh + s ss): attention's contiguous [B,H,S,D], or
-// packed_qkv_attention's column blocks of the packed projection [B,S,(Hq+2Hkv)D], read in place,
-// and its token-major output [B,S,Hq D]: no transposes around the op. The two ops run the same
-// arithmetic, so their results are bitwise equal.
+// packed_qkv_attention's column blocks of the packed projection [B,S,(Hq+2Hkv)D] (a head's
+// strided rows are copied contiguous before the products: read in place they contend for a few
+// L1 sets) and its token-major output [B,S,Hq D], written in place: no transposes around the op.
+// The two ops run the same arithmetic, so their results are bitwise equal.
 //
 // Work is split into (batch, query head, block of kBlockQ query rows) items. An item keeps the
 // transposed query block Qt [D, Bq] and output accumulator Ot [Dv, Bq] in per-thread scratch and
