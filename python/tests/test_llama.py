@@ -254,12 +254,12 @@ CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role']
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
-def write_tiny_chat(path, seed=0, embd_scale=1.0):
-    """A tiny decoder with the byte-level tokenizer and a ChatML template, context 256: what
-    `rlx serve` and `rlx generate --chat` need, at the cost of a 2-layer model. Its embedding
-    (and tied head) scale keeps the next-token distributions wide enough that sampled answers
-    vary with the seed from the first token on."""
-    return write_tiny(path, vocab=260, context=256, tokenizer=True, chat_template=CHATML,
+def write_tiny_chat(path, seed=0, embd_scale=1.0, context=256):
+    """A tiny decoder with the byte-level tokenizer and a ChatML template (context 256 unless
+    given): what `rlx serve` and `rlx generate --chat` need, at the cost of a 2-layer model. Its
+    embedding (and tied head) scale keeps the next-token distributions wide enough that sampled
+    answers vary with the seed from the first token on."""
+    return write_tiny(path, vocab=260, context=context, tokenizer=True, chat_template=CHATML,
                       seed=seed, embd_scale=embd_scale)
 
 

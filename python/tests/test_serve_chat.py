@@ -39,6 +39,17 @@ def tiny(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def long_tiny(tmp_path_factory) -> str:
+    """The tiny decoder with context 4096: a request of 4000 tokens holds its slot for ~0.4 s
+    on a fast CPU (the whole stream fits the loopback socket buffers, so a client that stops
+    reading does not hold it back), long against the milliseconds a test takes to queue
+    requests behind it."""
+    path = tmp_path_factory.mktemp("chat") / "long_tiny.gguf"
+    write_tiny_chat(path, context=4096)
+    return str(path)
+
+
 def serve(tiny: str, *args: str) -> Served:
     return Served(*args, model=["--model", tiny, "--model-name", MODEL])
 
@@ -260,11 +271,13 @@ def wait_for(s: Served, text: str, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
-def test_disconnect_frees_the_slot_and_the_queue_is_bounded(tiny):
-    s = serve(tiny, "--parallel", "1", "--max-queue", "2", "--ctx", "256")
+def test_disconnect_frees_the_slot_and_the_queue_is_bounded(long_tiny):
+    # 4000 tokens per request: 180 (context 256) took ~25 ms on a Zen 4 core, so the first
+    # request could finish before the third was sent, and the queue was no longer full.
+    s = serve(long_tiny, "--parallel", "1", "--max-queue", "2", "--ctx", "4096")
     try:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "go on"}],
-                "max_tokens": 180, "temperature": 0}
+                "max_tokens": 4000, "temperature": 0}
         r = stream_raw(s.url, body)
         r.readline()  # the first event: the request holds the only slot
         r2 = stream_raw(s.url, body)  # waits for the slot: the queue is now full
@@ -275,8 +288,8 @@ def test_disconnect_frees_the_slot_and_the_queue_is_bounded(tiny):
         r.close()  # the client goes away: its slot is freed at the next token it cannot write
         r2.close()
         wait_for(s, f'rlx_queue_depth{{model="{MODEL}"}} 0')
-        # Both were cut short (run to the end, they would have made 2 x 180 tokens).
-        assert generated(s) < 250
+        # Both were cut short (run to the end, they would have made 2 x 4000 tokens).
+        assert generated(s) < 4000
         assert chat(s.client, "after", max_tokens=3).usage.completion_tokens == 3
     finally:
         assert s.close() == 0
