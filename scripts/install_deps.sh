@@ -72,7 +72,7 @@ fi
 
 # The Python package's build (pybind11) and its tests (pytest, JAX as the parity reference, the
 # official openai client against `rlx serve`).
-if ! python3 -c "import pybind11, pytest, jax, ml_dtypes, numpy, openai, gguf" 2>/dev/null; then
+if ! python3 -c "import pybind11, pytest, xdist, jax, ml_dtypes, numpy, openai, gguf" 2>/dev/null; then
   echo "installing: pybind11 and python/requirements-test.txt (PyPI)"
   pip_install "pybind11>=2.12" -r python/requirements-test.txt
 fi

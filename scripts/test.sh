@@ -28,6 +28,7 @@ bash scripts/sanitize.sh tsan
 # The installed C++ package: examples/cpp built with find_package(rlx) against a temporary prefix.
 bash scripts/check_install.sh build
 # The Python package from the build tree (the same module `pip install .` builds); its pjrt
-# compiles cache into the build tree, as CTest's do, not into ~/.cache.
+# compiles cache into the build tree, as CTest's do, not into ~/.cache. One pytest process per
+# core (pytest-xdist), each running whole files: most tests are one-threaded Python and numpy.
 RLX_CACHE_DIR="$PWD/build/test-cache" PYTHONPATH="$PWD/build/python" \
-  python3 -m pytest python/tests -q -p no:cacheprovider
+  python3 -m pytest python/tests -q -p no:cacheprovider -n "$(nproc)" --dist loadfile
