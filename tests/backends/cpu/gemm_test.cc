@@ -602,6 +602,14 @@ TEST(CpuGemm, GridChunksDoNotDependOnTheThreadCount) {
          return g.fused_matmul_bias_act(v[0], v[1], v[2], "none");
        },
        false},
+      // Rows and 1024-2048 columns split both ways too (MiniLM batch 32's QKV and FFN input
+      // projections): 2 row blocks of 515 by column blocks of 560 and 540.
+      {"f32 2-D grid from 1024 columns with tails, per-column bias, relu",
+       {f32_type({1030, 8}), f32_type({8, 1100}), f32_type({1100})},
+       [](Graph& g, const std::vector<Value>& v) {
+         return g.fused_matmul_bias_act(v[0], v[1], v[2], "relu");
+       },
+       false},
       {"bf16 per-column bias, silu",
        {{DType::bf16, {160, 64}}, {DType::bf16, {64, 330}}, {DType::bf16, {330}}},
        [](Graph& g, const std::vector<Value>& v) {

@@ -417,26 +417,43 @@ struct GemmGrid {
   }
 };
 
-// Grid chunks: at least this many multiply-adds in the whole problem (below it one thread's
-// GEMM takes ~50 us and a region's wake-up is a large share of it); from 2 * kGridRowBlock
-// rows, row blocks of at most kGridRowBlock rows that keep every column (MiniLM batch 32: M =
-// 4096 in 8 blocks); below, column blocks of at most kGridColBlock columns (MiniLM batch 1: N =
-// 384 in 2 blocks, 1536 in 8). Chosen by single-threaded CPU time of the chunks against the
-// unsplit matmul, AMD EPYC (Zen 4) with AVX-512: 128 x 384 x 384 with bias and gelu, 2 blocks
-// of 192 columns 1.00x, 3 of 128 1.04x, 6 of 64 1.10x; 128 x 384 x 1536, 8 blocks of 192
-// 0.94x; 4096 x 384 x 1536, 8 row blocks 1.01x, 64 blocks of 512 x 192 1.07x.
-// Wide problems (row blocks and more than kGridWideCols columns) split both ways, into blocks of
-// at most kGridWideRowBlock rows and kGridWideCols columns: a row block that keeps N = 4096
-// columns runs oneDNN's brgemm, which packs all of B per chunk, while a column block (B strided)
-// runs its jit sgemm; chunks of 1024 x K x 4096 at 1 thread (CPU time, median of 3, same CPU,
-// load ~6): 512 rows, every column (brgemm) 89 GFLOP/s, blocks of 512 x 2048 101, of 1024 x 2048
-// 106 (K = 2048: 97, 99, 107). The number of chunks is made even where a block can be narrowed
-// (it was 3 for 512 x 512 x 512, which kept one of 2 threads idle for a third of the GEMM).
+// Grid chunks: at least this many multiply-adds in the whole problem (below it one thread's GEMM
+// takes ~50 us and a region's wake-up is a large share of it); from 2 * kGridRowBlock rows, row
+// blocks of at most kGridRowBlock rows that keep every column (MiniLM batch 32's products with N =
+// 384: M = 4096 in 8 blocks); below, column blocks of at most kGridColBlock columns (MiniLM batch
+// 1: N = 384 in 2 blocks, 1536 in 8). Chosen by single-threaded CPU time of the chunks against the
+// unsplit matmul, AMD EPYC (Zen 4) with AVX-512: 128 x 384 x 384 with bias and gelu, 2 blocks of
+// 192 columns 1.00x, 3 of 128 1.04x, 6 of 64 1.10x; 128 x 384 x 1536, 8 blocks of 192 0.94x; 4096 x
+// 384 x 1536, 8 row blocks 1.01x, 64 blocks of 512 x 192 1.07x.
+//
+// Wide problems (row blocks and at least kGridWideMinCols columns) split both ways, into blocks of
+// at most kGridWideRowBlock rows and of half the columns (at most kGridWideCols): a row block that
+// keeps every column runs oneDNN's brgemm, which packs all of B per chunk, while a column block (B
+// strided) runs its jit sgemm. Chunks of 1024 x K x 4096 at 1 thread (CPU time, median of 3, same
+// CPU, load ~6): 512 rows, every column (brgemm) 89 GFLOP/s, blocks of 512 x 2048 101, of 1024 x
+// 2048 106 (K = 2048: 97, 99, 107).
+//
+// At 2 threads (oneDNN chunks on 2 OpenMP threads, process CPU time / 2 so that other processes'
+// load counts less; medians of 5-7 interleaved rounds, load 4-5; dnnl_sgemm on the whole problem in
+// brackets): n = 1024 row blocks of 512 199 GFLOP/s, 1024 x 512 203 (209); n = 2048 512 x 2048 195,
+// 1024 x 1024 209, 2048 x 1024 211 (213); n = 4096 1024 x 2048 207, 4096 x 1024 212, 2048 x 2048
+// 215 (209); 4096 x 384 x 1152 (MiniLM batch 32's QKV) 512 x 1152 199, 1024 x 576 215 (216); 4096 x
+// 384 x 1536 512 x 1536 192, 1024 x 768 208 (220); 4096 x 384 x 768 512 x 768 198, 1024 x 384 208
+// (212), but 2048 x 1024 x 768 196 either way, and 4096 x 1536 x 384 213 / 210 (208) for 512 x 384
+// / 1024 x 192: from 1024 columns. Every one of those keeps the chunk count of the row blocks (2,
+// 4, 8), so a late thread delays the GEMM by as much as before. rlx_bench_cpu's sgemm table
+// (wall time, 2 threads, load 2.7-3.1, 3 interleaved rounds), rlx / dnnl_sgemm with row blocks
+// then with this grid: n = 1024 0.90, 0.96, 0.88 then 0.96, 1.01, 1.03; n = 2048 0.90, 0.91, 0.85
+// then 0.99, 1.04, 0.97.
+//
+// The number of chunks is made even where a block can be narrowed (it was 3 for 512 x 512 x 512,
+// which kept one of 2 threads idle for a third of the GEMM).
 constexpr int64_t kGridMinWork = int64_t{1} << 21;
 constexpr int64_t kGridRowBlock = 512;
 constexpr int64_t kGridColBlock = 192;
 constexpr int64_t kGridWideRowBlock = 1024;
 constexpr int64_t kGridWideCols = 2048;
+constexpr int64_t kGridWideMinCols = 1024;
 
 // Blocks of at most `block` (rounded up to a multiple of `align`) that cover `size`, their count
 // made even when it is odd and above 1 and a narrower block gives an even count; returns the
@@ -523,11 +540,12 @@ struct DnnlGemm {
     auto g = std::make_shared<GemmGrid>();
     g->m = l.m;
     g->n = l.n;
-    bool rows = l.m >= 2 * kGridRowBlock, wide = rows && l.n > kGridWideCols;
+    bool rows = l.m >= 2 * kGridRowBlock, wide = rows && l.n >= kGridWideMinCols;
     // Column blocks in multiples of 16 (a vector of f32), the last one takes the rest; rows
-    // split only in row mode, columns in column mode and when wide.
+    // split only in row mode, columns in column mode and when wide (at least 2 column blocks).
+    auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
     g->mb = !rows ? l.m : even_blocks(l.m, wide ? kGridWideRowBlock : kGridRowBlock, 1);
-    g->nb = wide   ? even_blocks(l.n, kGridWideCols, 16)
+    g->nb = wide   ? even_blocks(l.n, std::min(kGridWideCols, round16((l.n + 1) / 2)), 16)
             : rows ? l.n
                    : even_blocks(l.n, kGridColBlock, 16);
     g->row_blocks = (l.m + g->mb - 1) / g->mb;
