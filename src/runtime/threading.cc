@@ -101,19 +101,33 @@ Pool& pool();
 // runs serially on that thread.
 thread_local bool t_in_region = false;
 
-// The process-wide pool. A region is published in three parts: the closure and its unit count
-// (the descriptor fields) and `state_`, one 64-bit word holding the region's epoch (high half)
-// and the next unclaimed unit (low half). A thread claims unit i by a compare-exchange of
-// (epoch, i) -> (epoch, i + 1) with i < units, so a claim succeeds only while that region is
-// live and has unclaimed units: a worker that wakes late, or that read the descriptor of a region
-// that has ended since, fails its exchange and runs nothing. The region ends when `done_` counts
-// every unit; before the caller writes the next descriptor it closes the old epoch
-// (index kClosed), so no exchange against a stale word can succeed afterwards. The closure is
-// called only after a successful claim, and the caller returns only after every claimed unit is
-// done, so nobody touches a closure whose region has returned.
+// Units of one run at most: a run's next unit and size are 16-bit fields of its claim word.
+constexpr int64_t kMaxRunUnits = 0xFFFF;
+
+// The process-wide pool. A region is published as a descriptor (the closure, its unit count and
+// its number of runs R) and R claim words. Run r holds units [units * r / R, units * (r + 1) / R),
+// and its word, on a cache line of its own, packs the region's epoch (high 32 bits) with the
+// run's next unclaimed unit and its size (16 bits each, offsets in the run). A thread claims unit
+// i of run r by a compare-exchange of (epoch, i, size) -> (epoch, i + 1, size), only while
+// i < size and the word holds the epoch the thread read before the descriptor. So a claim
+// succeeds only while that region is live and has unclaimed units: a worker that wakes late, or
+// that read the descriptor of a region that has ended since (parts of the descriptor may then be
+// a newer region's), fails its exchange and runs nothing. That holds because a region ends only
+// once all its units are claimed, i.e. every word holding its epoch reads i == size, and the
+// caller writes a newer region's words only after that, with the newer epoch (words past the
+// newer R keep an ended epoch, with no unit left). Whether a word has a unit left depends on the
+// word alone, not on a unit count in the descriptor, so an old epoch needs no closing. The epoch is
+// 32 bits, as when one word held the epoch and a shared index: a stale claim would need a worker
+// to sleep through 2^32 regions. R = 1: every thread claims from the one run (dynamic
+// scheduling). R > 1: thread t (0 the caller, 1.. the workers) claims from run t, then from the
+// run with the most units left, one unit at a time. The region ends when `done_` counts every
+// unit. The closure is called only after a successful claim, and the caller returns only after
+// every claimed unit is done, so nobody touches a closure whose region has returned.
 class Pool {
  public:
-  using UnitFn = void (*)(const void* ctx, int64_t unit);
+  // fn(ctx, u, run_begin, run_end): unit u, and [run_begin, run_end): the units of u's run from
+  // the first one the thread took in sequence up to u (RunChunk) to the run's end.
+  using UnitFn = void (*)(const void* ctx, int64_t unit, int64_t run_begin, int64_t run_end);
 
   Pool() : spin_(std::chrono::microseconds(pool_spin_us())) {
     // A forked child has only the forking thread: it forgets the parent's workers (started
@@ -127,33 +141,38 @@ class Pool {
     stop_workers();
   }
 
-  // Runs fn(ctx, u) for every u in [0, units) on this thread and threads - 1 workers (started,
-  // or restarted at a new count, here), or returns false without running anything when another
-  // thread holds the pool (the caller then runs serially). Rethrows the first exception a unit
-  // threw, after every claimed unit has finished (units claimed after it are skipped).
-  bool run(int threads, int64_t units, UnitFn fn, const void* ctx) {
+  // Runs fn for every unit in [0, units), split into `runs` runs (1, or 2 to `threads`, each of
+  // at most kMaxRunUnits units), on this thread and threads - 1 workers (started, or restarted
+  // at a new count, here), or returns false without running anything when another thread holds
+  // the pool (the caller then runs serially). Rethrows the first exception a unit threw, after
+  // every claimed unit has finished (units claimed after it are skipped).
+  bool run(int threads, int64_t units, int runs, UnitFn fn, const void* ctx) {
     std::unique_lock<std::mutex> lock(caller_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    if (static_cast<int>(workers_.size()) != threads - 1) resize(threads - 1);
+    if (static_cast<int>(workers_.size()) != threads - 1) resize(threads);
     // oneDNN (OpenMP) called inside a chunk must stay on this thread, as it does on the workers.
     const int saved_omp = omp_get_max_threads();
     omp_set_num_threads(1);
     t_in_region = true;
 
-    // epoch_ changes only here and in stop_workers(), both under caller_mu_.
+    // epoch_ changes only here and in stop_workers(), both under caller_mu_. Every unit of the
+    // previous region is claimed, so none of its words can be claimed from while they change.
     const uint32_t epoch = epoch_.load() + 1;
-    state_.store((state_.load() & ~kIndexMask) | kClosed);  // no claim of the old epoch now
     fn_.store(fn);
     ctx_.store(ctx);
     units_.store(units);
+    runs_.store(runs);
     done_.store(0);
     failed_.store(false);
     error_ = nullptr;
-    state_.store(uint64_t{epoch} << 32);
+    for (int r = 0; r < runs; ++r) {
+      const uint64_t size = run_start(units, runs, r + 1) - run_start(units, runs, r);
+      words_[size_t(r)].word.store(uint64_t{epoch} << 32 | size);
+    }
     epoch_.store(epoch);
     if (sleepers_.load() > 0) epoch_.notify_all();
 
-    const int64_t mine = work(epoch, fn, ctx, units);
+    const int64_t mine = work(epoch, fn, ctx, units, runs, 0);
     if (mine < units) wait_done(units);
 
     t_in_region = false;
@@ -181,28 +200,81 @@ class Pool {
   int workers_waiting_at_hold() const { return at_hold_.load(); }
 
  private:
-  static constexpr uint64_t kIndexMask = 0xFFFFFFFFu;
-  static constexpr uint64_t kClosed = kIndexMask;
+  static constexpr uint64_t kNextOne = uint64_t{1} << 16;
 
-  // Claims and runs units of region `epoch` until none is left; returns how many it ran.
-  int64_t work(uint32_t epoch, UnitFn fn, const void* ctx, int64_t units) {
-    int64_t ran = 0;
-    uint64_t s = state_.load();
+  // A run's claim word on a cache line of its own: a thread taking its own run's units does not
+  // contend with the others' claims.
+  struct alignas(64) RunWord {
+    std::atomic<uint64_t> word{0};  // (epoch << 32) | (next unit << 16) | size
+  };
+
+  static int64_t run_start(int64_t units, int runs, int r) { return units * r / runs; }
+
+  // Claims run r's next unit for region `epoch`: its offset in the run, or -1 when the run has
+  // none left or its word holds another epoch.
+  int64_t claim(int r, uint32_t epoch) {
+    std::atomic<uint64_t>& word = words_[size_t(r)].word;
+    uint64_t s = word.load();
     for (;;) {
-      if (static_cast<uint32_t>(s >> 32) != epoch) return ran;
-      const uint64_t index = s & kIndexMask;
-      if (index >= static_cast<uint64_t>(units)) return ran;
-      if (!state_.compare_exchange_weak(s, s + 1)) continue;  // s reloaded
+      const int64_t next = int64_t(s >> 16 & 0xFFFF), size = int64_t(s & 0xFFFF);
+      if (static_cast<uint32_t>(s >> 32) != epoch || next >= size) return -1;
+      if (word.compare_exchange_weak(s, s + kNextOne)) return next;
+    }
+  }
+
+  // Claims and runs units of region `epoch` as thread `self` until none is left; returns how
+  // many it ran. fn, ctx, units and runs are the descriptor read after `epoch` (a newer region's
+  // in part when region `epoch` has ended; then every claim fails). runs never exceeds
+  // words_.size(): a thread count change joins every worker before the words are resized.
+  // A thread done with its own run takes the next unit of the run with the most left, not the
+  // last one: while that run's owner is away (descheduled, or not yet awake) the thread then
+  // reads the rest of the run as one sequential stream, as the owner would have (units taken
+  // from the back come in descending order, each one a stream start of its own: a 2-thread
+  // GEMV whose worker was away ran at 0.65-0.8x of one shared counter's, docs/runtime.md
+  // "Threads").
+  int64_t work(uint32_t epoch, UnitFn fn, const void* ctx, int64_t units, int runs, int self) {
+    int64_t ran = 0;
+    auto run_unit = [&](int64_t u, int64_t run_begin, int64_t run_end) {
       if (!failed_.load(std::memory_order_relaxed)) {
         try {
-          fn(ctx, static_cast<int64_t>(index));
+          fn(ctx, u, run_begin, run_end);
         } catch (...) {
           if (!failed_.exchange(true)) error_ = std::current_exception();
         }
       }
       ++ran;
       if (done_.fetch_add(1) + 1 == units && caller_waiting_.load()) done_.notify_one();
-      s = state_.load();
+    };
+    // The sequence of consecutive units of one run this thread is taking: it goes on while each
+    // claim is the unit after the thread's previous one.
+    int seq_run = -1;
+    int64_t seq_begin = 0, last = -1;
+    auto take = [&](int r, int64_t i) {
+      const int64_t b = run_start(units, runs, r);
+      if (r != seq_run || i != last + 1) seq_begin = b + i;
+      seq_run = r;
+      last = i;
+      run_unit(b + i, seq_begin, run_start(units, runs, r + 1));
+    };
+    const int home = runs == 1 ? 0 : self;
+    if (home < runs)
+      for (int64_t i = claim(home, epoch); i >= 0; i = claim(home, epoch)) take(home, i);
+    if (runs == 1) return ran;
+    for (;;) {  // the run with the most units left
+      int victim = -1;
+      int64_t most = 0;
+      for (int r = 0; r < runs; ++r) {
+        const uint64_t s = words_[size_t(r)].word.load();
+        if (static_cast<uint32_t>(s >> 32) != epoch) return ran;  // the region has ended
+        const int64_t left = int64_t(s & 0xFFFF) - int64_t(s >> 16 & 0xFFFF);
+        if (left > most) {
+          most = left;
+          victim = r;
+        }
+      }
+      if (victim < 0) return ran;
+      const int64_t i = claim(victim, epoch);
+      if (i >= 0) take(victim, i);
     }
   }
 
@@ -214,7 +286,7 @@ class Pool {
     caller_waiting_.store(false);
   }
 
-  void worker_loop(uint32_t seen) {
+  void worker_loop(uint32_t seen, int self) {
     t_in_region = true;
     omp_set_num_threads(1);  // oneDNN called from a chunk runs on this thread only
     for (;;) {
@@ -226,17 +298,18 @@ class Pool {
       }
       if (stop_.load()) return;
       seen = epoch_.load();
-      // The descriptor may already be a later region's; then `seen` is no longer the epoch in
-      // state_ and work() claims nothing.
+      // The descriptor may already be a later region's; then no word holds `seen` with units
+      // left and work() claims nothing.
       UnitFn fn = fn_.load();
       const void* ctx = ctx_.load();
       const int64_t units = units_.load();
+      const int runs = runs_.load();
       if (held_.load()) {
         at_hold_.fetch_add(1);
         while (held_.load()) held_.wait(true);
         at_hold_.fetch_sub(1);
       }
-      work(seen, fn, ctx, units);
+      work(seen, fn, ctx, units, runs, self);
     }
   }
 
@@ -250,20 +323,25 @@ class Pool {
     stop_.store(false);
   }
 
-  void resize(int workers) {
+  // Restarts the pool with threads - 1 workers (1 .. threads - 1; the caller is thread 0) and a
+  // claim word per thread.
+  void resize(int threads) {
     stop_workers();
+    words_ = std::vector<RunWord>(size_t(threads));
     const uint32_t seen = epoch_.load();
-    for (int i = 0; i < workers; ++i) workers_.emplace_back([this, seen] { worker_loop(seen); });
+    for (int i = 1; i < threads; ++i)
+      workers_.emplace_back([this, seen, i] { worker_loop(seen, i); });
   }
 
   const std::chrono::steady_clock::duration spin_;
   std::mutex caller_mu_;  // held by the thread whose region runs on the pool
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> state_{0};   // (epoch << 32) | next unit
+  std::vector<RunWord> words_;       // the claim words of runs 0, 1, ...
   std::atomic<uint32_t> epoch_{0};   // the latest epoch; workers wait on it
   std::atomic<UnitFn> fn_{nullptr};  // the descriptor of the latest region
   std::atomic<const void*> ctx_{nullptr};
   std::atomic<int64_t> units_{0};
+  std::atomic<int> runs_{1};
   std::atomic<int64_t> done_{0};  // units of the current region finished
   std::atomic<bool> caller_waiting_{false};
   std::atomic<int> sleepers_{0};
@@ -280,16 +358,33 @@ Pool& pool() {
   return p;
 }
 
-// Runs body(u) for every unit u in [0, units) (units >= 2) on the pool of num_threads() threads,
-// or serially on this thread when another thread holds the pool.
+// Runs body(i, run_begin, run_end) for every item i in [0, items) (items >= 2) on the pool of
+// num_threads() (>= 2) threads: with per_thread, as one run of consecutive items per thread
+// (parallel_runs), else as one run all threads claim from in turn (dynamic scheduling);
+// [run_begin, run_end) as RunChunk's run, in items. Past kMaxRunUnits units per run a unit is a
+// few consecutive items. Serially on this thread, as one run of every item, when another thread
+// holds the pool.
 template <class Body>
-void run_units(int64_t units, const Body& body) {
-  auto call = [](const void* ctx, int64_t u) { (*static_cast<const Body*>(ctx))(u); };
-  if (pool().run(num_threads(), units, call, &body)) {
+void run_items(int64_t items, bool per_thread, const Body& body) {
+  const int threads = num_threads();
+  const int64_t per = (items + threads * kMaxRunUnits - 1) / (threads * kMaxRunUnits);
+  const int64_t units = (items + per - 1) / per;
+  const int runs = per_thread ? int(std::min<int64_t>(threads, units)) : 1;
+  struct Closure {
+    const Body& body;
+    int64_t items, per;
+  } closure{body, items, per};
+  auto call = [](const void* ctx, int64_t u, int64_t run_begin, int64_t run_end) {
+    const Closure& c = *static_cast<const Closure*>(ctx);
+    const int64_t rb = run_begin * c.per, re = std::min(c.items, run_end * c.per);
+    for (int64_t i = u * c.per, e = std::min(c.items, (u + 1) * c.per); i < e; ++i)
+      c.body(i, rb, re);
+  };
+  if (pool().run(threads, units, runs, call, &closure)) {
     g_regions.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  for (int64_t u = 0; u < units; ++u) body(u);
+  for (int64_t i = 0; i < items; ++i) body(i, 0, items);
 }
 
 }  // namespace
@@ -347,7 +442,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   // One contiguous chunk per thread (kernels here are uniform per iteration, and contiguous
   // ranges keep each thread's memory streams sequential), claimed dynamically: a worker that
   // starts late finds its chunk taken by a thread that is free.
-  run_units(chunks, [&](int64_t c) { fn(begin + n * c / chunks, begin + n * (c + 1) / chunks); });
+  run_items(chunks, false, [&](int64_t c, int64_t, int64_t) {
+    fn(begin + n * c / chunks, begin + n * (c + 1) / chunks);
+  });
 }
 
 void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
@@ -359,13 +456,20 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
     for (int64_t c = 0; c < chunks; ++c) one(c);
     return;
   }
-  // A claim is one chunk; past 2^24 chunks a claim takes a run of consecutive chunks, so the
-  // unit index fits the low half of the pool's state word with room to spare.
-  constexpr int64_t kMaxUnits = int64_t{1} << 24;
-  const int64_t per = (chunks + kMaxUnits - 1) / kMaxUnits;
-  const int64_t units = (chunks + per - 1) / per;
-  run_units(units, [&](int64_t u) {
-    for (int64_t c = u * per, e = std::min(chunks, (u + 1) * per); c < e; ++c) one(c);
+  run_items(chunks, false, [&](int64_t c, int64_t, int64_t) { one(c); });
+}
+
+void parallel_runs(int64_t begin, int64_t end, int64_t chunk, RunFn fn) {
+  if (end <= begin) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  const int64_t chunks = (end - begin + chunk - 1) / chunk;
+  auto at = [&](int64_t c) { return std::min(end, begin + c * chunk); };
+  if (chunks <= 1 || num_threads() <= 1 || t_in_region) {
+    for (int64_t c = 0; c < chunks; ++c) fn(RunChunk{at(c), at(c + 1), begin, end});
+    return;
+  }
+  run_items(chunks, true, [&](int64_t c, int64_t run_begin, int64_t run_end) {
+    fn(RunChunk{at(c), at(c + 1), at(run_begin), at(run_end)});
   });
 }
 

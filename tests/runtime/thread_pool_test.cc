@@ -1,17 +1,21 @@
-// rlx's own thread pool under parallel_for / parallel_chunks (src/runtime/threading.cc): chunks
-// run once whatever the thread count, nested and concurrent regions run serially instead of
-// deadlocking, a worker that wakes late delays nobody and runs nothing of a finished region,
-// resizing, exceptions, and oneDNN's OpenMP staying on one thread inside a region.
+// rlx's own thread pool under parallel_for / parallel_chunks / parallel_runs
+// (src/runtime/threading.cc): chunks run once whatever the thread count, parallel_runs' threads
+// each take a run of consecutive chunks front to back and then the rest of others' runs,
+// nested and concurrent regions run serially instead of deadlocking, a worker that wakes late
+// delays nobody and runs nothing of a finished region, resizing, exceptions, and oneDNN's OpenMP
+// staying on one thread inside a region.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -203,6 +207,14 @@ TEST(PoolRegions, AnExceptionInAChunkIsRethrownOnTheCaller) {
       EXPECT_STREQ(e.what(), "chunk 5 failed");
     }
     EXPECT_LE(after.load(), 63);
+    try {
+      parallel_runs(0, 64, 1, [&](const RunChunk& c) {
+        if (c.begin == 40) throw std::runtime_error("chunk 40 failed");
+      });
+      ADD_FAILURE() << "no exception from parallel_runs with " << threads << " threads";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "chunk 40 failed");
+    }
     EXPECT_THROW(parallel_for(0, 8, 1,
                               [&](int64_t b, int64_t) {
                                 if (b == 0) throw Error("first chunk");
@@ -241,6 +253,115 @@ TEST(PoolRegions, OpenMpRunsOneThreadInsideARegion) {
   EXPECT_EQ(chunks.load(), 12);
   EXPECT_EQ(widest.load(), 1);
   EXPECT_EQ(omp_get_max_threads(), 3);
+}
+
+// parallel_runs with T threads: every chunk is called exactly once; a call's run ends where one
+// of the static runs [t * C / T, (t + 1) * C / T) of chunks ends and starts inside it, and a
+// thread goes through it front to back from run_begin, without gaps. One thread: one run of all.
+// Past 65535 chunks per run (a claim-word field) chunks are claimed a few at a time.
+TEST(PoolRegions, ParallelRunsCallsEachChunkOnceInRunOrder) {
+  ThreadCountGuard guard;
+  struct Case {
+    int64_t n, chunk;
+  };
+  std::vector<Case> cases;
+  for (int64_t n : {0, 1, 2, 9, 100, 1001})
+    for (int64_t chunk : {1, 7, 64}) cases.push_back({n, chunk});
+  cases.push_back({140001, 1});
+  for (int threads : {1, 2, 3, 4, 8}) {
+    set_num_threads(threads);
+    for (auto [n, chunk] : cases) {
+      const int64_t begin = 5, end = 5 + n, chunks = (n + chunk - 1) / chunk;
+      auto at = [&](int64_t c) { return std::min(end, begin + c * chunk); };
+      const std::string where = std::to_string(threads) + " threads, n " + std::to_string(n) +
+                                ", chunk " + std::to_string(chunk);
+      std::mutex mu;
+      std::vector<std::pair<RunChunk, std::thread::id>> calls;  // each thread's in its order
+      parallel_runs(begin, end, chunk, [&](const RunChunk& c) {
+        std::lock_guard<std::mutex> lock(mu);
+        calls.push_back({c, std::this_thread::get_id()});
+      });
+      std::vector<int> hits(static_cast<size_t>(chunks));
+      std::map<int64_t, int64_t> runs;  // the static runs of the T threads, end -> begin
+      const int64_t t_runs = std::min<int64_t>(threads, chunks);
+      for (int64_t t = 0; t < t_runs; ++t)
+        runs[at(chunks * (t + 1) / t_runs)] = at(chunks * t / t_runs);
+      // where each thread's sequence (by its run_begin) got to: the end of its last chunk
+      std::map<std::pair<std::thread::id, int64_t>, int64_t> next;
+      const bool grouped = n > 65535 * threads;  // static runs of units, not of chunks
+      int64_t bad = 0;
+      for (const auto& [c, thread] : calls) {
+        ASSERT_EQ((c.begin - begin) % chunk, 0) << where;
+        ASSERT_TRUE(c.begin >= begin && c.begin < end) << where;
+        ASSERT_EQ(c.end, at((c.begin - begin) / chunk + 1)) << where;
+        ++hits[static_cast<size_t>((c.begin - begin) / chunk)];
+        if (threads == 1) {
+          bad += c.run_begin != begin || c.run_end != end;
+          continue;
+        }
+        bad += c.run_begin > c.begin || c.end > c.run_end;
+        if (grouped) continue;
+        const auto run = runs.find(c.run_end);
+        bad += run == runs.end() || c.run_begin < run->second;
+        auto [it, fresh] = next.try_emplace({thread, c.run_begin}, c.run_begin);
+        bad += it->second != c.begin;  // not where this thread's sequence got to
+        it->second = c.end;
+      }
+      EXPECT_EQ(bad, 0) << where;
+      EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), chunks) << where;
+    }
+  }
+}
+
+// A worker held before its first claim (as a descheduled thread would be) delays nothing: the
+// caller runs its own run and then the worker's, each front to back, and returns; the worker,
+// released, runs nothing of that region. Then, with a slow first chunk on the caller, the worker
+// runs its own run and the rest of the caller's, so the slow chunk delays the call by itself only.
+TEST(PoolRegions, ParallelRunsCallerTakesAHeldWorkersRun) {
+  ThreadCountGuard guard;
+  set_num_threads(2);
+  parallel_for(0, 2, 1, [](int64_t, int64_t) {});  // the pool now has its one worker
+  std::vector<std::atomic<int>> hits(10);
+  std::atomic<int> off_caller{0};
+  std::vector<std::array<int64_t, 3>> calls;  // (begin, run_begin, run_end), the caller's only
+  detail::hold_pool_workers_for_testing(true);
+  auto region = [&] {
+    const std::thread::id me = std::this_thread::get_id();
+    parallel_runs(0, 100, 10, [&](const RunChunk& c) {
+      ++hits[static_cast<size_t>(c.begin / 10)];
+      if (std::this_thread::get_id() != me) {
+        ++off_caller;
+      } else {
+        calls.push_back({c.begin, c.run_begin, c.run_end});
+      }
+    });
+  };
+  auto first = std::async(std::launch::async, region);
+  if (first.wait_for(5s) != std::future_status::ready) {
+    detail::hold_pool_workers_for_testing(false);
+    FAIL() << "the caller waited for a worker that had claimed nothing";
+  }
+  EXPECT_TRUE(eventually([] { return detail::pool_workers_held_for_testing() == 1; }));
+  detail::hold_pool_workers_for_testing(false);
+  EXPECT_TRUE(eventually([] { return detail::pool_workers_held_for_testing() == 0; }));
+  std::this_thread::sleep_for(20ms);  // time for a wrong late claim to show
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 1) << "chunk " << i;
+  EXPECT_EQ(off_caller.load(), 0);
+  const std::vector<std::array<int64_t, 3>> want = {
+      {0, 0, 50},    {10, 0, 50},   {20, 0, 50},   {30, 0, 50},   {40, 0, 50},  // the caller's run
+      {50, 50, 100}, {60, 50, 100}, {70, 50, 100}, {80, 50, 100}, {90, 50, 100}};  // the worker's
+  EXPECT_EQ(calls, want);
+
+  std::atomic<int> others{0};
+  const std::thread::id me = std::this_thread::get_id();
+  parallel_runs(0, 20, 1, [&](const RunChunk& c) {
+    if (c.begin == 0) {
+      EXPECT_TRUE(eventually([&] { return others.load() == 19; })) << others.load();
+    } else {
+      others += std::this_thread::get_id() != me;
+    }
+  });
+  EXPECT_EQ(others.load(), 19);
 }
 
 // RLX_SPIN_US is read once per process, so each value is checked in a fresh process.

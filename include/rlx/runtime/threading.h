@@ -42,24 +42,27 @@ void bind_library_threads();
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
-/// A non-owning reference to a callable fn(int64_t begin, int64_t end), valid while the callable
-/// lives (a lambda argument: until the call it is passed to returns). Unlike std::function it
-/// never allocates, so a kernel called many times per second (a decoder's GEMVs) launches its
-/// parallel loop without touching the heap.
-class RangeFn {
+/// A non-owning reference to a callable fn(Args...), valid while the callable lives (a lambda
+/// argument: until the call it is passed to returns). Unlike std::function it never allocates,
+/// so a kernel called many times per second (a decoder's GEMVs) launches its parallel loop
+/// without touching the heap.
+template <class... Args>
+class CallRef {
  public:
-  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
-  RangeFn(F&& f)  // NOLINT(google-explicit-constructor): converts like std::function
-      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
-        call_([](void* o, int64_t b, int64_t e) {
-          (*static_cast<std::remove_reference_t<F>*>(o))(b, e);
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, CallRef>>>
+  CallRef(F&& f)  // NOLINT(google-explicit-constructor): converts like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, Args... args) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(args...);
         }) {}
-  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+  void operator()(Args... args) const { call_(obj_, args...); }
 
  private:
   void* obj_;
-  void (*call_)(void*, int64_t, int64_t);
+  void (*call_)(void*, Args...);
 };
+
+/// fn(int64_t begin, int64_t end), the body of parallel_chunks.
+using RangeFn = CallRef<int64_t, int64_t>;
 
 /// Runs fn(b, e) on every chunk [begin + i * chunk, min(end, begin + (i + 1) * chunk)) of
 /// [begin, end) (chunk >= 1; one call per chunk, also when it runs serially). Threads claim
@@ -71,10 +74,36 @@ class RangeFn {
 /// serially on the calling thread. Exceptions as for parallel_for.
 void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn);
 
-/// Parallel regions that parallel_for and parallel_chunks have opened in this process (calls
-/// that ran serially on the calling thread are not counted, nor oneDNN's own regions): each
-/// one may wake sleeping workers and waits for the chunks they claimed, so kernels keep the
-/// count per run low (docs/runtime.md "Threads"). For tests and diagnostics.
+/// One call of a parallel_runs body: the chunk [begin, end), and [run_begin, run_end), the part of
+/// the chunk's run that the calling thread goes through front to back: it ran the chunks from
+/// run_begin up to begin just before this one, in that order (none when begin == run_begin), and
+/// takes the chunk at end next unless another thread has taken it (chunks past end up to run_end
+/// are the run's rest). A kernel that streams memory can prefetch ahead along it.
+struct RunChunk {
+  int64_t begin, end;
+  int64_t run_begin, run_end;
+};
+
+/// The body of parallel_runs.
+using RunFn = CallRef<const RunChunk&>;
+
+/// Runs fn on every chunk [begin + i * chunk, min(end, begin + (i + 1) * chunk)) of [begin, end)
+/// (chunk >= 1; one call per chunk, also when it runs serially), like parallel_chunks, but in
+/// runs: with T threads (up to num_threads(), at most one per chunk) thread t starts on its own
+/// run of consecutive chunks, chunks [t * C / T, (t + 1) * C / T) of the C, and takes them one at
+/// a time front to back; a thread whose run is empty takes the next chunk of the run with the
+/// most chunks left. So each thread reads one sequential stream, while a worker that starts late
+/// or is slowed by other load still holds the call back by at most the chunk it is running (the
+/// others take the rest of its run, in order). Thread 0 is the caller. For loops whose
+/// iterations write disjoint outputs (each result is then independent of the thread count).
+/// Calls from inside a parallel region, or while another thread's region holds the pool, run
+/// serially on the calling thread, as one run of every chunk. Exceptions as for parallel_for.
+void parallel_runs(int64_t begin, int64_t end, int64_t chunk, RunFn fn);
+
+/// Parallel regions that parallel_for, parallel_chunks and parallel_runs have opened in this
+/// process (calls that ran serially on the calling thread are not counted, nor oneDNN's own
+/// regions): each one may wake sleeping workers and waits for the chunks they claimed, so
+/// kernels keep the count per run low (docs/runtime.md "Threads"). For tests and diagnostics.
 int64_t parallel_regions();
 
 namespace detail {

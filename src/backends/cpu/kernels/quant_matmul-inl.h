@@ -1047,7 +1047,9 @@ inline void float_format_rows(QuantFormat f, const float* x, int64_t M, int64_t 
 // are computed for 8 sub-blocks at once (one group: 8 blocks of a 32-element format, one
 // K-quant block), the zero point / min terms as one FMA of the coefficients with the activation
 // sums per group (ggml's bsums trick). Nothing is allocated; rows are split across threads in
-// chunks of kGemvChunkRows that threads claim one at a time.
+// chunks of kGemvChunkRows by parallel_runs: each thread reads its own run of consecutive chunks,
+// one sequential stream that it prefetches ahead along (prefetch_group); a thread done with its
+// run goes on with the next chunks of the other runs.
 #if RLX_QM_LEVEL >= 1
 // Weight rows per tile for MR activation rows: MR x NR accumulators plus the NR expanded
 // sub-blocks fit the registers (16 on AVX2, 32 with AVX-512).
@@ -1175,32 +1177,37 @@ inline __m128 hsum4_ps(const __m256* v) {
 
 // Prefetches into L2 the kBytes that the tile at row n0 reads for its group gi, kGemvPrefetchBytes
 // ahead (one sequential stream; see kGemvPrefetchBytes), nothing past the end of W. In the first
-// kGemvPrefetchBytes of W (where no earlier tile prefetched) also the 2 kBytes at twice the
-// position, so the stream runs ahead from a call's start on: a weight of a few hundred KiB
-// (576 x 1536) spends the first 32 KiB of it otherwise on demand misses. prefetcht1 in volatile
-// asm: GCC 12 deletes _mm_prefetch loops it inlines here as side-effect free.
+// kGemvPrefetchBytes of the thread's run (from row run0, RunChunk::run_begin), where no earlier
+// tile of the thread prefetched, also the 2 kBytes at twice the distance from the run's start, so
+// the stream runs ahead from the run's start on: a run of a few hundred KiB (576 x 1536) spends
+// the first 32 KiB of it otherwise on demand misses. Past the run's end the prefetch goes on into
+// the next run: with 2 threads the caller takes that one's chunks next while its owner is away
+// (against stopping at the run's end: the same with both threads running, up to 5 % faster with
+// the other core busy, 576 x 1536). prefetcht1 in volatile asm: GCC 12 deletes _mm_prefetch loops
+// it inlines here as side-effect free.
 template <int64_t kBytes>
-inline void prefetch_group(const uint8_t* w, int64_t row_bytes, int64_t N, int64_t tile_bytes,
-                           int64_t n0, int64_t gi) {
-  const int64_t at = n0 * row_bytes + gi * kBytes, end = N * row_bytes;
-  if (at < kGemvPrefetchBytes && 2 * at + 3 * kBytes <= end) {
+inline void prefetch_group(const uint8_t* w, int64_t row_bytes, int64_t N, int64_t run0,
+                           int64_t tile_bytes, int64_t n0, int64_t gi) {
+  const int64_t start = run0 * row_bytes, end = N * row_bytes;
+  const int64_t at = n0 * row_bytes + gi * kBytes - start;  // in the run
+  if (at < kGemvPrefetchBytes && start + 2 * at + 3 * kBytes <= end) {
     RLX_QM_UNROLL
     for (int64_t p = 0; p < 2 * kBytes; p += 64)
-      asm volatile("prefetcht1 %0" : : "m"(w[2 * at + kBytes + p]));
+      asm volatile("prefetcht1 %0" : : "m"(w[start + 2 * at + kBytes + p]));
   }
   if (n0 * row_bytes + kGemvPrefetchBytes + tile_bytes > end) return;
-  const uint8_t* pf = w + at + kGemvPrefetchBytes;
+  const uint8_t* pf = w + start + at + kGemvPrefetchBytes;
   RLX_QM_UNROLL
   for (int64_t p = 0; p < kBytes; p += 64) asm volatile("prefetcht1 %0" : : "m"(pf[p]));
 }
 
-// Rows [r0, r1) of y for one activation row a (a chunk) by the paired scheme: tiles of
-// kPairedRows weight rows (the last tile repeats row r1 - 1), per tile its rows' whole groups,
-// then its tail groups. Scales and offsets are decoded one group ahead of the dots that use
-// them, across tiles too, as in gemv_chunk.
+// Rows [r0, r1) of y for one activation row a (a chunk of the run from row run0) by the paired
+// scheme: tiles of kPairedRows weight rows (the last tile repeats row r1 - 1), per tile its rows'
+// whole groups, then its tail groups. Scales and offsets are decoded one group ahead of the dots
+// that use them, across tiles too, as in gemv_chunk.
 template <class F>
 inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t r0,
-                              int64_t r1, const PairedAct& a) {
+                              int64_t r1, int64_t run0, const PairedAct& a) {
   constexpr int NR = kPairedRows;
   constexpr int64_t kGroupBytes = 8 * F::kBytes;
   const int64_t row_bytes = K / 32 * F::kBytes, tile_bytes = NR * row_bytes;
@@ -1217,7 +1224,7 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
   };
   auto prepare = [&](const uint8_t* const* wr, int64_t n0, int64_t gi, int buf)
       __attribute__((always_inline)) {
-    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, tile_bytes, n0, gi);
+    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, run0, tile_bytes, n0, gi);
     if (gi < whole) {
       const __m256 ad = _mm256_loadu_ps(a.d.data() + 8 * gi);
       const __m256 s = _mm256_loadu_ps(a.s32.data() + 8 * gi);
@@ -1331,13 +1338,13 @@ inline void paired_gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, 
   }
 }
 
-// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk): tiles of NR weight rows (the
-// last tile repeats row r1 - 1), each over all K. The group pipeline below runs across the tiles
-// too (the next tile's first group is prepared during this tile's last), so short rows (K of a
-// few groups) pay no pipeline start per tile.
+// Rows [r0, r1) of y for activation rows [m0, m0 + MR) (a chunk of the run from row run0): tiles of
+// NR weight rows (the last tile repeats row r1 - 1), each over all K. The group pipeline below runs
+// across the tiles too (the next tile's first group is prepared during this tile's last), so short
+// rows (K of a few groups) pay no pipeline start per tile.
 template <class F, int MR, int NR>
 inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t m0, int64_t r0,
-                       int64_t r1, const ActRow* a) {
+                       int64_t r1, int64_t run0, const ActRow* a) {
   constexpr bool kX16 = kHighX16<F>;
   const int64_t nsub_row = K / 32, row_bytes = nsub_row / F::kSub * F::kBytes;
   const int64_t tile_bytes = NR * row_bytes;
@@ -1362,7 +1369,7 @@ inline void gemv_chunk(const uint8_t* w, int64_t K, int64_t N, float* y, int64_t
     __m256 sc[NR][kP], cf[NR][kP];
     // The tile reads NR * kGroupBytes per group: prefetch as many bytes kGemvPrefetchBytes
     // ahead of it (one sequential stream; see kGemvPrefetchBytes), not past the end of W.
-    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, tile_bytes, n0, j0 / 8);
+    prefetch_group<NR * kGroupBytes>(w, row_bytes, N, run0, tile_bytes, n0, j0 / 8);
     RLX_QM_UNROLL
     for (int n = 0; n < NR; ++n) {
       gemv_group_scales<F>(wr[n] + offset, nsub, sc[n], cf[n]);
@@ -1531,7 +1538,8 @@ inline void float_gemv_tile(const uint8_t* const* wr, int64_t K, const uint8_t* 
 // side, NR interleaved streams that the hardware prefetchers serve poorly (4 streams of 2304-byte
 // rows read ~8 GB/s where one stream reads ~17 on the Zen 4 EPYC of docs/runtime.md), so the
 // tile also prefetches the bytes kGemvPrefetchBytes past its start at the rate it consumes its
-// own (pf; null where that would pass the end of W): DRAM then sees one sequential stream.
+// own (pf; null where that would pass the end of W): DRAM then sees one sequential stream per
+// thread (its run of chunks, parallel_runs).
 template <int MR, int NR, class Tile>
 inline void gemv_rows(const uint8_t* w, int64_t row_bytes, int64_t N, float* y, int64_t m0,
                       int64_t r0, int64_t r1, Tile&& tile) {
@@ -1561,18 +1569,18 @@ inline void gemv_block(const ActRows& act, int64_t M, int64_t K, const uint8_t* 
       thread_local PairedAct buffers;
       PairedAct& pa = buffers;  // this thread's, captured by the workers
       pair_activations(act, pa);
-      return parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
-        paired_gemv_chunk<F>(w, K, N, y, r0, r1, pa);
-        ep.apply(y, N, 0, M, r0, r1);
+      return parallel_runs(0, N, kGemvChunkRows, [&](const RunChunk& c) {
+        paired_gemv_chunk<F>(w, K, N, y, c.begin, c.end, c.run_begin, pa);
+        ep.apply(y, N, 0, M, c.begin, c.end);
       });
     }
   }
-  parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
+  parallel_runs(0, N, kGemvChunkRows, [&](const RunChunk& c) {
     row_groups(act, M, [&]<int MR>(int64_t m0, const ActRow* a) {
       constexpr int NR = gemv_nr<MR>();
-      gemv_chunk<F, MR, NR>(w, K, N, y, m0, r0, r1, a);
+      gemv_chunk<F, MR, NR>(w, K, N, y, m0, c.begin, c.end, c.run_begin, a);
     });
-    ep.apply(y, N, 0, M, r0, r1);
+    ep.apply(y, N, 0, M, c.begin, c.end);
   });
 }
 
@@ -1580,14 +1588,14 @@ template <QuantFormat kF>
 inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, int64_t N, float* y,
                        const QuantEpilogue& ep) {
   const int64_t row_bytes = quant_row_bytes(kF, K);
-  parallel_chunks(0, N, kGemvChunkRows, [&](int64_t r0, int64_t r1) {
+  parallel_runs(0, N, kGemvChunkRows, [&](const RunChunk& c) {
     for (int64_t m0 = 0; m0 < M; m0 += 4) {
       const int mr = int(std::min<int64_t>(4, M - m0));
       const float* xr[4];
       for (int m = 0; m < 4; ++m) xr[m] = x + (m0 + std::min(m, mr - 1)) * K;
       auto run = [&]<int MR>() {
         constexpr int NR = gemv_nr<MR>();
-        gemv_rows<MR, NR>(w, row_bytes, N, y, m0, r0, r1,
+        gemv_rows<MR, NR>(w, row_bytes, N, y, m0, c.begin, c.end,
                           [&](const uint8_t* const* wr, const uint8_t* pf, float* const* out) {
                             float_gemv_tile<kF, MR, NR>(wr, K, pf, xr, out);
                           });
@@ -1601,7 +1609,7 @@ inline void gemv_float(const float* x, int64_t M, int64_t K, const uint8_t* w, i
       else
         run.template operator()<4>();
     }
-    ep.apply(y, N, 0, M, r0, r1);
+    ep.apply(y, N, 0, M, c.begin, c.end);
   });
 }
 #endif
