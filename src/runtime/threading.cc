@@ -447,30 +447,39 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   });
 }
 
-void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
-  if (end <= begin) return;
-  chunk = std::max<int64_t>(chunk, 1);
-  const int64_t chunks = (end - begin + chunk - 1) / chunk;
-  auto one = [&](int64_t c) { fn(begin + c * chunk, std::min(end, begin + (c + 1) * chunk)); };
-  if (chunks <= 1 || num_threads() <= 1 || t_in_region) {
-    for (int64_t c = 0; c < chunks; ++c) one(c);
-    return;
-  }
-  run_items(chunks, false, [&](int64_t c, int64_t, int64_t) { one(c); });
-}
+namespace {
 
-void parallel_runs(int64_t begin, int64_t end, int64_t chunk, RunFn fn) {
+// The chunks [begin + i * chunk, ...) of [begin, end) as body(chunk_begin, chunk_end, run_begin,
+// run_end) in elements: on the pool as run_items' items (per_thread: one run per thread, else
+// one shared run), or serially on this thread, as one run of every chunk, where there is one
+// chunk, one thread or an enclosing region.
+template <class Body>
+void for_chunks(int64_t begin, int64_t end, int64_t chunk, bool per_thread, const Body& body) {
   if (end <= begin) return;
   chunk = std::max<int64_t>(chunk, 1);
   const int64_t chunks = (end - begin + chunk - 1) / chunk;
   auto at = [&](int64_t c) { return std::min(end, begin + c * chunk); };
+  auto call = [&](int64_t c, int64_t run_begin, int64_t run_end) {
+    body(at(c), at(c + 1), at(run_begin), at(run_end));
+  };
   if (chunks <= 1 || num_threads() <= 1 || t_in_region) {
-    for (int64_t c = 0; c < chunks; ++c) fn(RunChunk{at(c), at(c + 1), begin, end});
+    for (int64_t c = 0; c < chunks; ++c) call(c, 0, chunks);
     return;
   }
-  run_items(chunks, true, [&](int64_t c, int64_t run_begin, int64_t run_end) {
-    fn(RunChunk{at(c), at(c + 1), at(run_begin), at(run_end)});
-  });
+  run_items(chunks, per_thread, call);
+}
+
+}  // namespace
+
+void parallel_chunks(int64_t begin, int64_t end, int64_t chunk, RangeFn fn) {
+  for_chunks(begin, end, chunk, false, [&](int64_t b, int64_t e, int64_t, int64_t) { fn(b, e); });
+}
+
+void parallel_runs(int64_t begin, int64_t end, int64_t chunk, RunFn fn) {
+  for_chunks(begin, end, chunk, true,
+             [&](int64_t b, int64_t e, int64_t run_begin, int64_t run_end) {
+               fn(RunChunk{b, e, run_begin, run_end});
+             });
 }
 
 int64_t parallel_regions() { return g_regions.load(std::memory_order_relaxed); }

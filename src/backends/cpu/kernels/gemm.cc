@@ -543,9 +543,8 @@ struct DnnlGemm {
     bool rows = l.m >= 2 * kGridRowBlock, wide = rows && l.n >= kGridWideMinCols;
     // Column blocks in multiples of 16 (a vector of f32), the last one takes the rest; rows
     // split only in row mode, columns in column mode and when wide (at least 2 column blocks).
-    auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
     g->mb = !rows ? l.m : even_blocks(l.m, wide ? kGridWideRowBlock : kGridRowBlock, 1);
-    g->nb = wide   ? even_blocks(l.n, std::min(kGridWideCols, round16((l.n + 1) / 2)), 16)
+    g->nb = wide   ? even_blocks(l.n, std::min(kGridWideCols, (l.n + 1) / 2), 16)
             : rows ? l.n
                    : even_blocks(l.n, kGridColBlock, 16);
     g->row_blocks = (l.m + g->mb - 1) / g->mb;
