@@ -49,7 +49,8 @@ struct KernelIO {
 };
 
 /// A compiled kernel. It must not throw (errors are compile-time), must write every element of
-/// its results, and may use rlx::parallel_for. Called only when every result has elements.
+/// its results (a result that no node and no graph output reads may be left as it is), and may
+/// use rlx::parallel_for. Called only when every result has elements.
 using Kernel = std::function<void(const KernelIO&)>;
 
 /// Least bytes a parallel chunk of a memory-bound kernel (copies and transposes, gathers,

@@ -144,12 +144,16 @@ TEST(CpuNnKernels, NormsMatchReference) {
       {Shape{1, 1}, -1},  {Shape{3, 4, 5}, 0}, {Shape{9, 17}, 1},
   };
   uint64_t seed = 100;
+  // Every other case of the fused norms leaves the sum h unread (a post-norm encoder's case: the
+  // kernel then keeps it in a row buffer).
+  bool read_sum = false;
   for (DType dt : kFloatTypes)
     for (OpKind op : {OpKind::LayerNorm, OpKind::RmsNorm, OpKind::FusedResidualLayerNorm,
                       OpKind::FusedResidualRmsNorm})
       for (const auto& [shape, axis] : cases) {
+        read_sum = !read_sum;
         SCOPED_TRACE(dtype_str(dt) + " " + std::string(op_name(op)) + " " + shape.to_string() +
-                     " axis " + std::to_string(axis));
+                     " axis " + std::to_string(axis) + (read_sum ? "" : " h unread"));
         const int a = shape.normalize_axis(axis);
         Shape feat(std::vector<int64_t>(shape.dims().begin() + a, shape.dims().end()));
         Graph g("norm");
@@ -166,12 +170,12 @@ TEST(CpuNnKernels, NormsMatchReference) {
             break;
           case OpKind::FusedResidualLayerNorm: {
             auto [y, h] = g.fused_residual_layer_norm(x, r, scale, bias, axis, 1e-5);
-            g.set_outputs({y, h});
+            g.set_outputs(read_sum ? std::vector<Value>{y, h} : std::vector<Value>{y});
             break;
           }
           default: {
             auto [y, h] = g.fused_residual_rms_norm(x, r, scale, axis, 1e-6);
-            g.set_outputs({y, h});
+            g.set_outputs(read_sum ? std::vector<Value>{y, h} : std::vector<Value>{y});
             break;
           }
         }

@@ -37,12 +37,14 @@ struct SoftmaxTask {
 inline constexpr int64_t kColumnBlock = 1024;
 
 /// layer_norm / rms_norm of rows of n elements; with `residual`, operand 1 is added first and
-/// the sum is result 1 (the fused_residual_* ops). Work units are rows.
+/// the sum is result 1 (the fused_residual_* ops). Work units are rows. `write_sum` is false
+/// when nothing in the graph reads result 1 (a post-norm encoder such as BERT normalises the sum
+/// and never reads it again): the sum then stays in a row buffer, one store stream less.
 struct NormTask {
   DType dtype;
   int64_t rows, n;
   double eps;
-  bool layer, residual;
+  bool layer, residual, write_sum = true;
 };
 
 /// rope of x [..., D] viewed as rows of D; `lead` are x's leading dims (x.shape[:-1]) and the
@@ -60,12 +62,12 @@ struct CrossEntropyTask {
   int64_t rows, c;
 };
 
-/// Per-thread scratch of at least n elements of C in slot `slot` (< 4). Clones of one
+/// Per-thread scratch of at least n elements of C in slot `slot` (< 5). Clones of one
 /// executable run concurrently and share their kernels, so scratch is per thread, never
 /// captured by a kernel.
 template <class C>
 C* scratch(size_t slot, size_t n) {
-  thread_local std::vector<C> buffers[4];
+  thread_local std::vector<C> buffers[5];
   std::vector<C>& b = buffers[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
@@ -440,23 +442,26 @@ void NormImpl(const NormTask& t, const KernelIO& io, int64_t begin, int64_t end)
   const C* scale = ReadRow(io.input<T>(p), n, scratch<C>(0, n));
   const C* bias = t.layer ? ReadRow(io.input<T>(p + 1), n, scratch<C>(1, n)) : nullptr;
   T* y = io.output<T>(0);
-  T* h = t.residual ? io.output<T>(1) : nullptr;
+  T* h = t.residual && t.write_sum ? io.output<T>(1) : nullptr;
+  // An unread sum of T rows lives in hbuf instead of h (its row rounded to T all the same).
+  T* hbuf = t.residual && !t.write_sum ? scratch<T>(4, n) : nullptr;
   C* xbuf = std::is_same_v<T, C> ? nullptr : scratch<C>(2, n);
   C* ybuf = std::is_same_v<T, C> ? nullptr : scratch<C>(3, n);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t off = r * t.n;
+    T* hrow = h != nullptr ? h + off : hbuf;
     const C* row;
     if (res == nullptr) {
       row = ReadRow(x + off, n, xbuf);
     } else if constexpr (std::is_same_v<T, C>) {
-      AddRows(x + off, res + off, h + off, n);
-      row = h + off;
+      AddRows(x + off, res + off, hrow, n);
+      row = hrow;
     } else {  // h is rounded to T (it is a result) and normalised as rounded, like the reference
       Widen(x + off, xbuf, n);
       Widen(res + off, ybuf, n);
       AddRows(xbuf, ybuf, xbuf, n);
-      Narrow(xbuf, h + off, n);
-      Widen(h + off, xbuf, n);
+      Narrow(xbuf, hrow, n);
+      Widen(hrow, xbuf, n);
       row = xbuf;
     }
     NormRow(row, RowTarget(y + off, ybuf), n, scale, bias, t.eps);
@@ -659,6 +664,21 @@ bool is_float_storage(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 
+// Whether some node of `g` or a graph output reads result `index` of `node` (one of g's nodes;
+// any other node counts as read). Operands refer to earlier nodes only, so the scan starts after
+// it.
+bool result_is_read(const Graph& g, const Node& node, int32_t index) {
+  const std::vector<Node>& nodes = g.nodes();
+  if (&node < nodes.data() || &node >= nodes.data() + nodes.size()) return true;
+  const Value v{static_cast<int32_t>(&node - nodes.data()), index};
+  for (Value o : g.outputs())
+    if (o == v) return true;
+  for (size_t i = static_cast<size_t>(v.node) + 1; i < nodes.size(); ++i)
+    for (Value o : nodes[i].operands)
+      if (o == v) return true;
+  return false;
+}
+
 // Work units per parallel chunk so that a chunk holds at least kParallelChunkElements elements.
 int64_t grain_for(int64_t elements_per_unit) {
   return std::max<int64_t>(1, kParallelChunkElements / std::max<int64_t>(1, elements_per_unit));
@@ -691,6 +711,7 @@ Kernel norm_factory(const Graph& g, const Node& node) {
       node.op == OpKind::FusedResidualLayerNorm || node.op == OpKind::FusedResidualRmsNorm;
   const bool layer = node.op == OpKind::LayerNorm || node.op == OpKind::FusedResidualLayerNorm;
   NormTask t{x.dtype, 1, 1, node.attrs.get_float("eps"), layer, residual};
+  if (residual) t.write_sum = result_is_read(g, node, 1);
   for (int i = 0; i < axis; ++i) t.rows *= s[i];
   for (int i = axis; i < s.rank(); ++i) t.n *= s[i];
   const int64_t grain = grain_for(t.n);
