@@ -468,19 +468,24 @@ int64_t even_blocks(int64_t size, int64_t block, int64_t align) {
   return b;
 }
 
-// Whether relu on an f32 result runs as vec_apply after the matmul rather than as post-ops.
-// oneDNN's relu maps NaN to 0, so the post-ops that match the reference are a chain of three
+// Why relu on an f32 result runs as vec_apply after the matmul rather than as post-ops: oneDNN's
+// relu maps NaN to 0, so the post-ops that match the reference are a chain of three
 // (append_activation: elu, leaky relu, linear), and the elu evaluates an exponential per
-// element: oneDNN's jit eltwise runs that chain at ~1.0 ns per element against 0.12 for its
+// element. oneDNN's jit eltwise runs that chain at ~1.0 ns per element against 0.12 for its
 // plain relu and for vec_apply's exact relu (24576 f32 in L2, 1 thread; gelu_erf 0.68, gelu_tanh
-// 0.74, swish 0.72 there, vec_apply's kGelu 1.15, kGeluTanh 1.40, kSilu 0.85). A single-threaded
-// grid chunk with the bias fused and relu as that chain takes 1.16x / 1.15x the time of the same
-// chunk without an activation (128 x 384 x 192 of a 1536-column B / 1024 x 384 x 768, CPU time,
-// medians of 5-7 interleaved rounds, load ~3.5 on 2 CPUs), with vec_apply on the chunk's block
-// right after its matmul 0.95x / 1.04x. gelu, gelu_tanh and silu stay oneDNN post-ops: the
-// same way they cost more than as post-ops (gelu 1.08x vs 1.08x, 1.09x vs 1.18x; gelu_tanh 1.03x
-// vs 1.11x, 1.08x vs 1.19x; silu 1.02x vs 1.02x, 1.08x vs 1.11x), their jit being faster than
-// vec_apply's few-ulp functions and a 1024 x 768 block (3 MiB) not staying in L2.
+// 0.74, swish 0.72 there, vec_apply's kGelu 1.15, kGeluTanh 1.40, kSilu 0.85). AMD EPYC (Zen 4),
+// single-threaded grid chunks, CPU time against the same chunk without an activation (bias
+// fused), medians of 5-9 interleaved rounds, load 3.5-5.3 on 2 CPUs, for 128 x 384 x 192 of a
+// 1536-column B / 1024 x 384 x 768: relu post-ops 1.14-1.16x / 1.15-1.16x, vec_apply on the
+// chunk's block right after its matmul 0.95-0.97x / 1.04-1.08x. Whole GEMMs through Session, 2
+// threads, wall, relu / none (3 interleaved rounds, load ~5.3): 128 x 384 x 1536 1.22-1.31 with
+// the chain, 0.97-1.08 this way; 4096 x 384 x 1536 1.13-1.22 and 0.96-1.11. gelu, gelu_tanh and
+// silu stay post-ops: after the chunk they cost more (gelu 1.05-1.08x as a post-op vs 1.08-1.10x
+// after, 1.09x vs 1.18x; gelu_tanh 1.03-1.04x vs 1.10-1.13x, 1.08-1.10x vs 1.19-1.20x; silu
+// 1.02x vs 1.02-1.05x, 1.08-1.09x vs 1.11-1.15x): oneDNN's jit is faster than vec_apply's
+// few-ulp functions, and a 1024 x 768 block (3 MiB) does not stay in L2. (vec_apply is the more
+// accurate one: <= 6 ulp, where oneDNN's gelu_erf / gelu_tanh / swish flush tails towards 0 at
+// up to 2^24 ulp, though within ~1.5e-7 * max(1, |x|) absolute, dnnl_util.h.)
 constexpr int64_t kReluAfterChunk = int64_t{1} << 18;
 
 // relu in place on n contiguous f32 at c, in parallel chunks of kReluAfterChunk elements (the
