@@ -1,7 +1,8 @@
 // Native CPU kernels of the gemm family: dot_general, matmul and fused_matmul_bias_act. f32 and
 // bf16 (f32 accumulation) run on oneDNN's matmul primitive with the bias and activation fused
-// as post-ops; f16, and bf16 on CPUs where oneDNN has no bf16 matmul (AVX2), run through f32
-// copies; f64 and integer dtypes run a blocked loop.
+// as post-ops (relu on an f32 result follows it, relu_after_matmul); f16, and bf16 on CPUs where
+// oneDNN has no bf16 matmul (AVX2), run through f32 copies; f64 and integer dtypes run a blocked
+// loop.
 #include <omp.h>
 
 #include <algorithm>
@@ -467,6 +468,35 @@ int64_t even_blocks(int64_t size, int64_t block, int64_t align) {
   return b;
 }
 
+// Why relu on an f32 result runs as vec_apply after the matmul rather than as post-ops: oneDNN's
+// relu maps NaN to 0, so the post-ops that match the reference are a chain of three
+// (append_activation: elu, leaky relu, linear), and the elu evaluates an exponential per
+// element. oneDNN's jit eltwise runs that chain at ~1.0 ns per element against 0.12 for its
+// plain relu and for vec_apply's exact relu (24576 f32 in L2, 1 thread; gelu_erf 0.68, gelu_tanh
+// 0.74, swish 0.72 there, vec_apply's kGelu 1.15, kGeluTanh 1.40, kSilu 0.85). AMD EPYC (Zen 4),
+// single-threaded grid chunks, CPU time against the same chunk without an activation (bias
+// fused), medians of 5-9 interleaved rounds, load 3.5-5.3 on 2 CPUs, for 128 x 384 x 192 of a
+// 1536-column B / 1024 x 384 x 768: relu post-ops 1.14-1.16x / 1.15-1.16x, vec_apply on the
+// chunk's block right after its matmul 0.95-0.97x / 1.04-1.08x. Whole GEMMs through Session, 2
+// threads, wall, relu / none (3 interleaved rounds, load ~5.3): 128 x 384 x 1536 1.22-1.31 with
+// the chain, 0.97-1.08 this way; 4096 x 384 x 1536 1.13-1.22 and 0.96-1.11. gelu, gelu_tanh and
+// silu stay post-ops: after the chunk they cost more (gelu 1.05-1.08x as a post-op vs 1.08-1.10x
+// after, 1.09x vs 1.18x; gelu_tanh 1.03-1.04x vs 1.10-1.13x, 1.08-1.10x vs 1.19-1.20x; silu
+// 1.02x vs 1.02-1.05x, 1.08-1.09x vs 1.11-1.15x): oneDNN's jit is faster than vec_apply's
+// few-ulp functions, and a 1024 x 768 block (3 MiB) does not stay in L2. (vec_apply is the more
+// accurate one: <= 6 ulp, where oneDNN's gelu_erf / gelu_tanh / swish flush tails towards 0 at
+// up to 2^24 ulp, though within ~1.5e-7 * max(1, |x|) absolute, dnnl_util.h.)
+constexpr int64_t kReluAfterChunk = int64_t{1} << 18;
+
+// relu in place on n contiguous f32 at c, in parallel chunks of kReluAfterChunk elements (the
+// unsplit matmul's result, which oneDNN may have computed on several threads).
+void relu_after_matmul(std::byte* c, int64_t n) {
+  auto* f = reinterpret_cast<float*>(c);
+  parallel_chunks(0, n, kReluAfterChunk, [f](int64_t i0, int64_t i1) {
+    vec_apply(VecFn::kRelu, f + i0, f + i0, i1 - i0);
+  });
+}
+
 // A problem compiled to oneDNN primitives, plus the copies around them: operands packed
 // (strided views oneDNN would run through its reference implementation) or converted (f16, and
 // bf16 where oneDNN has no bf16 matmul, to f32), such a bias converted to f32, and an f32 result
@@ -492,10 +522,13 @@ struct DnnlGemm {
   std::optional<dnnl::binary> split;  // dst += bias, then the activation
   bool matmul_reference = false, split_reference = false;
   // The primitives' bound arguments (see SetPool), made by bind_args once the plan is chosen.
-  // The layout the primitives were built for, and the activation (plan_grid builds the chunk
-  // primitives from them).
+  // The layout the primitives were built for, and the activation they apply (plan_grid builds
+  // the chunk primitives from them).
   Layout layout;
   std::string act;
+  // relu on an f32 result: applied by rlx after the matmul (and the split add) instead of as
+  // post-ops, to each grid chunk's block while it is in cache (see relu_after_matmul).
+  bool relu_after = false;
   // The chunked form of the matmul (plan_grid), run instead of `matmul` while num_threads() > 1.
   std::shared_ptr<const GemmGrid> grid;
   struct Args {
@@ -608,6 +641,13 @@ struct DnnlGemm {
           m.bind(k++, bias + static_cast<size_t>(r0 * g.bias_row + c0 * g.bias_col) * g.in_size);
         if (tile.pad.get_size() > 0) m.bind(k, scratch(kScratchPad, tile.pad.get_size()));
         m.execute(*tile.prim, s);
+        if (relu_after) {
+          s.wait();
+          auto* block = reinterpret_cast<float*>(c) + r0 * g.c_row + c0;
+          int64_t rows = std::min(g.mb, g.m - r0), cols = std::min(g.nb, g.n - c0);
+          for (int64_t r = 0; r < rows; ++r)
+            vec_apply(VecFn::kRelu, block + r * g.c_row, block + r * g.c_row, cols);
+        }
       }
       s.wait();
       args->give(set);
@@ -677,6 +717,7 @@ struct DnnlGemm {
     }
     args->give(set);
     s.wait();
+    if (relu_after) relu_after_matmul(c, c_numel);
     if (dst_out) dst_out(c, io.out[0], c_numel);
   }
 };
@@ -725,7 +766,8 @@ std::optional<DnnlGemm> build_dnnl(const Problem& p, bool pack_a, bool pack_b, B
   g.k = p.k;
   g.mode = mode;
   g.layout = *l;
-  g.act = p.act;
+  g.relu_after = p.act == "relu" && dst == DType::f32;
+  g.act = g.relu_after ? "none" : p.act;
   try {
     g.a_md = mat_md(l->a, dnnl_type(compute), unit);
     g.b_md = mat_md(l->b, dnnl_type(compute), unit);
@@ -733,7 +775,7 @@ std::optional<DnnlGemm> build_dnnl(const Problem& p, bool pack_a, bool pack_b, B
     if (p.has_bias) g.bias_md = mat_md(l->bias, dnnl_type(compute), unit);
     const dnnl::engine& eng = dnnl_engine();
     if (p.k > 0) {
-      dnnl::primitive_attr attr = matmul_attr(mode, g.bias_md, p.act);
+      dnnl::primitive_attr attr = matmul_attr(mode, g.bias_md, g.act);
       dnnl::matmul::primitive_desc pd(
           dnnl::matmul::desc(g.a_md, g.b_md, mode == BiasMode::Arg ? g.bias_md : memory::desc(),
                              g.c_md),
@@ -744,7 +786,7 @@ std::optional<DnnlGemm> build_dnnl(const Problem& p, bool pack_a, bool pack_b, B
     }
     if (mode == BiasMode::Split) {
       dnnl::post_ops po;
-      append_activation(po, p.act);
+      append_activation(po, g.act);
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       attr.set_post_ops(po);
