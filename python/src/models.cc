@@ -29,7 +29,7 @@ void bind_models(py::module_& m) {
         models::QuantizeSummary s;
         {
           py::gil_scoped_release nogil;
-          s = models::quantize_model(input, output, quant_format_from_name(type));
+          s = models::quantize_model(input, output, models::quantize_target_format(type));
         }
         py::dict d;
         d["source"] = s.source;

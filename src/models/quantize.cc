@@ -23,6 +23,10 @@ using json = nlohmann::json;
 
 namespace {
 
+// The --type names rlx quantize writes (a llama.cpp file type and an rlx quantizer).
+constexpr std::string_view kTargetNames =
+    "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K or q6_K";
+
 // gguf-py's LlamaFileType for a file whose matrices are in `f` (K-quants: the _S presets, the
 // closest to one format throughout). Throws for formats without one.
 uint32_t llama_file_type(QuantFormat f) {
@@ -55,9 +59,9 @@ uint32_t llama_file_type(QuantFormat f) {
       return 32;  // MOSTLY_BF16
     default:
       throw Error("rlx quantize: --type " + std::string(quant_format_info(f).name) +
-                  " has no llama.cpp file type (q8_K is ggml's intermediate format for "
-                  "activations); expected f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 or "
-                  "q2_K ... q6_K");
+                  " has no llama.cpp file type" +
+                  (f == QuantFormat::kQ8_K ? " (ggml's intermediate format for activations)" : "") +
+                  "; expected " + std::string(kTargetNames));
   }
 }
 
@@ -99,10 +103,11 @@ std::vector<uint8_t> quantize_rows(QuantFormat f, const float* src, int64_t rows
 }
 
 void check_target_format(QuantFormat f) {
+  check(quant_format_info(f).has_quantizer,
+        "rlx quantize: --type " + std::string(quant_format_info(f).name) +
+            " is read by rlx but not written (no quantizer); expected " +
+            std::string(kTargetNames));
   llama_file_type(f);  // throws for a format llama.cpp has no file type for
-  check(quant_format_info(f).has_quantizer, "rlx quantize: --type " +
-                                                std::string(quant_format_info(f).name) +
-                                                " has no quantizer in rlx (dequantize only)");
 }
 
 // Common metadata of every output file: general.file_type and general.quantization_version.
@@ -313,6 +318,18 @@ QuantizeSummary requantize_gguf(const std::string& in, const std::string& out, Q
 }
 
 }  // namespace
+
+QuantFormat quantize_target_format(std::string_view name) {
+  QuantFormat f{};
+  try {
+    f = quant_format_from_name(name);
+  } catch (const Error&) {
+    throw Error("rlx quantize: unknown --type '" + std::string(name) + "'; expected " +
+                std::string(kTargetNames));
+  }
+  check_target_format(f);
+  return f;
+}
 
 QuantizeSummary quantize_model(const std::string& in, const std::string& out, QuantFormat format) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -104,8 +104,19 @@ TEST(QuantizeErrors, BadInputsNameTheFileAndWhatWasExpected) {
   };
   std::string msg = error((tmp.path() / "missing").string(), QuantFormat::kQ8_0);
   EXPECT_HAS(msg, "missing: no such file or directory");
-  EXPECT_HAS(error(dir, QuantFormat::kQ8_K), "q8_K has no llama.cpp file type");
-  EXPECT_HAS(error(dir, QuantFormat::kIQ4_NL), "has no llama.cpp file type");
+  EXPECT_HAS(error(dir, QuantFormat::kQ8_K), "q8_K has no llama.cpp file type (ggml's");
+  EXPECT_HAS(error(dir, QuantFormat::kIQ4_NL),
+             "--type iq4_nl is read by rlx but not written (no quantizer); expected f32, f16");
+  // The --type names: an unknown one lists only the formats quantize_model writes.
+  auto type_error = [](const std::string& name) {
+    return testing::error_of([&] { quantize_target_format(name); });
+  };
+  msg = type_error("q9_0");
+  EXPECT_HAS(msg, "rlx quantize: unknown --type 'q9_0'; expected f32, f16, bf16, q4_0");
+  EXPECT_EQ(msg.find("iq4_nl"), std::string::npos) << msg;
+  EXPECT_HAS(type_error("iq4_nl"), "no quantizer");
+  EXPECT_HAS(type_error("q8_K"), "no llama.cpp file type");
+  EXPECT_EQ(quantize_target_format("q4_K"), QuantFormat::kQ4_K);
   // Rows of 8 fit no 32-element block: the first matrix is named with its shape.
   msg = error(dir, QuantFormat::kQ8_0);
   EXPECT_HAS(msg, "tensor 'embeddings.word_embeddings.weight' [12,8]");

@@ -150,14 +150,15 @@ int run_opt(const OptArgs& a) {
 // `rlx quantize IN OUT --type FMT`: writes the GGUF, then one line of counts, sizes and time
 // and the tensors that took a fallback format.
 int run_quantize(const std::string& in, const std::string& out, const std::string& type) {
-  models::QuantizeSummary s = models::quantize_model(in, out, quant_format_from_name(type));
+  const QuantFormat format = models::quantize_target_format(type);
+  models::QuantizeSummary s = models::quantize_model(in, out, format);
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   std::printf(
       "%s: %lld tensors (%lld in %s or its fallback) from %s %s, %.2f MiB -> %.2f MiB in "
       "%.2f s\n",
       out.c_str(), static_cast<long long>(s.tensors), static_cast<long long>(s.quantized),
-      std::string(quant_format_info(quant_format_from_name(type)).name).c_str(), s.source.c_str(),
-      in.c_str(), mib(s.bytes_in), mib(s.bytes_out), s.seconds);
+      std::string(quant_format_info(format).name).c_str(), s.source.c_str(), in.c_str(),
+      mib(s.bytes_in), mib(s.bytes_out), s.seconds);
   std::map<std::string, std::vector<std::string>> by_format;
   for (const auto& [name, f] : s.fallbacks)
     by_format[std::string(quant_format_info(f).name)].push_back(name);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -65,5 +66,12 @@ struct QuantizeSummary {
 /// GGUF tensor in a type rlx cannot dequantize; and as write_gguf for I/O failures (then
 /// `out` is unchanged).
 QuantizeSummary quantize_model(const std::string& in, const std::string& out, QuantFormat format);
+
+/// The format `rlx quantize --type NAME` writes: quant_format_from_name(name), restricted to the
+/// formats quantize_model() takes (a llama.cpp file type and an rlx quantizer: f32, f16, bf16,
+/// q4_0, q4_1, q5_0, q5_1, q8_0, q2_K ... q6_K). Throws rlx::Error listing those for an unknown
+/// name, and saying why for a known format it cannot write (q8_K: no llama.cpp file type;
+/// iq4_nl: no quantizer).
+QuantFormat quantize_target_format(std::string_view name);
 
 }  // namespace rlx::models
