@@ -150,7 +150,12 @@ TEST(Cli, QuantizeThenEmbedTheGguf) {
   int n = 0;
   for (double x, y; ra >> x && rb >> y; ++n) EXPECT_NEAR(x, y, 5e-3);
   EXPECT_EQ(n, 8);  // hidden size 8
-  expect_error(run_rlx({"quantize", dir, out, "--type", "q9_9"}), 1, "q9_9");
+  // --verbose names the formats the GGUF's weights are kept in (not the --quantize option).
+  Result v = run_rlx({"embed", "--model", out, "--verbose", "a man"});
+  EXPECT_HAS(v.err, "weights f16 x 7 (other weights f32), ");
+  EXPECT_HAS(run_rlx({"embed", "--model", dir, "--verbose", "a man"}).err, "weights f32, ");
+  expect_error(run_rlx({"quantize", dir, out, "--type", "q9_9"}), 1,
+               "unknown --type 'q9_9'; expected f32, f16, bf16");
   expect_error(run_rlx({"quantize", dir, out, "--type", "q8_0"}), 1,
                "rows of 8 elements are not a multiple of the q8_0 block size 32");
   expect_error(run_rlx({"quantize", (tmp.path() / "nope").string(), out, "--type", "q8_0"}), 1,

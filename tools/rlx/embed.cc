@@ -3,10 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "cli_util.h"
 #include "rlx/backends/pjrt/pjrt.h"
@@ -39,9 +42,23 @@ std::vector<std::vector<double>> cosine_matrix(const Tensor& e) {
       double dot = 0;
       for (int64_t k = 0; k < d; ++k) dot += double(p[i * d + k]) * p[j * d + k];
       double denom = norms[static_cast<size_t>(i)] * norms[static_cast<size_t>(j)];
-      m[static_cast<size_t>(i)][static_cast<size_t>(j)] = denom > 0 ? dot / denom : 0.0;
+      // Clamped: rounding can put a vector's cosine with itself at 1 + 2^-52.
+      m[static_cast<size_t>(i)][static_cast<size_t>(j)] =
+          denom > 0 ? std::clamp(dot / denom, -1.0, 1.0) : 0.0;
     }
   return m;
+}
+
+// The --verbose line's weights: "f32", or each packed format with its tensor count, e.g.
+// "q8_0 x 36, q5_0 x 1 (other weights f32)".
+std::string weight_formats_summary(const models::SentenceEmbedder& e) {
+  std::map<std::string, int> counts;
+  for (const auto& [name, f] : e.weight_formats()) ++counts[std::string(quant_format_info(f).name)];
+  if (counts.empty()) return "f32";
+  std::string s;
+  for (const auto& [format, n] : counts)
+    s += (s.empty() ? "" : ", ") + format + " x " + std::to_string(n);
+  return s + " (other weights f32)";
 }
 
 }  // namespace
@@ -150,20 +167,20 @@ int run_embed(const EmbedArgs& a) {
   if (a.verbose) {
     models::EmbedderStats s = embedder.stats();
     auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::fprintf(
-        stderr,
-        "model %s (%s, dim %lld, max length %lld) loaded in %.1f ms\n"
-        "device %s, precision %s\nweights %s, act_quant %s\n"
-        "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
-        "%lld tokens (%lld with padding), %d threads\n",
-        embedder.model_name().c_str(), embedder.model_dir().c_str(), static_cast<long long>(d),
-        static_cast<long long>(embedder.max_length()), ms(t1 - t0), opts.device.to_string().c_str(),
-        to_string(embedder.precision()).c_str(),
-        opts.quantize ? std::string(quant_format_info(*opts.quantize).name).c_str() : "f32",
-        opts.act_quant.c_str(), static_cast<long long>(n), ms(t2 - t1),
-        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_seconds * 1e3,
-        static_cast<long long>(s.real_tokens), static_cast<long long>(s.padded_tokens),
-        num_threads());
+    std::fprintf(stderr,
+                 "model %s (%s, dim %lld, max length %lld) loaded in %.1f ms\n"
+                 "device %s, precision %s\nweights %s, %.1f MiB resident, act_quant %s\n"
+                 "%lld texts in %.1f ms: %lld executable runs, %lld compiles (%.1f ms), "
+                 "%lld tokens (%lld with padding), %d threads\n",
+                 embedder.model_name().c_str(), embedder.model_dir().c_str(),
+                 static_cast<long long>(d), static_cast<long long>(embedder.max_length()),
+                 ms(t1 - t0), opts.device.to_string().c_str(),
+                 to_string(embedder.precision()).c_str(), weight_formats_summary(embedder).c_str(),
+                 static_cast<double>(embedder.weight_bytes()) / (1 << 20), opts.act_quant.c_str(),
+                 static_cast<long long>(n), ms(t2 - t1), static_cast<long long>(s.runs),
+                 static_cast<long long>(s.compiles), s.compile_seconds * 1e3,
+                 static_cast<long long>(s.real_tokens), static_cast<long long>(s.padded_tokens),
+                 num_threads());
   }
   return 0;
 }
