@@ -42,8 +42,13 @@ bool is_gguf_path(const std::string& path) {
   return fs::path(path).extension() == ".gguf" && !fs::is_directory(path);
 }
 
-// The GGUF file at `path` when it names one, else nullopt (a model directory).
+// The GGUF file at `path` when it names one, else nullopt (a model directory). Throws when
+// `path` does not exist (rather than naming the config.json a directory would hold).
 std::optional<GgufFile> open_if_gguf(const std::string& path) {
+  std::error_code ec;
+  check(fs::exists(path, ec), path +
+                                  ": no such file or directory (expected a model directory with "
+                                  "config.json, or a .gguf file)");
   if (!is_gguf_path(path)) return std::nullopt;
   return GgufFile::open(path);
 }

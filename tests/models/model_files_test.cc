@@ -101,6 +101,16 @@ TEST(ModelFiles, ADirectoryWhereAFileBelongsIsNamed) {
   }
 }
 
+TEST(ModelFiles, AMissingModelPathIsNamedNotItsConfigJson) {
+  TempDir tmp;
+  for (const char* name : {"no-such-model", "no-such-model.gguf"}) {
+    const std::string path = (tmp.path() / name).string();
+    EXPECT_EQ(load_error(path), path +
+                                    ": no such file or directory (expected a model directory "
+                                    "with config.json, or a .gguf file)");
+  }
+}
+
 TEST(ModelFiles, CheckpointTensorsTheConfigDoesNotUseAreAnErrorUnlessAllowed) {
   TempDir tmp;
   TinyBertOptions o;
