@@ -519,11 +519,17 @@ void bind_runtime(py::module_& m) {
       "Runs executables[d] (clones of one CPU executable) on inputs[d], one thread per simulated "
       "device joined by an in-process communicator (docs/ir.md \"Collectives\"); returns each "
       "device's outputs.");
-  m.def("devices", [] {
-    std::vector<std::string> out;
-    for (const Device& d : available_devices()) out.push_back(d.to_string());
-    return out;
-  });
+  m.def(
+      "devices",
+      [] {
+        std::vector<std::string> out;
+        for (const Device& d : available_devices()) out.push_back(d.to_string());
+        return out;
+      },
+      "Device 0 of every backend this build registers ('cpu', 'pjrt:0'): the device kinds it "
+      "compiles for (rlx::available_devices). 'pjrt:0' is listed whether or not a PJRT plugin is "
+      "configured; compiling for it without one fails naming RLX_PJRT_PLUGIN (`rlx devices` "
+      "reports the plugin and its devices).");
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("num_threads", &num_threads);
   m.def("physical_cores", &physical_cores);

@@ -112,7 +112,10 @@ class Backend {
 void register_backend(std::shared_ptr<Backend> backend);
 /// The backend for `kind`; throws rlx::Error "no backend for device 'cuda' (registered: cpu)".
 std::shared_ptr<Backend> backend_for(DeviceKind kind);
-/// Devices usable in this process (registered backends whose device is present).
+/// Device 0 of every backend registered in this process (cpu, pjrt): the device kinds it can
+/// compile for. pjrt:0 is listed whether or not a PJRT plugin is configured; compiling for it
+/// without one fails naming RLX_PJRT_PLUGIN, and `rlx devices` reports the plugin and its
+/// devices (pjrt::describe_plugin).
 std::vector<Device> available_devices();
 
 }  // namespace rlx
