@@ -30,15 +30,19 @@
 //
 // f32, f16 and bf16 without a positional mask and with at most kDirectMaxKeys keys (encoders such
 // as BERT) take a direct path instead (f16 / bf16 widened to f32, the output rounded once): per
-// (batch, head) K is packed transposed, Kt [D, Sk], and V to whole vectors where needed, once for
-// all its query blocks; per item, S = scale Q K^T [Bq, Sk] and O = P V / l run on register tiles
-// (8 rows x 3 vectors on AVX-512; all scalar lanes are f32 FMA sums over the head dim or the
-// keys), with one exact two-pass softmax over each whole score row in between. Where the mask row
-// is the same for all query rows (none, or an encoder's [B, 1, 1, Sk] padding mask), the score
-// tiles apply it and track each row's maximum as they store, so the softmax is one exp pass; the
-// trailing keys such a bool mask hides are not computed at all. The whole row fits in L2 (kBlockQ
-// x kDirectMaxKeys floats), so no online rescaling is needed; items are (batch, head, query
-// block), and threads claim them one (batch, head) at a time (parallel_chunks), so a claim's
+// (batch, head) K is packed transposed, Kt [D, Sk] (f32 K straight from its rows, strided or not,
+// in 16 x 16 register blocks on AVX-512), and V to whole vectors where needed (strided V rows are
+// copied: read in place they would contend for a few L1 sets), once for all its query blocks, and
+// the next (batch, head)'s rows are prefetched into L2 while this one computes (a packed
+// projection's rows are a token apart, too far apart for the hardware prefetcher: loaded on
+// demand they cost a fifth of the op at B = 32); per item, S = scale Q K^T [Bq, Sk] and O = P V / l
+// run on register tiles (8 rows x 3 vectors on AVX-512; all scalar lanes are f32 FMA sums over the
+// head dim or the keys), with one exact two-pass softmax over each whole score row in between.
+// Where the mask row is the same for all query rows (none, or an encoder's [B, 1, 1, Sk] padding
+// mask), the score tiles apply it and track each row's maximum as they store, so the softmax is one
+// exp pass; the trailing keys such a bool mask hides are not computed at all. The whole row fits in
+// L2 (kBlockQ x kDirectMaxKeys floats), so no online rescaling is needed; items are (batch, head,
+// query block), and threads claim them one (batch, head) at a time (parallel_chunks), so a claim's
 // items share the packed K and V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
@@ -821,10 +825,11 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
   const int64_t ldv = (t.dv + lanes - 1) / lanes * lanes;  // V and output row stride
   const bool has_tensor = t.mask == MaskKind::kBool || t.mask == MaskKind::kBias;
   constexpr bool narrow = !std::is_same_v<T, float>;
-  // Q, K and V rows are read in place where they are contiguous f32 rows, else copied (widened)
-  // row by row into wq / wk / wv first: the products' panels of strided rows (packed QKV: rows
-  // (Hq+2Hkv)D apart) would contend for a few L1 sets. The output is written in place, strided
-  // or not, where its rows are whole vectors.
+  // Q and V rows are read in place where they are contiguous f32 rows, else copied (widened) row
+  // by row into wq / wv first: the products' panels of strided rows (packed QKV: rows
+  // (Hq+2Hkv)D apart) would contend for a few L1 sets. f32 K is transposed from its rows in
+  // place; 16-bit K is widened into wk first. The output is written in place, strided or not,
+  // where its rows are whole vectors.
   const bool out_in_place = !narrow && ldv == t.dv;
   const bool v_in_place = out_in_place && t.lv.ss == t.dv;
   const int64_t n_q = narrow || t.lq.ss != t.d ? kBlockQ * t.d : 0;
@@ -902,7 +907,9 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     }
     // The next (batch, head)'s rows are fetched into L2 meanwhile, a few per score row: the packed
     // layout's rows are a token (W floats) apart, too far for the hardware prefetcher, and
-    // contiguous heads gain too (B 32: 17 % and 7 % faster).
+    // contiguous heads gain too (1 thread, B 32: 17 % and 7 % faster). With more threads the
+    // next head is often another thread's claim; its rows then come from this core's L2 or L3,
+    // still not from memory.
     const bool has_next = bh + 1 < t.batch * t.heads;
     const int64_t nb = (bh + 1) / t.heads, nh = (bh + 1) % t.heads, nkh = nh / group;
     auto prefetch_next = [&](int64_t u) {
