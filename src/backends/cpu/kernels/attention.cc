@@ -738,10 +738,10 @@ HWY_INLINE void PrefetchBytes(const void* p, size_t n) {
 // tails, and narrower targets, are scalar.
 HWY_INLINE void TransposeRows(const float* HWY_RESTRICT src, size_t n, size_t d, size_t stride,
                               float* HWY_RESTRICT kt, size_t ld) {
-  size_t n16 = 0, d16 = 0;
+  size_t n16 = 0;  // rows transposed by whole blocks
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   n16 = n / 16 * 16;
-  d16 = d / 16 * 16;
+  const size_t d16 = d / 16 * 16;
   for (size_t j = 0; j < n16; j += 16) {
     for (size_t c = 0; c < d16; c += 16) {
       __m512 r[16], u[16];
@@ -776,7 +776,6 @@ HWY_INLINE void TransposeRows(const float* HWY_RESTRICT src, size_t n, size_t d,
       for (size_t i = j; i < j + 16; ++i) kt[c * ld + i] = src[i * stride + c];
   }
 #endif
-  (void)d16;
   for (size_t c = 0; c < d; ++c) {
     float* row = kt + c * ld;
     for (size_t i = n16; i < n; ++i) row[i] = src[i * stride + c];
