@@ -12,8 +12,8 @@
 // than wall time; RLX_NUM_THREADS=1 gives per-core throughput), wall seconds with more: the
 // process clock counts another CPU's running thread only up to its last tick, so the best of
 // many short multi-threaded calls read ~2x too fast on the 2-vCPU VMs rlx is measured on.
-// - encoder_attention: the attention kernel's direct path (BERT-style shapes, padding mask, head
-//   dims 32-128, f32 and bf16) called directly, in GFLOP/s.
+// - encoder_attention: the attention and packed_qkv_attention kernels' direct path (BERT-style
+//   shapes, batch 1-32, padding mask, head dims 32-128, f32 and bf16) called directly, in GFLOP/s.
 // Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention|encoder_attention|gemm]
 #include <algorithm>
 #include <chrono>
