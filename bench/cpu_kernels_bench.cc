@@ -12,8 +12,8 @@
 // than wall time; RLX_NUM_THREADS=1 gives per-core throughput), wall seconds with more: the
 // process clock counts another CPU's running thread only up to its last tick, so the best of
 // many short multi-threaded calls read ~2x too fast on the 2-vCPU VMs rlx is measured on.
-// - encoder_attention: the attention kernel's direct path (BERT-style shapes, padding mask, head
-//   dims 32-128, f32 and bf16) called directly, in GFLOP/s.
+// - encoder_attention: the attention and packed_qkv_attention kernels' direct path (BERT-style
+//   shapes, batch 1-32, padding mask, head dims 32-128, f32 and bf16) called directly, in GFLOP/s.
 // Usage: rlx_bench_cpu_kernels [all|elementwise|nn|attention|encoder_attention|gemm]
 #include <algorithm>
 #include <chrono>
@@ -219,33 +219,44 @@ void bench_attention() {
 }
 
 // Encoder attention (the kernel's direct path: no positional mask, at most 1024 keys): the kernel
-// called directly on [B, H, S, D] inputs with a [B, 1, 1, S] bool padding mask (as BERT-style
-// encoders feed it) or none, in CPU time per call and GFLOP/s of the two products.
+// called directly on [B, H, S, D] inputs (attention) or on the packed QKV projection [B, S, 3 H D]
+// (packed_qkv_attention, as the fused encoders run it) with a [B, 1, 1, S] bool padding mask (as
+// BERT-style encoders feed it) or none, in CPU time per call and GFLOP/s of the two products.
 void bench_encoder_attention() {
   std::printf("encoder attention, kernel called directly (CPU time per call, best of runs):\n");
   struct Case {
     int64_t b, h, s, d;
     DType dt;
     bool mask;
+    bool packed = false;
   };
-  const Case cases[] = {{1, 12, 128, 32, DType::f32, true},  {4, 12, 128, 32, DType::f32, true},
-                        {4, 12, 128, 32, DType::f32, false}, {2, 12, 128, 64, DType::f32, true},
-                        {2, 8, 200, 80, DType::f32, true},   {2, 8, 128, 128, DType::f32, true},
-                        {1, 12, 512, 64, DType::f32, true},  {1, 12, 1024, 64, DType::f32, true},
-                        {4, 12, 128, 32, DType::bf16, true}};
+  const Case cases[] = {
+      {1, 12, 128, 32, DType::f32, true},        {4, 12, 128, 32, DType::f32, true},
+      {4, 12, 128, 32, DType::f32, false},       {4, 12, 128, 32, DType::f32, false, true},
+      {32, 12, 128, 32, DType::f32, false},      {32, 12, 128, 32, DType::f32, false, true},
+      {32, 12, 128, 32, DType::f32, true, true}, {2, 12, 128, 64, DType::f32, true},
+      {2, 8, 200, 80, DType::f32, true},         {2, 8, 128, 128, DType::f32, true},
+      {1, 12, 512, 64, DType::f32, true},        {1, 12, 1024, 64, DType::f32, true},
+      {4, 12, 128, 32, DType::bf16, true},       {4, 12, 128, 32, DType::bf16, true, true}};
   Session session;
   for (const Case& c : cases) {
-    const Shape qs{c.b, c.h, c.s, c.d}, ms{c.b, 1, 1, c.s};
+    const Shape qs{c.b, c.h, c.s, c.d}, ms{c.b, 1, 1, c.s}, ps{c.b, c.s, 3 * c.h * c.d};
     Graph g("attention");
-    Value q = g.input("q", c.dt, qs), k = g.input("k", c.dt, qs), v = g.input("v", c.dt, qs);
     Graph::AttentionOptions o;
     o.mask = c.mask ? "bool" : "none";
     std::optional<Value> m;
     if (c.mask) m = g.input("m", DType::bool_, ms);
-    g.set_outputs({g.attention(q, k, v, o, m)});
-    TensorMap feeds{{"q", random_tensor(c.dt, qs, 1)},
-                    {"k", random_tensor(c.dt, qs, 2)},
-                    {"v", random_tensor(c.dt, qs, 3)}};
+    TensorMap feeds;
+    if (c.packed) {
+      g.set_outputs({g.packed_qkv_attention(g.input("qkv", c.dt, ps), c.h, c.h, o, m)});
+      feeds.emplace("qkv", random_tensor(c.dt, ps, 1));
+    } else {
+      Value q = g.input("q", c.dt, qs), k = g.input("k", c.dt, qs), v = g.input("v", c.dt, qs);
+      g.set_outputs({g.attention(q, k, v, o, m)});
+      feeds = {{"q", random_tensor(c.dt, qs, 1)},
+               {"k", random_tensor(c.dt, qs, 2)},
+               {"v", random_tensor(c.dt, qs, 3)}};
+    }
     Tensor mask(DType::bool_, ms);
     for (int64_t i = 0; i < mask.numel(); ++i) mask.set_i64(i, i % c.s < c.s - 9);  // padding
     feeds.emplace("m", mask);
@@ -260,10 +271,10 @@ void bench_encoder_attention() {
     cpu::Kernel kernel = cpu::kernel_table().at(node.op).factory(cg, node);
     const double t = seconds_per_call([&] { kernel(io); });
     const double flops = 4.0 * static_cast<double>(c.b * c.h * c.s * c.s * c.d);
-    std::printf("  B%lld H%lld S%lld D%lld %-4s %-4s %8.3f ms cpu (%6.1f GFLOP/s)\n",
+    std::printf("  B%lld H%lld S%lld D%lld %-4s %-4s %-6s %8.3f ms cpu (%6.1f GFLOP/s)\n",
                 static_cast<long long>(c.b), static_cast<long long>(c.h),
                 static_cast<long long>(c.s), static_cast<long long>(c.d), dtype_name(c.dt).data(),
-                c.mask ? "bool" : "none", t * 1e3, flops / t / 1e9);
+                c.mask ? "bool" : "none", c.packed ? "packed" : "", t * 1e3, flops / t / 1e9);
   }
 }
 

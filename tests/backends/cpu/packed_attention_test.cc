@@ -1,8 +1,8 @@
 // CPU kernel of packed_qkv_attention (attention reading q, k, v in place from the packed QKV
 // projection [B,S,(Hq+2Hkv)D], writing [B,S,Hq D]) against the reference evaluator run on the
 // op's decomposition, and bitwise against the plain attention kernel fed the same q, k, v split
-// on the host: f32 and bf16, batch 1-2, heads 1-4 with GQA, D 32 / 64, S 1 / 7 / 33 / 128, masks
-// none / bool [B,1,1,S] (padding keys) / causal, 1-3 threads.
+// on the host: f32 and bf16, batch 1-2, heads 1-4 with GQA, D 24 / 32 / 64, S 1 / 7 / 33 / 40 /
+// 128, masks none / bool [B,1,1,S] (padding keys) / causal, 1-3 threads.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,8 +122,10 @@ void expect_packed_matches(const Packed& c, DType dt, const std::string& mask, u
 
 TEST(CpuPackedQkvAttention, MatchesDecompositionAndPlainAttentionBitwise) {
   const std::vector<Packed> configs = {
-      {1, 1, 1, 1, 32},  {2, 2, 2, 7, 64}, {1, 4, 2, 33, 32},
-      {2, 4, 4, 33, 64}, {2, 2, 1, 7, 32}, {1, 4, 2, 128, 32},
+      {1, 1, 1, 1, 32}, {2, 2, 2, 7, 64},   {1, 4, 2, 33, 32}, {2, 4, 4, 33, 64},
+      {2, 2, 1, 7, 32}, {1, 4, 2, 128, 32}, {1, 2, 1, 40, 24},  // K's 16 x 16 transposed blocks
+                                                                // with row and column tails,
+                                                                // strided
   };
   uint64_t seed = 1;
   for (DType dt : {DType::f32, DType::bf16})
