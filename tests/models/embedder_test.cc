@@ -235,11 +235,6 @@ TEST(MiniLM, EmbedOfTokenizedRowsMatchesSentenceTransformers) {
   EXPECT_NE(error_of([&] { e.embed(too_long); }).find("max_length 256"), std::string::npos);
 }
 
-TEST(MiniLMErrors, MissingDirectoryNamesTheFile) {
-  std::string msg = error_of([] { SentenceEmbedder e("/nonexistent/model"); });
-  EXPECT_NE(msg.find("/nonexistent/model/config.json"), std::string::npos) << msg;
-}
-
 TEST(MiniLMErrors, BadOptionsAndBrokenFiles) {
   REQUIRE_MODEL(dir);
   EmbedderOptions bad;
