@@ -42,7 +42,7 @@
 // mask), the score tiles apply it and track each row's maximum as they store, so the softmax is one
 // exp pass; the trailing keys such a bool mask hides are not computed at all. The whole row fits in
 // L2 (kBlockQ x kDirectMaxKeys floats), so no online rescaling is needed; items are (batch, head,
-// query block), and threads claim them one (batch, head) at a time (parallel_chunks), so a claim's
+// query block), and threads claim them one (batch, head) at a time (parallel_runs), so a claim's
 // items share the packed K and V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
@@ -815,9 +815,13 @@ HWY_INLINE void DirectGemm(D d, size_t m, size_t nv, const float* a, size_t lda,
 // The direct path for storage type T (f32, or f16 / bf16 widened to f32: the item's query rows,
 // its head's K and V once per (batch, head), the output rounded back per item). Per (batch,
 // head) K is packed transposed, Kt [D, ld] (zero padded to whole vectors), and V to whole
-// vectors of Dv where needed, and both stay in cache for all the head's query blocks.
+// vectors of Dv where needed, and both stay in cache for all the head's query blocks. Items
+// [begin, end) are this call's; the calling thread goes on to the items up to run_end (its
+// parallel_runs run), so the rows of the (batch, head) after an item are prefetched while the
+// item computes only when that head is before run_end.
 template <class T>
-void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end,
+                int64_t run_end) {
   const hn::ScalableTag<float> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t ld = (t.sk + lanes - 1) / lanes * lanes;   // score row stride, padded with -inf
@@ -906,10 +910,9 @@ void DirectImpl(const AttentionTask& t, const KernelIO& io, int64_t begin, int64
     }
     // The next (batch, head)'s rows are fetched into L2 meanwhile, a few per score row: the packed
     // layout's rows are a token (W floats) apart, too far for the hardware prefetcher, and
-    // contiguous heads gain too (1 thread, B 32: 17 % and 7 % faster). With more threads the
-    // next head is often another thread's claim; its rows then come from this core's L2 or L3,
-    // still not from memory.
-    const bool has_next = bh + 1 < t.batch * t.heads;
+    // contiguous heads gain too (1 thread, B 32: 17 % and 7 % faster). Only a head of this
+    // thread's run (see DirectImpl's comment): the one after the run's last is another thread's.
+    const bool has_next = (bh + 1) * t.q_blocks < run_end;
     const int64_t nb = (bh + 1) / t.heads, nh = (bh + 1) % t.heads, nkh = nh / group;
     auto prefetch_next = [&](int64_t u) {
       if (!has_next) return;
@@ -1198,14 +1201,15 @@ void DecodeRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int6
   }
 }
 
-void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end) {
+void DirectRange(const AttentionTask& t, const KernelIO& io, int64_t begin, int64_t end,
+                 int64_t run_end) {
   switch (t.dtype) {
     case DType::f32:
-      return DirectImpl<float>(t, io, begin, end);
+      return DirectImpl<float>(t, io, begin, end, run_end);
     case DType::f16:
-      return DirectImpl<f16>(t, io, begin, end);
+      return DirectImpl<f16>(t, io, begin, end, run_end);
     case DType::bf16:
-      return DirectImpl<bf16>(t, io, begin, end);
+      return DirectImpl<bf16>(t, io, begin, end, run_end);
     default:
       return;
   }
@@ -1289,10 +1293,12 @@ Kernel make_kernel(AttentionTask t) {
       t.mask != MaskKind::kCausalLengths && t.sk >= 1 && t.sk <= kDirectMaxKeys && t.d >= 1 &&
       t.dv >= 1) {
     // Threads claim one (batch, head) at a time (its query blocks share K and V), so a worker
-    // that starts late (a loaded machine) holds the call back by one head, not by half of them.
+    // that starts late (a loaded machine) holds the call back by one head, not by half of them;
+    // each goes through its own run of consecutive heads (parallel_runs), so the head it
+    // prefetches during one is usually the one it takes next.
     return [t, items](const KernelIO& io) {
-      parallel_chunks(0, items, t.q_blocks, [&](int64_t b, int64_t e) {
-        HWY_DYNAMIC_DISPATCH(DirectRange)(t, io, b, e);
+      parallel_runs(0, items, t.q_blocks, [&](const RunChunk& c) {
+        HWY_DYNAMIC_DISPATCH(DirectRange)(t, io, c.begin, c.end, c.run_end);
       });
     };
   }
