@@ -23,6 +23,7 @@
 
 #include "../kernel.h"
 #include "half.h"
+#include "rlx/opt/rewrite.h"
 #include "rlx/runtime/threading.h"
 
 namespace rlx::cpu::nn_simd {
@@ -664,19 +665,12 @@ bool is_float_storage(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 
-// Whether some node of `g` or a graph output reads result `index` of `node` (one of g's nodes;
-// any other node counts as read). Operands refer to earlier nodes only, so the scan starts after
-// it.
-bool result_is_read(const Graph& g, const Node& node, int32_t index) {
+// Whether some node of `g` or a graph output reads result `index` of `node` (use_counts; a
+// node that is not one of g's own counts as read).
+bool result_is_read(const Graph& g, const Node& node, size_t index) {
   const std::vector<Node>& nodes = g.nodes();
   if (&node < nodes.data() || &node >= nodes.data() + nodes.size()) return true;
-  const Value v{static_cast<int32_t>(&node - nodes.data()), index};
-  for (Value o : g.outputs())
-    if (o == v) return true;
-  for (size_t i = static_cast<size_t>(v.node) + 1; i < nodes.size(); ++i)
-    for (Value o : nodes[i].operands)
-      if (o == v) return true;
-  return false;
+  return use_counts(g)[static_cast<size_t>(&node - nodes.data())][index] > 0;
 }
 
 // Work units per parallel chunk so that a chunk holds at least kParallelChunkElements elements.
